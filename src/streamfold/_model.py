@@ -1,0 +1,102 @@
+"""The pydantic base every streamfold model shares, and the JSON-value check for options."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Self
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
+
+from .errors import InvalidModelError, OptionsError, StreamfoldError
+
+JsonValue = Any
+"""A value JSON can hold: None, bool, int, finite float, str, list, str-keyed dict."""
+
+
+def _check_json(value: object, path: str) -> None:
+    # Walk the value instead of relying on pydantic's JsonValue: that one converts
+    # tuples to lists silently, and DESIGN.md forbids silent conversion.
+    if value is None or isinstance(value, bool | int | str):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise OptionsError(
+                f"{path}: expected a JSON value, got {value!r} (JSON has no {value})"
+            )
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_json(item, f"{path}[{i}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise OptionsError(
+                    f"{path}: expected str keys, got key {key!r} of type {type(key).__name__}"
+                )
+            _check_json(item, f"{path}[{key!r}]")
+        return
+    raise OptionsError(
+        f"{path}: expected a JSON value (None, bool, int, float, str, list, dict), "
+        f"got {type(value).__name__} {value!r}"
+    )
+
+
+def check_json_object(value: object, name: str = "options") -> dict[str, Any]:
+    """Return `value` if it is a str-keyed dict of JSON values, else raise OptionsError."""
+    if not isinstance(value, dict):
+        raise OptionsError(f"{name}: expected a dict with str keys, got {type(value).__name__}")
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise OptionsError(
+                f"{name}: expected str keys, got key {key!r} of type {type(key).__name__}"
+            )
+        _check_json(item, f"{name}[{key!r}]")
+    return value
+
+
+def _check_json_object_field(value: object, info: ValidationInfo) -> dict[str, Any]:
+    return check_json_object(value, info.field_name or "mapping")
+
+
+JsonObject = Annotated[dict[str, Any], BeforeValidator(_check_json_object_field)]
+"""An ordered str-keyed mapping of JSON values; anything else is rejected, not converted."""
+
+
+def _translate(model: str, exc: ValidationError) -> StreamfoldError:
+    problems: list[str] = []
+    for err in exc.errors():
+        original = (err.get("ctx") or {}).get("error")
+        if isinstance(original, StreamfoldError):
+            return original
+        loc = ".".join(str(p) for p in err["loc"]) or "(value)"
+        problems.append(f"{loc}: {err['msg']}, got {err['input']!r}")
+    return InvalidModelError(model, problems)
+
+
+class StreamfoldModel(BaseModel):
+    """Frozen, strict-shaped pydantic model whose validation errors are streamfold errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _translate(type(self).__name__, exc) from exc
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        """Validate `obj` into this model, raising a streamfold error on bad input."""
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _translate(cls.__name__, exc) from exc
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
+        """Parse JSON into this model, raising a streamfold error on bad input."""
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise _translate(cls.__name__, exc) from exc

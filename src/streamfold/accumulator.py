@@ -1,0 +1,342 @@
+"""The sans-IO accumulator: neutral deltas in, events out, a Message at the end.
+
+Text arrives as many small chunks; each part keeps a list of them and joins once, when
+the part completes (or a snapshot asks). Completed parts are built once and reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any, Literal, assert_never
+
+from .deltas import (
+    ClosePart,
+    Delta,
+    EndMessage,
+    GrowPart,
+    OpenPart,
+    ReportError,
+    SkipEvent,
+    UpdateMessage,
+)
+from .display import display_items_for
+from .errors import StreamProtocolError, ToolArgumentsError
+from .events import (
+    Event,
+    MessageCompleted,
+    PartCompleted,
+    PartDelta,
+    PartStarted,
+    ProviderErrored,
+    UsageUpdated,
+)
+from .message import (
+    Message,
+    Role,
+    Status,
+    StopReason,
+    ToolCall,
+    Usage,
+    forward_status,
+    merge_usage,
+    parse_tool_arguments,
+)
+from .parts import STREAMED_OPTIONS, Citation, ContentPart, PartType
+
+
+class _Slot:
+    """One part or tool call being assembled."""
+
+    __slots__ = (
+        "chunks",
+        "citations",
+        "done",
+        "has_content",
+        "index",
+        "options",
+        "start",
+        "streamed",
+    )
+
+    def __init__(self, index: int, start: ContentPart | ToolCall) -> None:
+        self.index = index
+        self.start = start
+        if isinstance(start, ToolCall):
+            initial = start.arguments if isinstance(start.arguments, str) else None
+            self.options: dict[str, Any] = dict(start.metadata)
+            self.citations: list[Citation] = []
+        else:
+            initial = start.content
+            self.options = dict(start.options)
+            self.citations = list(start.citations)
+        self.chunks: list[str] = [] if initial is None else [initial]
+        self.has_content = initial is not None
+        # Streamed string options (the signature) as chunk lists, joined when built.
+        self.streamed: dict[str, list[str]] = {}
+        for key in STREAMED_OPTIONS:
+            value = self.options.get(key)
+            if isinstance(value, str):
+                self.streamed[key] = [value]
+        self.done: ContentPart | ToolCall | None = None
+
+    @property
+    def part_type(self) -> PartType | Literal["tool_call"]:
+        return "tool_call" if isinstance(self.start, ToolCall) else self.start.type
+
+    def grow(self, delta: GrowPart) -> None:
+        if delta.content is not None:
+            self.chunks.append(delta.content)
+            self.has_content = True
+        if delta.options:
+            for key, value in delta.options.items():
+                chunks = self.streamed.get(key)
+                if chunks is not None and isinstance(value, str):
+                    chunks.append(value)
+                else:
+                    self.options[key] = value
+                    if key in STREAMED_OPTIONS and isinstance(value, str):
+                        self.streamed[key] = [value]
+                    else:
+                        self.streamed.pop(key, None)
+        if delta.citations:
+            self.citations.extend(delta.citations)
+
+    def _text(self) -> str | None:
+        if not self.has_content:
+            return None
+        if len(self.chunks) > 1:
+            # Compact, so a later snapshot or the final build does not join the same prefix.
+            self.chunks[:] = ["".join(self.chunks)]
+        return self.chunks[0]
+
+    def _options(self) -> dict[str, Any]:
+        options = dict(self.options)
+        for key, chunks in self.streamed.items():
+            if len(chunks) > 1:
+                chunks[:] = ["".join(chunks)]
+            options[key] = chunks[0]
+        return options
+
+    def build(self, *, final: bool) -> ContentPart | ToolCall:
+        """The part as accumulated; `final` parses a tool call's arguments."""
+        start = self.start
+        if isinstance(start, ToolCall):
+            text = self._text()
+            metadata = self._options()
+            arguments: str | dict[str, Any] | None = text
+            status: Any = "incomplete"
+            if final:
+                try:
+                    arguments = parse_tool_arguments(start.call_id, start.name, text or "")
+                    status = "complete"
+                except ToolArgumentsError as exc:
+                    # Keep the raw text: a cut-off call is still worth showing and storing.
+                    metadata["arguments_error"] = str(exc)
+            return ToolCall.model_construct(
+                call_id=start.call_id,
+                name=start.name,
+                arguments=arguments,
+                index=self.index,
+                status=status,
+                metadata=metadata,
+            )
+        return ContentPart.model_construct(
+            type=start.type,
+            content=self._text(),
+            options=self._options(),
+            citations=list(self.citations),
+        )
+
+
+class Accumulator:
+    """Fold neutral deltas into events and a Message; `snapshot()` at any moment."""
+
+    def __init__(self, *, role: Role = "assistant", provider: str | None = None) -> None:
+        self.role: Role = role
+        self.provider = provider
+        self._slots: list[_Slot] = []
+        self._open: dict[Hashable, _Slot] = {}
+        self._closed_keys: set[Hashable] = set()
+        self._status: Status = "incomplete"
+        self._stop_reason: StopReason | None = None
+        self._raw_stop_reason: str | None = None
+        self._usage: Usage | None = None
+        self._metadata: dict[str, Any] = {} if provider is None else {"provider": provider}
+        self._skipped: dict[str, int] = {}
+        self._finished = False
+        self._final: Message | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once MessageCompleted has been emitted."""
+        return self._finished
+
+    def apply(self, delta: Delta) -> list[Event]:
+        """Apply one neutral delta and return the events it causes."""
+        if self._finished:
+            return []
+        if isinstance(delta, GrowPart):
+            slot = self._slot_for(delta.key, "a delta")
+            slot.grow(delta)
+            return [
+                PartDelta(
+                    index=slot.index,
+                    part_type=slot.part_type,
+                    content=delta.content,
+                    options=delta.options,
+                    citations=delta.citations,
+                )
+            ]
+        if isinstance(delta, OpenPart):
+            return self._open_part(delta)
+        if isinstance(delta, ClosePart):
+            slot = self._slot_for(delta.key, "an end")
+            return [self._close(delta.key, slot, delta.explicit, delta.final)]
+        if isinstance(delta, UpdateMessage):
+            return self._update(delta)
+        if isinstance(delta, ReportError):
+            return self._error(delta)
+        if isinstance(delta, EndMessage):
+            return self._finish()
+        if isinstance(delta, SkipEvent):
+            self._skipped[delta.event_type] = self._skipped.get(delta.event_type, 0) + 1
+            return []
+        assert_never(delta)
+
+    def apply_all(self, deltas: Iterable[Delta]) -> list[Event]:
+        """Apply several deltas in order."""
+        events: list[Event] = []
+        for delta in deltas:
+            events.extend(self.apply(delta))
+        return events
+
+    def close(self) -> list[Event]:
+        """The input ended: finish the message with the status it has (incomplete if cut)."""
+        return [] if self._finished else self._finish()
+
+    def cancel(self) -> list[Event]:
+        """The consumer stopped reading: finish the message with status cancelled."""
+        if self._finished:
+            return []
+        self._status = forward_status(self._status, "cancelled")
+        self._stop_reason = "cancelled"
+        return self._finish()
+
+    def snapshot(self) -> Message:
+        """The message so far, without disturbing the fold."""
+        if self._final is not None:
+            return self._final
+        return self._message(
+            [slot.build(final=False) if slot.done is None else slot.done for slot in self._slots]
+        )
+
+    # --- internals -------------------------------------------------------------------
+
+    def _slot_for(self, key: Hashable, what: str) -> _Slot:
+        slot = self._open.get(key)
+        if slot is None:
+            state = "already completed" if key in self._closed_keys else "never started"
+            raise StreamProtocolError(
+                f"expected {what} for an open part, got one for part {key!r}, which was {state}",
+                provider=self.provider,
+            )
+        return slot
+
+    def _open_part(self, delta: OpenPart) -> list[Event]:
+        if delta.key in self._open:
+            raise StreamProtocolError(
+                f"expected a new part, got a second start for open part {delta.key!r}",
+                provider=self.provider,
+            )
+        slot = _Slot(len(self._slots), delta.part)
+        self._slots.append(slot)
+        self._open[delta.key] = slot
+        self._closed_keys.discard(delta.key)
+        part = delta.part
+        if isinstance(part, ToolCall) and part.index != slot.index:
+            part = part.model_copy(update={"index": slot.index})
+        return [PartStarted(index=slot.index, part=part)]
+
+    def _close(
+        self,
+        key: Hashable,
+        slot: _Slot,
+        explicit: bool,
+        final: ContentPart | ToolCall | None = None,
+    ) -> PartCompleted:
+        del self._open[key]
+        self._closed_keys.add(key)
+        if final is None:
+            part = slot.build(final=True)
+        elif isinstance(final, ToolCall):
+            part = final.model_copy(update={"index": slot.index})
+        else:
+            part = final
+        slot.done = part
+        slot.chunks = []  # the built part holds the text now
+        return PartCompleted(
+            index=slot.index,
+            part=part,
+            display_items=tuple(display_items_for(part, self.role)),
+            explicit=explicit,
+        )
+
+    def _update(self, delta: UpdateMessage) -> list[Event]:
+        if delta.status is not None:
+            self._status = forward_status(self._status, delta.status)
+        if delta.stop_reason is not None:
+            self._stop_reason = delta.stop_reason
+        if delta.raw_stop_reason is not None:
+            self._raw_stop_reason = delta.raw_stop_reason
+        if delta.metadata:
+            self._metadata.update(delta.metadata)
+        if delta.usage is not None:
+            self._usage = merge_usage(self._usage, delta.usage)
+            assert self._usage is not None
+            return [UsageUpdated(usage=self._usage)]
+        return []
+
+    def _error(self, delta: ReportError) -> list[Event]:
+        self._status = forward_status(self._status, "error")
+        self._stop_reason = "error"
+        self._metadata["error"] = {"type": delta.error_type, "message": delta.message}
+        events: list[Event] = self._close_open()
+        events.append(
+            ProviderErrored(
+                error_type=delta.error_type,
+                message=delta.message,
+                raw=delta.raw,
+                partial=self.snapshot(),
+            )
+        )
+        events.extend(self._finish())
+        return events
+
+    def _close_open(self) -> list[Event]:
+        # A part still open when the message ends was never closed on the wire: its end
+        # is inferred.
+        return [self._close(key, slot, False) for key, slot in list(self._open.items())]
+
+    def _finish(self) -> list[Event]:
+        events: list[Event] = self._close_open()
+        message = self._message([slot.done for slot in self._slots if slot.done is not None])
+        self._final = message
+        self._finished = True
+        events.append(MessageCompleted(message=message))
+        return events
+
+    def _message(self, built: list[ContentPart | ToolCall]) -> Message:
+        metadata = dict(self._metadata)
+        if self._skipped:
+            metadata["skipped_events"] = dict(self._skipped)
+        return Message.model_construct(
+            role=self.role,
+            content=[p for p in built if isinstance(p, ContentPart)],
+            tool_calls=[p for p in built if isinstance(p, ToolCall)],
+            tool_results=[],
+            status=self._status,
+            usage=self._usage,
+            stop_reason=self._stop_reason,
+            raw_stop_reason=self._raw_stop_reason,
+            metadata=metadata,
+        )

@@ -1,0 +1,81 @@
+"""Neutral deltas: what a provider decoder hands the accumulator.
+
+A decoder turns one provider event into a list of these. They name a part by a
+decoder-chosen `key` (Anthropic's block index, a Responses item id, a Chat tool-call
+index...); the accumulator gives each part its slot index in the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .message import Status, StopReason, ToolCall, Usage
+from .parts import Citation, ContentPart
+
+
+@dataclass(frozen=True, slots=True)
+class OpenPart:
+    """A part or tool call begins; `part` holds whatever the start event carried."""
+
+    key: Hashable
+    part: ContentPart | ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class GrowPart:
+    """More of an open part: content text (argument text for a tool call), options, citations.
+
+    Options in `STREAMED_OPTIONS` (the signature) concatenate; others replace. For a tool
+    call, options merge into its metadata.
+    """
+
+    key: Hashable
+    content: str | None = None
+    options: Mapping[str, Any] | None = None
+    citations: tuple[Citation, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClosePart:
+    """A part ended. `explicit` says the wire said so; `final` replaces what was accumulated."""
+
+    key: Hashable
+    explicit: bool = True
+    final: ContentPart | ToolCall | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMessage:
+    """Message-level news: status, stop reason, usage, metadata (merged key by key)."""
+
+    status: Status | None = None
+    stop_reason: StopReason | None = None
+    raw_stop_reason: str | None = None
+    usage: Usage | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReportError:
+    """The provider reported an error in the stream; the fold ends with status error."""
+
+    error_type: str | None
+    message: str
+    raw: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class EndMessage:
+    """The wire said the message is over (message_stop, response.completed, [DONE], ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SkipEvent:
+    """An event type the decoder does not know; counted in the message metadata."""
+
+    event_type: str
+
+
+Delta = OpenPart | GrowPart | ClosePart | UpdateMessage | ReportError | EndMessage | SkipEvent

@@ -1,0 +1,102 @@
+"""Display items, as Sagents' DisplayHelpers: what a UI or a display table stores per message."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ._model import JsonObject, StreamfoldModel
+from .message import Message, Role, ToolCall, ToolResult
+from .parts import ContentPart, utterance
+
+DisplayType = Literal["text", "thinking", "tool_call", "tool_result"]
+
+# A message that ended like this says so on its last display item, so a UI can show why.
+ABNORMAL_STATUSES = frozenset({"length", "cancelled", "content_filtered", "error"})
+
+
+class DisplayItem(StreamfoldModel):
+    """One displayable item: its type, the role of its message, and JSON-ready content."""
+
+    type: DisplayType
+    message_type: Role
+    content: JsonObject = Field(default_factory=dict)
+
+
+def part_display_item(part: ContentPart, role: Role) -> DisplayItem | None:
+    """The display item for one content part, or None for parts a UI does not show."""
+    if part.type == "text":
+        content: dict[str, Any] = {"text": part.content or ""}
+        marker = utterance(part)
+        if marker is not None:
+            content["utterance"] = marker
+        return DisplayItem.model_construct(type="text", message_type=role, content=content)
+    if part.type == "thinking":
+        return DisplayItem.model_construct(
+            type="thinking", message_type=role, content={"text": part.content or ""}
+        )
+    return None
+
+
+def tool_call_display_item(call: ToolCall, role: Role) -> DisplayItem:
+    """The display item for a tool call."""
+    return DisplayItem.model_construct(
+        type="tool_call",
+        message_type=role,
+        content={"call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+    )
+
+
+def tool_result_display_item(result: ToolResult, role: Role) -> DisplayItem:
+    """The display item for a tool result."""
+    content = (
+        result.content
+        if isinstance(result.content, str)
+        else [p.model_dump(mode="json") for p in result.content]
+    )
+    return DisplayItem.model_construct(
+        type="tool_result",
+        message_type=role,
+        content={
+            "tool_call_id": result.tool_call_id,
+            "name": result.name,
+            "content": content,
+            "is_error": result.is_error,
+        },
+    )
+
+
+def display_items_for(item: ContentPart | ToolCall, role: Role) -> list[DisplayItem]:
+    """The display items one streamed part or tool call gives (zero or one)."""
+    if isinstance(item, ToolCall):
+        return [tool_call_display_item(item, role)]
+    shown = part_display_item(item, role)
+    return [] if shown is None else [shown]
+
+
+def extract_display_items(
+    message: Message, order: Literal["sagents", "stream"] = "sagents"
+) -> list[DisplayItem]:
+    """Extract a message's display items: parts, then tool calls, then tool results.
+
+    `order="stream"` gives parts and tool calls interleaved as they were streamed.
+    """
+    role = message.role
+    items: list[DisplayItem] = []
+    if order == "stream":
+        for entry in message.stream_order():
+            items.extend(display_items_for(entry, role))
+    else:
+        for part in message.content:
+            items.extend(display_items_for(part, role))
+        items.extend(tool_call_display_item(tc, role) for tc in message.tool_calls)
+    items.extend(tool_result_display_item(r, role) for r in message.tool_results)
+    if items and message.status in ABNORMAL_STATUSES:
+        last = items[-1]
+        items[-1] = DisplayItem.model_construct(
+            type=last.type,
+            message_type=last.message_type,
+            content={**last.content, "stop_reason": message.stop_reason or message.status},
+        )
+    return items

@@ -1,0 +1,96 @@
+"""The error classes: one root, caller misuse apart from broken provider streams."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# A raw event can be large (a whole image); error messages show only its start.
+_RAW_PREVIEW_CHARS = 300
+
+
+def preview(raw: object, limit: int = _RAW_PREVIEW_CHARS) -> str:
+    """Return repr(raw) cut to `limit` characters, so a payload cannot flood a log."""
+    text = repr(raw)
+    if len(text) > limit:
+        return text[:limit] + f"... ({len(text) - limit} more chars)"
+    return text
+
+
+class StreamfoldError(Exception):
+    """Root of every error streamfold raises on purpose."""
+
+
+class UsageError(StreamfoldError, ValueError):
+    """The caller passed something streamfold cannot accept, or called it out of order."""
+
+
+class InvalidModelError(UsageError):
+    """A model constructor (ContentPart, Message, ...) got a value of the wrong shape."""
+
+    def __init__(self, model: str, problems: list[str]) -> None:
+        self.model = model
+        self.problems = problems
+        super().__init__(f"invalid {model}: " + "; ".join(problems))
+
+
+class OptionsError(UsageError):
+    """A part's options had a non-str key or a value JSON cannot hold."""
+
+
+class PartMergeError(UsageError):
+    """Two content parts of different types were merged."""
+
+
+class IncompleteMessageError(UsageError):
+    """A MessageDelta that has not finished was turned into a Message."""
+
+
+class ToolArgumentsError(StreamfoldError):
+    """A complete tool call's arguments are not a JSON object; the raw text is kept."""
+
+    def __init__(self, call_id: str | None, name: str | None, raw: str, reason: str) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.raw = raw
+        super().__init__(
+            f"tool call {call_id!r} ({name!r}): expected arguments to be a JSON object, "
+            f"got {preview(raw)}: {reason}"
+        )
+
+
+class StreamProtocolError(StreamfoldError):
+    """The provider's stream broke its own protocol.
+
+    Carries the provider, the offending raw event, its position in the stream, and
+    (once the fold attaches it) the partial Message folded before the fault.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        provider: str | None = None,
+        raw: Any = None,
+        position: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.provider = provider
+        self.raw = raw
+        self.position = position
+        self.partial: Any = None  # the Message so far; set by the fold
+        super().__init__(reason)
+
+    def __str__(self) -> str:
+        where = []
+        if self.provider is not None:
+            where.append(f"provider {self.provider}")
+        if self.position is not None:
+            where.append(f"event #{self.position}")
+        head = f"{self.reason}" + (f" ({', '.join(where)})" if where else "")
+        if self.raw is not None:
+            head += f"; raw event: {preview(self.raw)}"
+        return head
+
+
+class StreamLimitError(StreamfoldError):
+    """A stream exceeded one of the fold's size limits."""

@@ -1,0 +1,166 @@
+"""AWS `application/vnd.amazon.eventstream` framing, as Bedrock ConverseStream sends it.
+
+Each message: a 12-byte prelude (total length, headers length, CRC32 of those 8 bytes),
+the headers, the payload, and a CRC32 of everything before it. Incremental like the
+other framers: any split of the bytes gives the same messages.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import jiter
+
+from .errors import StreamProtocolError, UsageError
+
+_PRELUDE = 12
+_CRC = 4
+# The AWS limits: a message is at most 16 MiB, its headers at most 128 KiB.
+_MAX_MESSAGE = 16 * 1024 * 1024
+_MAX_HEADERS = 128 * 1024
+
+HeaderValue = bool | int | bytes | str | uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class EventStreamMessage:
+    """One eventstream message: its headers and raw payload."""
+
+    headers: dict[str, HeaderValue]
+    payload: bytes
+
+
+def _error(reason: str, raw: bytes) -> StreamProtocolError:
+    return StreamProtocolError(reason, provider="bedrock", raw=raw[:64])
+
+
+def _parse_headers(data: bytes, raw: bytes) -> dict[str, HeaderValue]:
+    headers: dict[str, HeaderValue] = {}
+    pos = 0
+    end = len(data)
+    try:
+        while pos < end:
+            name_len = data[pos]
+            name = data[pos + 1 : pos + 1 + name_len].decode("utf-8")
+            pos += 1 + name_len
+            kind = data[pos]
+            pos += 1
+            value: HeaderValue
+            if kind == 0:
+                value = True
+            elif kind == 1:
+                value = False
+            elif kind == 2:
+                (value,) = struct.unpack_from(">b", data, pos)
+                pos += 1
+            elif kind == 3:
+                (value,) = struct.unpack_from(">h", data, pos)
+                pos += 2
+            elif kind == 4:
+                (value,) = struct.unpack_from(">i", data, pos)
+                pos += 4
+            elif kind in (5, 8):  # long, timestamp (ms since the epoch)
+                (value,) = struct.unpack_from(">q", data, pos)
+                pos += 8
+            elif kind in (6, 7):
+                (length,) = struct.unpack_from(">H", data, pos)
+                pos += 2
+                blob = data[pos : pos + length]
+                if len(blob) != length:
+                    raise _error("expected a header value, got the end of the headers", raw)
+                value = blob.decode("utf-8") if kind == 7 else blob
+                pos += length
+            elif kind == 9:
+                value = uuid.UUID(bytes=data[pos : pos + 16])
+                pos += 16
+            else:
+                raise _error(f"expected a header value type 0-9, got {kind}", raw)
+            headers[name] = value
+    except (IndexError, struct.error, UnicodeDecodeError, ValueError) as exc:
+        if isinstance(exc, StreamProtocolError):
+            raise
+        raise _error(f"expected well-formed eventstream headers, got {exc}", raw) from None
+    if pos != end:
+        raise _error("expected the headers to fill their declared length exactly", raw)
+    return headers
+
+
+class EventStreamFramer:
+    """Incremental decoder of AWS eventstream messages, checking both CRCs."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._closed = False
+
+    def feed(self, data: bytes) -> list[EventStreamMessage]:
+        """Feed bytes; return the messages they complete."""
+        if self._closed:
+            raise UsageError("EventStreamFramer.feed: expected bytes before close(), got after")
+        self._buffer += data
+        messages: list[EventStreamMessage] = []
+        buffer = self._buffer
+        start = 0
+        while len(buffer) - start >= _PRELUDE:
+            total, headers_len, prelude_crc = struct.unpack_from(">III", buffer, start)
+            prelude = bytes(buffer[start : start + 8])
+            if zlib.crc32(prelude) != prelude_crc:
+                raise _error(
+                    f"expected prelude CRC32 {prelude_crc:#010x}, computed "
+                    f"{zlib.crc32(prelude):#010x}",
+                    prelude,
+                )
+            if total > _MAX_MESSAGE or headers_len > _MAX_HEADERS:
+                raise _error(
+                    f"expected a message under 16 MiB with headers under 128 KiB, got "
+                    f"{total} bytes with {headers_len} of headers",
+                    prelude,
+                )
+            if total < _PRELUDE + headers_len + _CRC:
+                raise _error(f"expected a message length of at least 16, got {total}", prelude)
+            if len(buffer) - start < total:
+                break
+            raw = bytes(buffer[start : start + total])
+            (message_crc,) = struct.unpack_from(">I", raw, total - _CRC)
+            computed = zlib.crc32(raw[: total - _CRC])
+            if computed != message_crc:
+                raise _error(
+                    f"expected message CRC32 {message_crc:#010x}, computed {computed:#010x}", raw
+                )
+            headers = _parse_headers(raw[_PRELUDE : _PRELUDE + headers_len], raw)
+            payload = raw[_PRELUDE + headers_len : total - _CRC]
+            messages.append(EventStreamMessage(headers, payload))
+            start += total
+        del buffer[:start]
+        return messages
+
+    def close(self) -> list[EventStreamMessage]:
+        """End of stream. A cut-off last message is dropped (the fold reports incomplete)."""
+        self._closed = True
+        self._buffer.clear()
+        return []
+
+
+def eventstream_payload(message: EventStreamMessage) -> dict[str, Any]:
+    """A message as the dict boto3 yields: `{event type: payload}` (exceptions likewise)."""
+    kind = message.headers.get(":message-type", "event")
+    if kind == "event":
+        name = message.headers.get(":event-type")
+    elif kind == "exception":
+        name = message.headers.get(":exception-type")
+    else:
+        name = message.headers.get(":error-code", "error")
+        text = message.headers.get(":error-message", "")
+        return {str(name): {"message": str(text)}}
+    if not isinstance(name, str):
+        raise _error(f"expected an :event-type header, got {name!r}", message.payload)
+    try:
+        body = jiter.from_json(message.payload) if message.payload else {}
+    except ValueError as exc:
+        raise _error(
+            f"expected a JSON payload, got invalid JSON ({exc})", message.payload
+        ) from None
+    return {name: body}

@@ -1,0 +1,372 @@
+"""The synchronous pipeline: chunks (bytes, str, dicts, SDK objects) in, events out.
+
+framing -> JSON -> provider decoder -> accumulator. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Iterator
+from typing import Any, Literal
+
+import jiter
+
+from .accumulator import Accumulator
+from .deltas import Delta
+from .errors import StreamfoldError, StreamProtocolError, UsageError
+from .events import Event, MessageCompleted
+from .framing import NDJSONDecoder, SSEDecoder, SSEEvent
+from .message import Message, Role
+from .providers import canonical_provider, detect_provider, get_decoder
+from .providers.base import Decoder
+
+StreamFormat = Literal["sse", "ndjson", "eventstream", "objects"]
+
+# How many events may pass before a stream that names no provider is given up on.
+_DETECT_WITHIN = 16
+_WHITESPACE = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
+
+
+def sniff_format(head: bytes) -> StreamFormat | None:
+    """Tell the framing from the first bytes of a stream; None when there are too few."""
+    head = head.lstrip(_WHITESPACE)
+    if head.startswith(_BOM):
+        head = head[3:].lstrip(_WHITESPACE)
+    if not head:
+        return None
+    first = head[:1]
+    if first == b"{":
+        return "ndjson"
+    if first == b"\x00":
+        # An AWS eventstream prelude starts with a big-endian length well under 16 MiB.
+        return "eventstream"
+    return "sse"
+
+
+class StreamFolder:
+    """Feed a provider stream piece by piece; get events; read `snapshot()` at any time."""
+
+    def __init__(
+        self,
+        provider: str | None = None,
+        *,
+        choice: int = 0,
+        strict: bool = False,
+        role: Role = "assistant",
+    ) -> None:
+        self._decoder_options: dict[str, Any] = {"choice": choice, "strict": strict}
+        self._provider = canonical_provider(provider) if provider else None
+        self._decoder: Decoder | None = (
+            get_decoder(self._provider, **self._decoder_options) if self._provider else None
+        )
+        self._acc = Accumulator(role=role, provider=self._provider)
+        self._format: StreamFormat | None = None
+        self._framer: Any = None
+        self._head = b""
+        # Events held until the provider is known.
+        self._undetected: list[tuple[Any, str | None]] = []
+        self._position = 0
+        self._closed = False
+
+    @property
+    def provider(self) -> str | None:
+        """The provider, as given or as detected (None until known)."""
+        return self._provider
+
+    @property
+    def finished(self) -> bool:
+        """True once MessageCompleted was emitted; later input is ignored."""
+        return self._acc.finished
+
+    def snapshot(self) -> Message:
+        """The message so far."""
+        return self._acc.snapshot()
+
+    def feed(self, chunk: Any) -> list[Event]:
+        """Feed one chunk: bytes, str, a decoded event dict, or an SDK object."""
+        if self._closed:
+            raise UsageError("StreamFolder.feed: expected a chunk before close(), got one after")
+        if self._acc.finished:
+            return []
+        if isinstance(chunk, bytes | bytearray | memoryview):
+            return self._feed_bytes(bytes(chunk))
+        if isinstance(chunk, str):
+            return self._feed_bytes(chunk.encode("utf-8"))
+        if isinstance(chunk, dict):
+            return self._feed_object(chunk)
+        dump = getattr(chunk, "model_dump", None)
+        if callable(dump):
+            return self._feed_object(_sdk_payload(chunk))
+        raise UsageError(
+            "StreamFolder.feed: expected bytes, str, a dict or an object with model_dump(), "
+            f"got {type(chunk).__name__}"
+        )
+
+    def close(self) -> list[Event]:
+        """The input ended: flush the framing and finish the message."""
+        if self._closed:
+            return []
+        self._closed = True
+        events: list[Event] = []
+        if self._framer is None and self._head:
+            # Too little input to tell its framing: treat it as SSE, the common case.
+            events.extend(self._start_framing("sse", self._head))
+        if self._framer is not None and not self._acc.finished:
+            for frame in self._framer.close():
+                events.extend(self._frame(frame))
+        if self._undetected and not self._acc.finished:
+            raise self._attach(
+                StreamProtocolError(
+                    "expected events from a known provider (anthropic, openai-chat, "
+                    "openai-responses, gemini, bedrock, ollama), got "
+                    f"{len(self._undetected)} event(s) that match none",
+                    raw=self._undetected[0][0],
+                    position=0,
+                )
+            )
+        if self._decoder is not None and not self._acc.finished:
+            events.extend(self._apply(self._decoder.close(), None))
+        events.extend(self._acc.close())
+        return events
+
+    def cancel(self) -> list[Event]:
+        """The consumer gave up: finish with status cancelled, keeping all received."""
+        self._closed = True
+        return self._acc.cancel()
+
+    # --- bytes -------------------------------------------------------------------------
+
+    def _feed_bytes(self, data: bytes) -> list[Event]:
+        if self._format == "objects":
+            raise UsageError("StreamFolder.feed: expected decoded objects, got bytes after them")
+        if self._framer is None:
+            head = self._head + data
+            kind = sniff_format(head)
+            if kind is None:
+                self._head = head
+                return []
+            self._head = b""
+            return self._start_framing(kind, head)
+        events: list[Event] = []
+        for frame in self._framer.feed(data):
+            events.extend(self._frame(frame))
+            if self._acc.finished:
+                break
+        return events
+
+    def _start_framing(self, kind: StreamFormat, head: bytes) -> list[Event]:
+        self._format = kind
+        if kind == "sse":
+            self._framer = SSEDecoder()
+        elif kind == "ndjson":
+            self._framer = NDJSONDecoder()
+        else:
+            from .eventstream import EventStreamFramer
+
+            self._framer = EventStreamFramer()
+            if self._provider is None:
+                self._provider = "bedrock"
+        return self._feed_bytes(head)
+
+    def _frame(self, frame: Any) -> list[Event]:
+        self._position += 1
+        if isinstance(frame, SSEEvent):
+            if frame.data == b"[DONE]":
+                return self._done()
+            return self._payload(_parse_json(frame.data, self._position), frame.event)
+        if isinstance(frame, bytes):
+            return self._payload(_parse_json(frame, self._position), None)
+        from .eventstream import eventstream_payload
+
+        return self._payload(eventstream_payload(frame), None)
+
+    # --- objects -----------------------------------------------------------------------
+
+    def _feed_object(self, payload: dict[str, Any]) -> list[Event]:
+        if self._format not in (None, "objects"):
+            raise UsageError(
+                f"StreamFolder.feed: expected {self._format} bytes, got a decoded object"
+            )
+        self._format = "objects"
+        self._position += 1
+        return self._payload(payload, None)
+
+    # --- decoding ----------------------------------------------------------------------
+
+    def _done(self) -> list[Event]:
+        if self._decoder is None:
+            return []
+        return self._apply(self._decoder.done(), "[DONE]")
+
+    def _payload(self, payload: Any, event: str | None) -> list[Event]:
+        if not isinstance(payload, dict):
+            raise self._attach(
+                StreamProtocolError(
+                    f"expected a JSON object per event, got {type(payload).__name__}",
+                    raw=payload,
+                    position=self._position,
+                )
+            )
+        if self._decoder is None:
+            provider = detect_provider(payload, event)
+            if provider is None:
+                self._undetected.append((payload, event))
+                if len(self._undetected) >= _DETECT_WITHIN:
+                    raise self._attach(
+                        StreamProtocolError(
+                            f"expected a recognisable provider event within {_DETECT_WITHIN} "
+                            "events, got none",
+                            raw=self._undetected[0][0],
+                            position=1,
+                        )
+                    )
+                return []
+            self._use_provider(provider)
+            assert self._decoder is not None
+            held, self._undetected = self._undetected, []
+            events: list[Event] = []
+            for old_payload, old_event in held:
+                events.extend(self._decode(old_payload, old_event))
+            events.extend(self._decode(payload, event))
+            return events
+        return self._decode(payload, event)
+
+    def _use_provider(self, provider: str) -> None:
+        self._provider = provider
+        self._decoder = get_decoder(provider, **self._decoder_options)
+        self._acc.provider = provider
+        self._acc._metadata.setdefault("provider", provider)
+
+    def _decode(self, payload: dict[str, Any], event: str | None) -> list[Event]:
+        assert self._decoder is not None
+        try:
+            deltas = self._decoder.decode(payload, event)
+        except StreamfoldError as exc:
+            raise self._attach(exc, payload) from None
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+            # A payload whose fields have the wrong shape: the decoder's contract is typed
+            # errors only, so name what broke instead of leaking a bare KeyError.
+            raise self._attach(
+                StreamProtocolError(
+                    f"malformed {self._provider} event: {type(exc).__name__}: {exc}",
+                    raw=payload,
+                ),
+                payload,
+            ) from exc
+        return self._apply(deltas, payload)
+
+    def _apply(self, deltas: list[Delta], raw: Any) -> list[Event]:
+        try:
+            return self._acc.apply_all(deltas)
+        except StreamfoldError as exc:
+            raise self._attach(exc, raw) from None
+
+    def _attach(self, exc: StreamfoldError, raw: Any = None) -> StreamfoldError:
+        if isinstance(exc, StreamProtocolError):
+            if exc.provider is None:
+                exc.provider = self._provider
+            if exc.raw is None:
+                exc.raw = raw
+            if exc.position is None:
+                exc.position = self._position
+            exc.partial = self._acc.snapshot()
+        return exc
+
+
+def _parse_json(data: bytes, position: int) -> Any:
+    try:
+        return jiter.from_json(data)
+    except ValueError as exc:
+        raise StreamProtocolError(
+            f"expected JSON in the event data, got invalid JSON ({exc})",
+            raw=data,
+            position=position,
+        ) from None
+
+
+def _sdk_payload(obj: Any) -> dict[str, Any]:
+    # SDK objects: dump with wire names (camelCase for google-genai) and only the fields
+    # the server sent, so the decoder sees what it would have seen on the wire.
+    try:
+        payload = obj.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    except TypeError:
+        payload = obj.model_dump()
+    if not isinstance(payload, dict):
+        raise UsageError(
+            f"StreamFolder.feed: expected model_dump() to give a dict, got {type(payload).__name__}"
+        )
+    return payload
+
+
+class Fold:
+    """Iterate the events of a stream; `snapshot()` reads the message so far at any time."""
+
+    def __init__(self, chunks: Iterable[Any], folder: StreamFolder) -> None:
+        self._chunks = chunks
+        self.folder = folder
+        self._events = self._run()
+
+    def __iter__(self) -> Iterator[Event]:
+        return self._events
+
+    def __next__(self) -> Event:
+        return next(self._events)
+
+    def snapshot(self) -> Message:
+        """The message so far (status cancelled if the consumer stopped early)."""
+        return self.folder.snapshot()
+
+    def close(self) -> None:
+        """Stop early: the message keeps everything received, with status cancelled."""
+        self._events.close()
+
+    def _run(self) -> Generator[Event, None, None]:
+        folder = self.folder
+        try:
+            for chunk in self._chunks:
+                yield from folder.feed(chunk)
+                if folder.finished:
+                    return
+            yield from folder.close()
+        except GeneratorExit:
+            # The consumer stopped reading: what arrived is kept, marked cancelled.
+            folder.cancel()
+            raise
+
+
+def _source(chunks: Any, provider: str | None) -> tuple[Iterable[Any], str | None]:
+    from .recording import Recording
+
+    if isinstance(chunks, Recording):
+        return chunks, provider or chunks.provider
+    if isinstance(chunks, bytes | str | dict):
+        return [chunks], provider
+    return chunks, provider
+
+
+def fold(
+    chunks: Any,
+    provider: str | None = None,
+    *,
+    choice: int = 0,
+    strict: bool = False,
+) -> Fold:
+    """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects."""
+    source, provider = _source(chunks, provider)
+    return Fold(source, StreamFolder(provider, choice=choice, strict=strict))
+
+
+def fold_message(
+    chunks: Any,
+    provider: str | None = None,
+    *,
+    choice: int = 0,
+    strict: bool = False,
+) -> Message:
+    """Fold a stream and return only the final Message."""
+    final: Message | None = None
+    for event in fold(chunks, provider, choice=choice, strict=strict):
+        if isinstance(event, MessageCompleted):
+            final = event.message
+    assert final is not None  # a fold always ends with MessageCompleted
+    return final

@@ -1,0 +1,185 @@
+"""Framing: bytes in, frames out. Server-sent events (WHATWG rules) and NDJSON.
+
+Both are incremental: `feed()` may receive any split of the stream (inside a UTF-8
+character, between CR and LF, mid-JSON) and returns the frames completed so far.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import UsageError
+
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One server-sent event. `data` is the raw UTF-8 bytes of its joined data lines."""
+
+    data: bytes
+    event: str | None = None
+    id: str | None = None
+    retry: int | None = None
+
+    @property
+    def text(self) -> str:
+        """The data as text."""
+        return self.data.decode("utf-8", "replace")
+
+
+class SSEDecoder:
+    """Incremental server-sent-events parser (LF, CR and CRLF line ends, comments, BOM)."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data: list[bytes] = []
+        self._event: str | None = None
+        self._id: str | None = None
+        self._retry: int | None = None
+        self._started = False
+        self._closed = False
+        # A chunk that ended in CR: an LF at the start of the next one belongs to it.
+        self._pending_cr = False
+        self._parked: list[bytes] = []
+
+    def _take_buffer(self, data: bytes) -> bytes:
+        if self._parked:
+            self._parked.append(data)
+            buffer = self._buffer + b"".join(self._parked)
+            self._parked = []
+            return buffer
+        return self._buffer + data if self._buffer else data
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        """Feed bytes; return the events they complete."""
+        if self._closed:
+            raise UsageError("SSEDecoder.feed: expected bytes before close(), got a feed after")
+        if not data:
+            return []
+        if self._pending_cr:
+            self._pending_cr = False
+            if data[:1] == b"\n":
+                data = data[1:]
+        if self._started and b"\n" not in data and b"\r" not in data:
+            # No line end: park the piece, so a long line fed in small pieces costs O(n).
+            self._parked.append(data)
+            return []
+        buffer = self._take_buffer(data)
+        if not self._started:
+            if len(buffer) < 3 and _BOM.startswith(buffer):
+                self._buffer = buffer
+                return []
+            if buffer.startswith(_BOM):
+                buffer = buffer[3:]
+            self._started = True
+        events: list[SSEEvent] = []
+        if b"\r" not in buffer:
+            # The common case: LF only, split with one C-level call.
+            lines = buffer.split(b"\n")
+            self._buffer = lines.pop()
+            for line in lines:
+                self._line(line, events)
+            return events
+        start = 0
+        end = len(buffer)
+        while start < end:
+            lf = buffer.find(b"\n", start)
+            cr = buffer.find(b"\r", start, lf if lf != -1 else end)
+            if cr != -1:
+                self._line(buffer[start:cr], events)
+                if cr + 1 == end:
+                    self._pending_cr = True
+                    start = end
+                else:
+                    start = cr + 2 if buffer[cr + 1 : cr + 2] == b"\n" else cr + 1
+            elif lf != -1:
+                self._line(buffer[start:lf], events)
+                start = lf + 1
+            else:
+                break
+        self._buffer = buffer[start:]
+        return events
+
+    def close(self) -> list[SSEEvent]:
+        """End of stream: deliver a last event that had no trailing blank line."""
+        if self._closed:
+            return []
+        self._closed = True
+        events: list[SSEEvent] = []
+        self._buffer = self._take_buffer(b"")
+        if self._buffer:
+            self._line(self._buffer, events)
+            self._buffer = b""
+        self._dispatch(events)
+        return events
+
+    def _line(self, line: bytes, events: list[SSEEvent]) -> None:
+        if not line:
+            self._dispatch(events)
+            return
+        if line[:5] == b"data:":
+            value = line[5:]
+            self._data.append(value[1:] if value[:1] == b" " else value)
+            return
+        if line[:1] == b":":
+            return
+        name, colon, value = line.partition(b":")
+        if colon and value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value)
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        elif name == b"id":
+            if b"\0" not in value:
+                self._id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():
+            self._retry = int(value)
+
+    def _dispatch(self, events: list[SSEEvent]) -> None:
+        if self._data:
+            data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+            events.append(SSEEvent(data, self._event, self._id, self._retry))
+        elif self._event is not None or self._retry is not None:
+            # An event with no data is not dispatched (WHATWG), but its fields reset.
+            pass
+        self._data = []
+        self._event = None
+        self._retry = None
+
+
+class NDJSONDecoder:
+    """Incremental newline-delimited JSON framing: one JSON value per non-blank line."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._parked: list[bytes] = []
+        self._closed = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Feed bytes; return the complete, non-blank lines (without line ends)."""
+        if self._closed:
+            raise UsageError("NDJSONDecoder.feed: expected bytes before close(), got a feed after")
+        if b"\n" not in data:
+            self._parked.append(data)
+            return []
+        if self._parked:
+            self._parked.append(data)
+            buffer = self._buffer + b"".join(self._parked)
+            self._parked = []
+        else:
+            buffer = self._buffer + data if self._buffer else data
+        lines = buffer.split(b"\n")
+        self._buffer = lines.pop()
+        return [s for line in lines if (s := line.strip())]
+
+    def close(self) -> list[bytes]:
+        """End of stream: the last line, if it had no line end."""
+        if self._closed:
+            return []
+        self._closed = True
+        rest = (self._buffer + b"".join(self._parked)).strip()
+        self._parked = []
+        self._buffer = b""
+        return [rest] if rest else []

@@ -1,0 +1,89 @@
+"""Shared test helpers: the recorded fixtures and golden Messages."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from streamfold import Event, Message, MessageCompleted, PartDelta, fold
+
+TESTS = Path(__file__).parent
+REAL = TESTS / "fixtures" / "real"
+GOLDEN = TESTS / "golden"
+INDEX: list[dict[str, Any]] = json.loads((REAL / "INDEX.json").read_text())
+
+# Set STREAMFOLD_UPDATE_GOLDEN=1 to (re)write goldens; then check each by hand against
+# its raw stream before committing it.
+UPDATE = os.environ.get("STREAMFOLD_UPDATE_GOLDEN") == "1"
+
+
+def recordings(*dirs: str) -> list[str]:
+    """Relative paths (as in INDEX.json) of the recordings under the given provider dirs."""
+    return sorted(e["file"] for e in INDEX if not dirs or e["file"].split("/")[0] in dirs)
+
+
+def entry(rel: str) -> dict[str, Any]:
+    """The INDEX.json entry of a recording."""
+    return next(e for e in INDEX if e["file"] == rel)
+
+
+def read(rel: str) -> bytes:
+    """The raw bytes of a recording."""
+    return (REAL / rel).read_bytes()
+
+
+def golden_path(rel: str) -> Path:
+    return GOLDEN / (rel + ".json")
+
+
+def assert_golden(rel: str, message: Message) -> None:
+    """Compare a folded Message with its committed golden JSON (or write it when updating)."""
+    path = golden_path(rel)
+    actual = json.loads(message.model_dump_json())
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(actual, indent=2, ensure_ascii=False) + "\n")
+        return
+    assert path.exists(), f"no golden for {rel}: run with STREAMFOLD_UPDATE_GOLDEN=1 and check it"
+    expected = json.loads(path.read_text())
+    assert actual == expected
+
+
+def final_message(events: list[Event]) -> Message:
+    """The Message of the last MessageCompleted event."""
+    done = [e for e in events if isinstance(e, MessageCompleted)]
+    assert len(done) == 1, f"expected one MessageCompleted, got {len(done)}"
+    return done[0].message
+
+
+def fold_bytes(
+    data: bytes, pieces: list[int] | None = None, provider: str | None = None
+) -> list[Event]:
+    """Fold `data` split at the given cut points (None: whole)."""
+    if pieces is None:
+        chunks = [data]
+    else:
+        cuts = [0, *sorted(set(p for p in pieces if 0 < p < len(data))), len(data)]
+        chunks = [data[a:b] for a, b in itertools.pairwise(cuts)]
+    return list(fold(chunks, provider))
+
+
+def coalesce(events: list[Event]) -> list[tuple[Any, ...]]:
+    """Part events with adjacent deltas of one part merged, for chunking comparisons."""
+    out: list[tuple[Any, ...]] = []
+    for e in events:
+        if isinstance(e, PartDelta):
+            if out and out[-1][0] == "delta" and out[-1][1] == e.index:
+                _, index, content, options = out[-1]
+                merged_options = dict(options)
+                for k, v in (e.options or {}).items():
+                    merged_options[k] = merged_options.get(k, "") + v if isinstance(v, str) else v
+                out[-1] = ("delta", index, (content or "") + (e.content or ""), merged_options)
+            else:
+                out.append(("delta", e.index, e.content, dict(e.options or {})))
+        else:
+            out.append((e.type, repr(e)))
+    return out
