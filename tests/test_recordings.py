@@ -1,0 +1,89 @@
+"""Every recorded stream: its golden Message, and the same result however the bytes are split."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import (
+    REAL,
+    assert_golden,
+    coalesce,
+    entry,
+    final_message,
+    fold_bytes,
+    read,
+    recordings,
+)
+
+from streamfold import load_recording
+from streamfold.providers import _DECODERS
+
+
+def _provider_of(rel: str) -> str:
+    if rel.endswith(".eventstream"):
+        return "bedrock"
+    e = entry(rel)
+    if e["api"] == "responses":
+        return "openai-responses"
+    if e["provider"] in ("google", "google-vertex"):
+        return "gemini"
+    if e["provider"] in ("anthropic", "bedrock", "ollama"):
+        return str(e["provider"])
+    return "openai-chat"
+
+
+def _implemented(rel: str) -> bool:
+    module = _DECODERS[_provider_of(rel)][0]
+    return importlib.util.find_spec(module) is not None
+
+
+# The binary Bedrock recordings are not in INDEX.json: each is the same stream as its
+# .ndjson twin, so it must fold to the twin's golden.
+EVENTSTREAMS = sorted(str(p.relative_to(REAL)) for p in (REAL / "bedrock").glob("*.eventstream"))
+ALL = [*recordings(), *EVENTSTREAMS]
+READY = [r for r in ALL if _implemented(r)]
+
+
+def _golden_name(rel: str) -> str:
+    return rel.removesuffix(".eventstream") + ".ndjson" if rel.endswith(".eventstream") else rel
+
+
+@pytest.mark.parametrize("rel", READY)
+def test_recording_matches_golden(rel: str) -> None:
+    message = final_message(fold_bytes(read(rel)))
+    assert message.metadata.get("provider") == _provider_of(rel)
+    assert_golden(_golden_name(rel), message)
+
+
+@pytest.mark.parametrize("rel", READY)
+def test_load_recording_detects_provider(rel: str) -> None:
+    recording = load_recording(REAL / rel)
+    assert recording.provider == _provider_of(rel)
+
+
+@pytest.mark.parametrize("rel", READY)
+def test_byte_by_byte_equals_whole(rel: str) -> None:
+    data = read(rel)
+    whole = fold_bytes(data)
+    one_by_one = fold_bytes(data, list(range(len(data))))
+    assert final_message(one_by_one) == final_message(whole)
+    assert coalesce(one_by_one) == coalesce(whole)
+
+
+@pytest.mark.parametrize("rel", READY)
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_any_split_equals_whole(rel: str, data: st.DataObject) -> None:
+    raw = read(rel)
+    cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=40))
+    whole = fold_bytes(raw)
+    split = fold_bytes(raw, cuts)
+    assert final_message(split) == final_message(whole)
+    assert coalesce(split) == coalesce(whole)
