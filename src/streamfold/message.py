@@ -266,16 +266,14 @@ def merge_tool_call(primary: ToolCall, fragment: ToolCall) -> ToolCall:
 
 
 def _merge_tool_calls(calls: list[ToolCall], fragments: list[ToolCall]) -> list[ToolCall]:
+    # By index only: matching by id as well would make the result depend on how the deltas
+    # were grouped (an id can arrive after its call was first seen). Matching a provider's
+    # fragments by id is its decoder's job.
     merged = list(calls)
     for fragment in fragments:
         at = None
-        for i, call in enumerate(merged):
-            if fragment.index is not None and call.index == fragment.index:
-                at = i
-                break
-            if fragment.index is None and fragment.call_id and call.call_id == fragment.call_id:
-                at = i
-                break
+        if fragment.index is not None:
+            at = next((i for i, c in enumerate(merged) if c.index == fragment.index), None)
         if at is None:
             merged.append(fragment)
         else:

@@ -1,0 +1,263 @@
+"""The accumulator: parts equal merge_part over their deltas, snapshots, ends, errors."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamfold import (
+    Accumulator,
+    ContentPart,
+    Event,
+    MessageCompleted,
+    PartCompleted,
+    PartDelta,
+    PartStarted,
+    ProviderErrored,
+    StreamProtocolError,
+    ToolCall,
+    Usage,
+    UsageUpdated,
+    merge_part,
+)
+from streamfold.deltas import (
+    ClosePart,
+    Delta,
+    EndMessage,
+    GrowPart,
+    OpenPart,
+    ReportError,
+    SkipEvent,
+    UpdateMessage,
+)
+from streamfold.message import merge_tool_call
+
+# --- generated streams -------------------------------------------------------------------
+
+chunk_text = st.text(max_size=6)
+part_kinds = st.sampled_from(["text", "thinking", "tool_call"])
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> list[Delta]:
+    """A valid delta sequence: parts open, grow (interleaved), and close in any order."""
+    n_parts = draw(st.integers(1, 4))
+    kinds = [draw(part_kinds) for _ in range(n_parts)]
+    script: list[Delta] = []
+    open_keys: list[int] = []
+    pending = list(range(n_parts))
+    while pending or open_keys:
+        choice = draw(st.integers(0, 2))
+        if pending and (choice == 0 or not open_keys):
+            key = pending.pop(0)
+            kind = kinds[key]
+            start: ContentPart | ToolCall
+            if kind == "tool_call":
+                start = ToolCall(call_id=f"c{key}", name="f", arguments="")
+            else:
+                start = ContentPart(type=kind, content=draw(st.none() | chunk_text))  # type: ignore[arg-type]
+            script.append(OpenPart(key, start))
+            open_keys.append(key)
+        elif choice == 1 and open_keys:
+            key = draw(st.sampled_from(open_keys))
+            if kinds[key] == "tool_call":
+                script.append(
+                    GrowPart(key, content=draw(st.sampled_from(['{"a"', ": 1", "}", ""])))
+                )
+            else:
+                options = draw(
+                    st.dictionaries(st.sampled_from(["signature", "id"]), chunk_text, max_size=2)
+                )
+                script.append(GrowPart(key, content=draw(st.none() | chunk_text), options=options))
+        elif open_keys:
+            key = draw(st.sampled_from(open_keys))
+            open_keys.remove(key)
+            script.append(ClosePart(key, explicit=True))
+    if draw(st.booleans()):
+        script.append(UpdateMessage(status="complete", stop_reason="stop"))
+    return script
+
+
+def run(deltas: list[Delta], *, snapshots: bool = False) -> list[Event]:
+    acc = Accumulator(provider="test")
+    events: list[Event] = []
+    for delta in deltas:
+        events.extend(acc.apply(delta))
+        if snapshots:
+            acc.snapshot()
+    return events + acc.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(streams())
+def test_each_part_equals_merge_part_over_its_deltas(deltas: list[Delta]) -> None:
+    events = run(deltas)
+    started = {e.index: e.part for e in events if isinstance(e, PartStarted)}
+    grown: dict[int, list[PartDelta]] = {}
+    for e in events:
+        if isinstance(e, PartDelta):
+            grown.setdefault(e.index, []).append(e)
+    completed = {e.index: e.part for e in events if isinstance(e, PartCompleted)}
+    assert set(completed) == set(started)
+    for index, start in started.items():
+        pieces = [d.as_part() for d in grown.get(index, [])]
+        if isinstance(start, ContentPart):
+            expected = functools.reduce(merge_part, pieces, start)  # type: ignore[arg-type]
+            assert completed[index] == expected
+        else:
+            call = functools.reduce(merge_tool_call, pieces, start)  # type: ignore[arg-type]
+            done = completed[index]
+            assert isinstance(done, ToolCall)
+            assert done.call_id == call.call_id
+            if done.status == "complete":
+                from streamfold.message import parse_tool_arguments
+
+                assert done.arguments == parse_tool_arguments(None, None, call.arguments or "")
+            else:
+                assert done.arguments == call.arguments
+                assert "arguments_error" in done.metadata
+
+
+@settings(max_examples=100, deadline=None)
+@given(streams())
+def test_snapshots_do_not_disturb_the_fold(deltas: list[Delta]) -> None:
+    assert run(deltas, snapshots=True) == run(deltas)
+
+
+@settings(max_examples=100, deadline=None)
+@given(streams(), st.data())
+def test_snapshot_mid_stream_holds_everything_so_far(
+    deltas: list[Delta], data: st.DataObject
+) -> None:
+    cut = data.draw(st.integers(0, len(deltas)))
+    acc = Accumulator()
+    for delta in deltas[:cut]:
+        acc.apply(delta)
+    snap = acc.snapshot()
+    final = acc.close()[-1]
+    assert isinstance(final, MessageCompleted)
+    # Every part seen so far is in the snapshot, in the same order, with no more text
+    # than the final message has.
+    assert len(snap.content) == len(final.message.content)
+    for early, late in zip(snap.content, final.message.content, strict=True):
+        assert (late.content or "").startswith(early.content or "")
+
+
+def test_ordering_and_slot_indexes_survive_into_the_message() -> None:
+    acc = Accumulator()
+    acc.apply_all(
+        [
+            OpenPart(0, ContentPart.thinking("t", signature="s")),
+            ClosePart(0),
+            OpenPart(1, ToolCall(call_id="a", name="f", arguments="")),
+            GrowPart(1, content='{"x": 1}'),
+            ClosePart(1),
+            OpenPart(2, ContentPart.text("after")),
+            EndMessage(),
+        ]
+    )
+    message = acc.snapshot()
+    assert [type(x).__name__ for x in message.stream_order()] == [
+        "ContentPart",
+        "ToolCall",
+        "ContentPart",
+    ]
+    assert message.tool_calls[0].index == 1
+    assert message.tool_calls[0].arguments == {"x": 1}
+
+
+def test_parts_open_at_the_end_close_with_inferred_end() -> None:
+    acc = Accumulator()
+    events = acc.apply_all([OpenPart("k", ContentPart.text("a")), GrowPart("k", content="b")])
+    events += acc.apply(EndMessage())
+    completed = [e for e in events if isinstance(e, PartCompleted)]
+    assert [(c.part.content, c.explicit) for c in completed] == [("ab", False)]  # type: ignore[union-attr]
+    assert completed[0].display_items[0].content == {"text": "ab"}
+
+
+def test_input_that_ends_early_is_incomplete_and_keeps_its_parts() -> None:
+    acc = Accumulator()
+    acc.apply_all(
+        [OpenPart(0, ContentPart.text("done")), ClosePart(0), OpenPart(1, ContentPart.text("half"))]
+    )
+    last = acc.close()[-1]
+    assert isinstance(last, MessageCompleted)
+    assert last.message.status == "incomplete"
+    assert [p.content for p in last.message.content] == ["done", "half"]
+
+
+def test_cancel_keeps_parts_with_status_cancelled() -> None:
+    acc = Accumulator()
+    acc.apply_all([OpenPart(0, ContentPart.text("so far"))])
+    acc.cancel()
+    snap = acc.snapshot()
+    assert (snap.status, snap.stop_reason) == ("cancelled", "cancelled")
+    assert snap.content[0].content == "so far"
+
+
+def test_provider_error_ends_the_fold_with_the_partial_message() -> None:
+    acc = Accumulator()
+    events = acc.apply_all(
+        [
+            OpenPart(0, ContentPart.text("kept")),
+            ClosePart(0),
+            ReportError("overloaded_error", "Overloaded", {"raw": 1}),
+        ]
+    )
+    errored = [e for e in events if isinstance(e, ProviderErrored)]
+    assert errored[0].error_type == "overloaded_error"
+    assert errored[0].partial.content[0].content == "kept"
+    final = events[-1]
+    assert isinstance(final, MessageCompleted)
+    assert final.message.status == "error"
+    assert final.message.metadata["error"] == {"type": "overloaded_error", "message": "Overloaded"}
+    assert acc.apply(OpenPart(1, ContentPart.text("ignored"))) == []
+
+
+def test_usage_updates_and_skipped_events_are_counted() -> None:
+    acc = Accumulator()
+    events = acc.apply_all(
+        [
+            UpdateMessage(usage=Usage(input_tokens=5, output_tokens=1)),
+            SkipEvent("mystery"),
+            SkipEvent("mystery"),
+            UpdateMessage(usage=Usage(input_tokens=5, output_tokens=9, cumulative=True)),
+        ]
+    )
+    usages = [e.usage for e in events if isinstance(e, UsageUpdated)]
+    assert [u.output_tokens for u in usages] == [1, 9]
+    assert acc.snapshot().metadata["skipped_events"] == {"mystery": 2}
+
+
+def test_bad_tool_arguments_keep_the_raw_text() -> None:
+    acc = Accumulator()
+    events = acc.apply_all(
+        [OpenPart(0, ToolCall(call_id="c", name="f", arguments="")), GrowPart(0, content='{"a": ')]
+    )
+    events += acc.close()
+    call = next(e.part for e in events if isinstance(e, PartCompleted))
+    assert isinstance(call, ToolCall)
+    assert (call.status, call.arguments) == ("incomplete", '{"a": ')
+    assert "'c' ('f')" in call.metadata["arguments_error"]
+
+
+@pytest.mark.parametrize(
+    ("deltas", "message"),
+    [
+        ([GrowPart(3, content="x")], "part 3, which was never started"),
+        ([OpenPart(0, ContentPart.text("a")), OpenPart(0, ContentPart.text("b"))], "second start"),
+        (
+            [OpenPart(0, ContentPart.text("a")), ClosePart(0), GrowPart(0, content="x")],
+            "already completed",
+        ),
+        ([ClosePart(9)], "never started"),
+    ],
+)
+def test_protocol_errors_are_typed(deltas: list[Delta], message: str) -> None:
+    acc = Accumulator(provider="test")
+    with pytest.raises(StreamProtocolError, match=message) as info:
+        acc.apply_all(deltas)
+    assert info.value.provider == "test"
