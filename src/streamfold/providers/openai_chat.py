@@ -1,0 +1,775 @@
+"""OpenAI Chat Completions streams, and the servers that imitate them.
+
+One decoder for OpenAI, Azure OpenAI, DeepSeek, Groq, Mistral, OpenRouter, Perplexity,
+xAI, Z.ai (GLM) and Alibaba (Qwen): they share the `chat.completion.chunk` shape and
+differ in extras (where reasoning goes, whether tool-call fragments carry an index,
+where usage lives, how citations arrive).
+
+Chat never says a part ended, so a part closes (explicit=False) at the earliest point it
+can no longer grow: thinking when text or a tool call begins; text when a tool call
+begins or thinking begins again; tool calls at finish_reason, never when the next call
+starts, because fragments of an earlier call can still arrive after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from ..deltas import (
+    ClosePart,
+    Delta,
+    EndMessage,
+    GrowPart,
+    OpenPart,
+    ReportError,
+    SkipEvent,
+    UpdateMessage,
+)
+from ..message import Status, StopReason, ToolCall, Usage
+from ..parts import Citation, CitationSource, ContentPart
+from .base import Decoder
+
+# finish_reason -> (normalised stop reason, status). Anything else is kept raw as "other".
+_FINISH: dict[str, tuple[StopReason, Status]] = {
+    "stop": ("stop", "complete"),
+    "length": ("length", "length"),
+    "tool_calls": ("tool_use", "complete"),
+    "function_call": ("tool_use", "complete"),
+    "content_filter": ("content_filter", "content_filtered"),
+    # Mistral: the context window, not max_tokens, cut the answer.
+    "model_length": ("length", "length"),
+    # OpenRouter and Mistral report a generation that failed upstream this way.
+    "error": ("error", "error"),
+}
+
+# Top-level chunk fields kept in the message metadata as they are.
+_META_FIELDS = ("system_fingerprint", "service_tier", "moderation", "prompt_filter_results")
+
+
+def _first(value: int | None, earlier: int | None) -> int | None:
+    return earlier if value is None else value
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+class _Call:
+    """What the decoder knows of one streamed tool call, for matching later fragments."""
+
+    __slots__ = ("closed", "id", "index", "key", "name")
+
+    def __init__(self, key: Hashable, call_id: str | None, index: int | None, name: str | None):
+        self.key = key
+        self.id = call_id
+        self.index = index
+        self.name = name
+        self.closed = False
+
+
+class OpenAIChatDecoder(Decoder):
+    """Chat Completions chunks in, neutral deltas out; `choice` selects one of n choices."""
+
+    provider = "openai-chat"
+
+    def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
+        super().__init__(choice=choice, strict=strict)
+        self._counter = 0
+        # Open parts in the order they opened, so an end closes them in stream order.
+        self._open: dict[Hashable, None] = {}
+        self._thinking: Hashable | None = None
+        # (reasoning_details index, kind) of the open thinking part; a change starts a new one.
+        self._thinking_slot: tuple[int | None, str] | None = None
+        self._text: Hashable | None = None
+        self._refusal: Hashable | None = None
+        self._saw_refusal = False
+        self._calls: list[_Call] = []
+        self._calls_by_id: dict[str, _Call] = {}
+        self._executed: dict[int, tuple[Hashable, dict[str, Any]]] = {}
+        self._metadata: dict[str, Any] = {}
+        self._usage: Usage | None = None
+        self._usage_raw: dict[str, Any] | None = None
+        # Perplexity repeats its source list on every chunk: attach each source once.
+        self._cited: set[str] = set()
+        self._pending_citations: list[Citation] = []
+
+    # --- entry points ----------------------------------------------------------------
+
+    def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
+        """Translate one chat.completion.chunk (or an in-stream error) into deltas."""
+        choices = payload.get("choices")
+        usage = payload.get("usage")
+        error = payload.get("error")
+        x_groq = payload.get("x_groq")
+        if choices is None and usage is None and error is None and x_groq is None:
+            raise self.protocol_error(
+                "expected a chat.completion.chunk with choices, usage or error, got an object "
+                f"with keys {sorted(payload)[:12]}",
+                payload,
+            )
+        out: list[Delta] = []
+        self._metadata_from(payload, out)
+        if choices is not None:
+            if not isinstance(choices, list):
+                raise self.protocol_error(
+                    f"expected choices to be a list, got {_type_name(choices)}", payload
+                )
+            for choice in choices:
+                self._choice(choice, out)
+        self._citations_from(payload, out)
+        self._usage_from(payload, out)
+        if error is not None:
+            out.append(self._error(error))
+        elif event == "error":
+            raise self.protocol_error(
+                "expected an error object in an SSE event named error, got none", payload
+            )
+        return out
+
+    def done(self) -> list[Delta]:
+        """`data: [DONE]`: the message is over; everything still open closes."""
+        return [EndMessage()]
+
+    # --- message level ---------------------------------------------------------------
+
+    def _metadata_from(self, payload: dict[str, Any], out: list[Delta]) -> None:
+        update: dict[str, Any] = {}
+        # Azure's first chunk (prompt filter results) has an empty id and model: take the
+        # first non-empty value, which names the whole response.
+        for name in ("id", "model"):
+            value = payload.get(name)
+            if isinstance(value, str) and value and name not in self._metadata:
+                update[name] = value
+        for name in _META_FIELDS:
+            value = payload.get(name)
+            if value is not None and self._metadata.get(name) != value:
+                update[name] = value
+        # OpenRouter names the upstream provider in `provider`; that key is ours.
+        upstream = payload.get("provider")
+        if isinstance(upstream, str) and self._metadata.get("upstream_provider") != upstream:
+            update["upstream_provider"] = upstream
+        x_groq = payload.get("x_groq")
+        if x_groq is not None:
+            if not isinstance(x_groq, dict):
+                raise self.protocol_error(
+                    f"expected x_groq to be an object, got {_type_name(x_groq)}", payload
+                )
+            kept = {k: v for k, v in x_groq.items() if k != "usage"}
+            merged = {**self._metadata.get("x_groq", {}), **kept}
+            if kept and merged != self._metadata.get("x_groq"):
+                update["x_groq"] = merged
+        if update:
+            self._metadata.update(update)
+            out.append(UpdateMessage(metadata=update))
+
+    def _usage_from(self, payload: dict[str, Any], out: list[Delta]) -> None:
+        raw = payload.get("usage")
+        if raw is None:
+            # Groq puts usage in x_groq.usage (and, lately, also at the top level).
+            x_groq = payload.get("x_groq")
+            raw = x_groq.get("usage") if isinstance(x_groq, dict) else None
+        if raw is None:
+            return
+        if not isinstance(raw, dict):
+            raise self.protocol_error(f"expected usage to be an object, got {_type_name(raw)}", raw)
+        if raw == self._usage_raw:
+            return  # the same running total again (Perplexity, OpenRouter repeat it)
+        self._usage_raw = raw
+        prompt = self._int(raw, "prompt_tokens")
+        completion = self._int(raw, "completion_tokens")
+        total = self._int(raw, "total_tokens")
+        prompt_details = self._dict(raw, "prompt_tokens_details")
+        completion_details = self._dict(raw, "completion_tokens_details")
+        cache_read = self._int(prompt_details, "cached_tokens")
+        if cache_read is None:
+            cache_read = self._int(raw, "prompt_cache_hit_tokens")  # DeepSeek
+        cache_write = self._int(prompt_details, "cache_write_tokens")  # OpenRouter
+        reasoning = self._int(completion_details, "reasoning_tokens")
+        output = completion
+        if (
+            completion is not None
+            and prompt is not None
+            and reasoning
+            and total == prompt + completion + reasoning
+        ):
+            # xAI counts reasoning outside completion_tokens (its total says so); make
+            # output_tokens mean every generated token, as OpenAI's does.
+            output = completion + reasoning
+        before = self._usage or Usage()
+        # Every Chat server that repeats usage repeats a running total: replace, but keep
+        # a field an earlier report had and this one leaves out.
+        usage = Usage.model_construct(
+            input_tokens=_first(prompt, before.input_tokens),
+            output_tokens=_first(output, before.output_tokens),
+            cache_read_tokens=_first(cache_read, before.cache_read_tokens),
+            cache_write_tokens=_first(cache_write, before.cache_write_tokens),
+            reasoning_tokens=_first(reasoning, before.reasoning_tokens),
+            raw=raw,
+            cumulative=True,
+        )
+        self._usage = usage
+        out.append(UpdateMessage(usage=usage))
+
+    def _error(self, error: Any) -> ReportError:
+        if isinstance(error, str):
+            return ReportError(None, error, error)
+        if not isinstance(error, dict):
+            raise self.protocol_error(
+                f"expected error to be an object or a string, got {_type_name(error)}", error
+            )
+        code = error.get("code")
+        kind = error.get("type")
+        error_type = (
+            code
+            if isinstance(code, str) and code
+            else kind
+            if isinstance(kind, str) and kind
+            else None
+            if code is None
+            else str(code)
+        )
+        message = error.get("message")
+        return ReportError(error_type, message if isinstance(message, str) else str(error), error)
+
+    def _finish(self, reason: Any, choice: dict[str, Any], out: list[Delta]) -> None:
+        if not isinstance(reason, str):
+            raise self.protocol_error(
+                f"expected finish_reason to be a string, got {_type_name(reason)}", choice
+            )
+        stop_reason, status = _FINISH.get(reason, ("other", "complete"))
+        if self._saw_refusal and reason == "stop":
+            stop_reason = "refusal"
+        self._close_all(out)
+        metadata: dict[str, Any] = {}
+        native = choice.get("native_finish_reason")  # OpenRouter: the upstream's own value
+        if native is not None and self._metadata.get("native_finish_reason") != native:
+            metadata["native_finish_reason"] = native
+        filters = choice.get("content_filter_results")  # Azure: why it was filtered
+        if reason == "content_filter" and filters:
+            metadata["content_filter_results"] = filters
+        self._metadata.update(metadata)
+        out.append(
+            UpdateMessage(
+                status=status,
+                stop_reason=stop_reason,
+                raw_stop_reason=reason,
+                metadata=metadata or None,
+            )
+        )
+
+    # --- one choice --------------------------------------------------------------------
+
+    def _choice(self, choice: Any, out: list[Delta]) -> None:
+        if not isinstance(choice, dict):
+            raise self.protocol_error(
+                f"expected each choice to be an object, got {_type_name(choice)}", choice
+            )
+        index = choice.get("index", 0)
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise self.protocol_error(
+                f"expected choice index to be an integer, got {_type_name(index)}", choice
+            )
+        if index != self.choice:
+            return
+        delta = choice.get("delta")
+        if delta is None:
+            delta = {}
+        if not isinstance(delta, dict):
+            raise self.protocol_error(
+                f"expected delta to be an object, got {_type_name(delta)}", choice
+            )
+        self._reasoning(delta, out)
+        self._executed_tools(delta, out)
+        self._content(delta, out)
+        self._annotations(delta, out)
+        refusal = self._str(delta, "refusal")
+        if refusal:
+            self._grow_refusal(refusal, out)
+        tool_calls = delta.get("tool_calls")
+        if tool_calls is not None:
+            if not isinstance(tool_calls, list):
+                raise self.protocol_error(
+                    f"expected tool_calls to be a list, got {_type_name(tool_calls)}", delta
+                )
+            for fragment in tool_calls:
+                self._tool_fragment(fragment, out)
+        function_call = delta.get("function_call")
+        if function_call is not None:
+            self._legacy_function_call(function_call, out)
+        reason = choice.get("finish_reason")
+        if reason is not None:
+            self._finish(reason, choice, out)
+
+    # --- thinking ----------------------------------------------------------------------
+
+    def _reasoning(self, delta: dict[str, Any], out: list[Delta]) -> None:
+        details = delta.get("reasoning_details")
+        if details is not None and not isinstance(details, list):
+            raise self.protocol_error(
+                f"expected reasoning_details to be a list, got {_type_name(details)}", delta
+            )
+        # OpenRouter sends the same reasoning twice, as `reasoning` and as
+        # `reasoning_details`; the details carry signatures, so they win when present.
+        if details:
+            for detail in details:
+                self._reasoning_detail(detail, out)
+            return
+        # DeepSeek, xAI and Z.ai say reasoning_content; Groq, OpenRouter and vLLM say
+        # reasoning. A server that sends both sends the same text: take one.
+        content = self._str(delta, "reasoning_content")
+        plain = self._str(delta, "reasoning")
+        text = content or plain
+        if text:
+            self._grow_thinking(text, None, (None, "text"), out)
+
+    def _reasoning_detail(self, detail: Any, out: list[Delta]) -> None:
+        if not isinstance(detail, dict):
+            raise self.protocol_error(
+                f"expected each reasoning_details entry to be an object, got {_type_name(detail)}",
+                detail,
+            )
+        kind = detail.get("type")
+        index = detail.get("index")
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+            raise self.protocol_error(
+                f"expected reasoning_details index to be an integer, got {_type_name(index)}",
+                detail,
+            )
+        options: dict[str, Any] = {}
+        for name in ("format", "id"):
+            value = detail.get(name)
+            if isinstance(value, str) and value:
+                options[name] = value
+        if kind == "reasoning.text":
+            text = self._str(detail, "text")
+            signature = self._str(detail, "signature")
+            if signature:  # an empty signature is not replayable: never store one
+                options["signature"] = signature
+            if text or signature:
+                self._grow_thinking(text or None, options, (index, "text"), out)
+        elif kind == "reasoning.summary":
+            summary = self._str(detail, "summary")
+            if summary:
+                options["summary"] = True
+                self._grow_thinking(summary, options, (index, "summary"), out)
+        elif kind == "reasoning.encrypted":
+            # Redacted reasoning arrives whole and must go back whole: an opaque part.
+            self._data(detail, "data")
+            self._close_thinking(out)
+            self._close_text(out)
+            key = self._new_key("encrypted")
+            block_options: dict[str, Any] = {"type": "reasoning.encrypted", "block": detail}
+            out.append(OpenPart(key, ContentPart(type="unsupported", options=block_options)))
+            out.append(ClosePart(key, explicit=False))
+        else:
+            out.append(SkipEvent(f"reasoning_details.{kind}"))
+
+    def _grow_thinking(
+        self,
+        text: str | None,
+        options: dict[str, Any] | None,
+        slot: tuple[int | None, str],
+        out: list[Delta],
+    ) -> None:
+        self._close_text(out)
+        if self._thinking is not None and self._thinking_slot != slot:
+            self._close_thinking(out)
+        if self._thinking is None:
+            self._thinking = self._open_part(ContentPart(type="thinking", content=""), out)
+            self._thinking_slot = slot
+        out.append(GrowPart(self._thinking, content=text, options=options or None))
+
+    # --- text --------------------------------------------------------------------------
+
+    def _content(self, delta: dict[str, Any], out: list[Delta]) -> None:
+        content = delta.get("content")
+        if content is None or isinstance(content, str):
+            if content:
+                self._grow_text(content, out)
+            return
+        if not isinstance(content, list):
+            raise self.protocol_error(
+                f"expected content to be a string or a list of chunks, got {_type_name(content)}",
+                delta,
+            )
+        # Mistral: a list of typed chunks; magistral nests its thinking text one level down.
+        for chunk in content:
+            if not isinstance(chunk, dict):
+                raise self.protocol_error(
+                    f"expected each content chunk to be an object, got {_type_name(chunk)}",
+                    chunk,
+                )
+            kind = chunk.get("type")
+            if kind == "text":
+                text = self._str(chunk, "text")
+                if text:
+                    self._grow_text(text, out)
+            elif kind == "thinking":
+                text = self._thinking_text(chunk)
+                if text:
+                    self._grow_thinking(text, None, (None, "text"), out)
+            else:
+                out.append(SkipEvent(f"content.{kind}"))
+
+    def _thinking_text(self, chunk: dict[str, Any]) -> str:
+        inner = chunk.get("thinking")
+        if inner is None or isinstance(inner, str):
+            return inner or ""
+        if not isinstance(inner, list):
+            raise self.protocol_error(
+                f"expected thinking to be a string or a list of chunks, got {_type_name(inner)}",
+                chunk,
+            )
+        pieces: list[str] = []
+        for item in inner:
+            if not isinstance(item, dict):
+                raise self.protocol_error(
+                    f"expected each thinking chunk to be an object, got {_type_name(item)}", item
+                )
+            if item.get("type") == "text":
+                pieces.append(self._str(item, "text") or "")
+        return "".join(pieces)
+
+    def _grow_text(
+        self, text: str | None, out: list[Delta], citations: tuple[Citation, ...] = ()
+    ) -> None:
+        self._close_thinking(out)
+        if self._text is None:
+            self._text = self._open_part(ContentPart(type="text", content=""), out)
+        if self._pending_citations:
+            citations = (*self._pending_citations, *citations)
+            self._pending_citations = []
+        out.append(GrowPart(self._text, content=text, citations=citations))
+
+    def _grow_refusal(self, text: str, out: list[Delta]) -> None:
+        self._close_thinking(out)
+        self._saw_refusal = True
+        if self._refusal is None:
+            part = ContentPart(type="text", content="", options={"refusal": True})
+            self._refusal = self._open_part(part, out)
+        out.append(GrowPart(self._refusal, content=text))
+
+    def _annotations(self, delta: dict[str, Any], out: list[Delta]) -> None:
+        annotations = delta.get("annotations")
+        if annotations is None:
+            return
+        if not isinstance(annotations, list):
+            raise self.protocol_error(
+                f"expected annotations to be a list, got {_type_name(annotations)}", delta
+            )
+        found: list[Citation] = []
+        for note in annotations:
+            if not isinstance(note, dict):
+                raise self.protocol_error(
+                    f"expected each annotation to be an object, got {_type_name(note)}", note
+                )
+            if note.get("type") != "url_citation":
+                out.append(SkipEvent(f"annotation.{note.get('type')}"))
+                continue
+            body = note.get("url_citation")
+            if not isinstance(body, dict):
+                raise self.protocol_error(
+                    f"expected url_citation to be an object, got {_type_name(body)}", note
+                )
+            extra = {
+                k: v
+                for k, v in body.items()
+                if k not in ("url", "title", "start_index", "end_index")
+            }
+            found.append(
+                Citation(
+                    source=CitationSource(
+                        type="web",
+                        url=self._str(body, "url"),
+                        title=self._str(body, "title") or None,
+                    ),
+                    start_index=self._int(body, "start_index"),
+                    end_index=self._int(body, "end_index"),
+                    metadata=extra,
+                )
+            )
+        if found:
+            # Annotations can come before the first word of text (OpenRouter web search):
+            # they belong to the answer, so the answer part starts here.
+            self._grow_text(None, out, tuple(found))
+
+    def _citations_from(self, payload: dict[str, Any], out: list[Delta]) -> None:
+        # Perplexity: `citations` (URLs) and `search_results` (title, url, date) at the
+        # top level of every chunk; the text cites them as [1], [2], ...
+        urls = payload.get("citations")
+        results = payload.get("search_results")
+        if urls is None and results is None:
+            return
+        if urls is not None and not isinstance(urls, list):
+            raise self.protocol_error(
+                f"expected citations to be a list, got {_type_name(urls)}", payload
+            )
+        if results is not None and not isinstance(results, list):
+            raise self.protocol_error(
+                f"expected search_results to be a list, got {_type_name(results)}", payload
+            )
+        by_url: dict[str, dict[str, Any]] = {}
+        order: list[str] = []
+        for result in results or []:
+            if not isinstance(result, dict):
+                raise self.protocol_error(
+                    f"expected each search result to be an object, got {_type_name(result)}",
+                    result,
+                )
+            url = self._str(result, "url")
+            if url:
+                by_url.setdefault(url, result)
+                order.append(url)
+        for url in urls or []:
+            if not isinstance(url, str):
+                raise self.protocol_error(
+                    f"expected each citation to be a URL string, got {_type_name(url)}", urls
+                )
+        listed = list(urls) if urls else order
+        new: list[Citation] = []
+        for number, url in enumerate(listed, start=1):
+            if url in self._cited:
+                continue
+            self._cited.add(url)
+            result = by_url.get(url, {})
+            title = result.get("title")
+            source_meta = {k: v for k, v in result.items() if k not in ("url", "title")}
+            new.append(
+                Citation(
+                    source=CitationSource(
+                        type="web",
+                        url=url,
+                        title=title if isinstance(title, str) else None,
+                        metadata=source_meta,
+                    ),
+                    metadata={"number": number},
+                )
+            )
+        if not new:
+            return
+        if self._text is not None:
+            out.append(GrowPart(self._text, citations=tuple(new)))
+        else:
+            self._pending_citations.extend(new)
+
+    # --- server-side tools (Groq compound) ---------------------------------------------
+
+    def _executed_tools(self, delta: dict[str, Any], out: list[Delta]) -> None:
+        tools = delta.get("executed_tools")
+        if tools is None:
+            return
+        if not isinstance(tools, list):
+            raise self.protocol_error(
+                f"expected executed_tools to be a list, got {_type_name(tools)}", delta
+            )
+        for tool in tools:
+            if not isinstance(tool, dict):
+                raise self.protocol_error(
+                    f"expected each executed tool to be an object, got {_type_name(tool)}", tool
+                )
+            index = tool.get("index", len(self._executed))
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise self.protocol_error(
+                    f"expected executed tool index to be an integer, got {_type_name(index)}",
+                    tool,
+                )
+            self._close_thinking(out)
+            self._close_text(out)
+            known = self._executed.get(index)
+            if known is None or known[0] not in self._open:
+                key = self._new_key("executed")
+                block = dict(tool)
+                self._executed[index] = (key, block)
+                part = ContentPart(type="unsupported", options={"type": "executed_tool"})
+                self._open[key] = None
+                out.append(OpenPart(key, part))
+            else:
+                key, block = known
+                block.update(tool)
+            # Groq sends the item twice: when the call starts and again with its output.
+            if "output" in tool:
+                final = ContentPart(
+                    type="unsupported", options={"type": "executed_tool", "block": dict(block)}
+                )
+                del self._open[key]
+                out.append(ClosePart(key, explicit=True, final=final))
+            else:
+                out.append(GrowPart(key, options={"block": dict(block)}))
+
+    # --- tool calls --------------------------------------------------------------------
+
+    def _tool_fragment(self, fragment: Any, out: list[Delta]) -> None:
+        if not isinstance(fragment, dict):
+            raise self.protocol_error(
+                f"expected each tool_calls entry to be an object, got {_type_name(fragment)}",
+                fragment,
+            )
+        index = fragment.get("index")
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+            raise self.protocol_error(
+                f"expected tool call index to be an integer, got {_type_name(index)}", fragment
+            )
+        call_id = self._str(fragment, "id") or None
+        function = fragment.get("function")
+        if function is None:
+            function = {}
+        if not isinstance(function, dict):
+            raise self.protocol_error(
+                f"expected tool call function to be an object, got {_type_name(function)}",
+                fragment,
+            )
+        name = self._str(function, "name") or None
+        arguments = function.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            raise self.protocol_error(
+                f"expected tool call arguments to be a string fragment, got "
+                f"{_type_name(arguments)}",
+                fragment,
+            )
+        self._call_fragment(call_id, index, name, arguments, fragment, out)
+
+    def _legacy_function_call(self, function_call: Any, out: list[Delta]) -> None:
+        # The deprecated `functions` API: one call, no id, no index.
+        if not isinstance(function_call, dict):
+            raise self.protocol_error(
+                f"expected function_call to be an object, got {_type_name(function_call)}",
+                function_call,
+            )
+        name = self._str(function_call, "name") or None
+        arguments = function_call.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            raise self.protocol_error(
+                f"expected function_call arguments to be a string fragment, got "
+                f"{_type_name(arguments)}",
+                function_call,
+            )
+        self._call_fragment(None, None, name, arguments, function_call, out)
+
+    def _match(self, call_id: str | None, index: int | None, name: str | None) -> _Call | None:
+        """The call a fragment continues: by id, then index, then the latest; None: new."""
+        if call_id is not None:
+            known = self._calls_by_id.get(call_id)
+            if known is not None:
+                return known
+            # A new id is a new call, even at a used index; but a call that started
+            # without an id adopts the first one it is given.
+            candidate = self._latest(index)
+            if candidate is not None and candidate.id is None and index is not None:
+                candidate.id = call_id
+                self._calls_by_id[call_id] = candidate
+                return candidate
+            return None
+        candidate = self._latest(index) if index is not None else self._latest_any()
+        if candidate is None:
+            return None
+        if name is not None and candidate.name is not None and name != candidate.name:
+            return None  # a fragment naming another function cannot continue this call
+        return candidate
+
+    def _latest(self, index: int | None) -> _Call | None:
+        for call in reversed(self._calls):
+            if call.index == index:
+                return call
+        return None
+
+    def _latest_any(self) -> _Call | None:
+        return self._calls[-1] if self._calls else None
+
+    def _call_fragment(
+        self,
+        call_id: str | None,
+        index: int | None,
+        name: str | None,
+        arguments: str | None,
+        raw: dict[str, Any],
+        out: list[Delta],
+    ) -> None:
+        self._close_thinking(out)
+        self._close_text(out)
+        call = self._match(call_id, index, name)
+        if call is None:
+            key = self._new_key("tool")
+            call = _Call(key, call_id, index, name)
+            self._calls.append(call)
+            if call_id is not None:
+                self._calls_by_id[call_id] = call
+            self._open[key] = None
+            out.append(
+                OpenPart(key, ToolCall(call_id=call_id, name=name, arguments="", index=index))
+            )
+        if call.name is None and name is not None:
+            call.name = name  # for matching; the part keeps the name it opened with
+        if not arguments:
+            return
+        if call.closed:
+            raise self.protocol_error(
+                "expected no more argument fragments for a tool call after finish_reason, "
+                f"got more for call {call.id!r}",
+                raw,
+            )
+        out.append(GrowPart(call.key, content=arguments))
+
+    # --- part bookkeeping ----------------------------------------------------------------
+
+    def _new_key(self, kind: str) -> Hashable:
+        self._counter += 1
+        return (kind, self._counter)
+
+    def _open_part(self, part: ContentPart, out: list[Delta]) -> Hashable:
+        key = self._new_key(part.type if not part.options.get("refusal") else "refusal")
+        self._open[key] = None
+        out.append(OpenPart(key, part))
+        return key
+
+    def _close(self, key: Hashable | None, out: list[Delta]) -> None:
+        if key is not None and key in self._open:
+            del self._open[key]
+            out.append(ClosePart(key, explicit=False))
+
+    def _close_thinking(self, out: list[Delta]) -> None:
+        self._close(self._thinking, out)
+        self._thinking = None
+        self._thinking_slot = None
+
+    def _close_text(self, out: list[Delta]) -> None:
+        self._close(self._text, out)
+        self._close(self._refusal, out)
+        self._text = None
+        self._refusal = None
+
+    def _close_all(self, out: list[Delta]) -> None:
+        for key in list(self._open):
+            self._close(key, out)
+        for call in self._calls:
+            call.closed = True
+        self._thinking = self._thinking_slot = self._text = self._refusal = None
+
+    # --- field checks ----------------------------------------------------------------------
+
+    def _str(self, obj: dict[str, Any], name: str) -> str | None:
+        value = obj.get(name)
+        if value is None or isinstance(value, str):
+            return value
+        raise self.protocol_error(f"expected {name} to be a string, got {_type_name(value)}", obj)
+
+    def _data(self, obj: dict[str, Any], name: str) -> None:
+        value = obj.get(name)
+        if value is not None and not isinstance(value, str):
+            raise self.protocol_error(
+                f"expected {name} to be a string, got {_type_name(value)}", obj
+            )
+
+    def _int(self, obj: dict[str, Any] | None, name: str) -> int | None:
+        if obj is None:
+            return None
+        value = obj.get(name)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        raise self.protocol_error(f"expected {name} to be an integer, got {_type_name(value)}", obj)
+
+    def _dict(self, obj: dict[str, Any], name: str) -> dict[str, Any] | None:
+        value = obj.get(name)
+        if value is None or isinstance(value, dict):
+            return value
+        raise self.protocol_error(f"expected {name} to be an object, got {_type_name(value)}", obj)
