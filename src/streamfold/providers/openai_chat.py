@@ -120,7 +120,12 @@ class OpenAIChatDecoder(Decoder):
         self._citations_from(payload, out)
         self._usage_from(payload, out)
         if error is not None:
-            out.append(self._error(error))
+            report = self._error(error)
+            if isinstance(error, dict):
+                # The accumulator keeps type and message; the rest (Groq's
+                # failed_generation, OpenRouter's metadata) is worth keeping too.
+                out.append(UpdateMessage(metadata={"provider_error": error}))
+            out.append(report)
         elif event == "error":
             raise self.protocol_error(
                 "expected an error object in an SSE event named error, got none", payload
