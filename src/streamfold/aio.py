@@ -18,8 +18,9 @@ from .message import Message
 class AsyncFold:
     """Async-iterate the events of a stream; `snapshot()` reads the message so far.
 
-    If the consumer is cancelled or stops early, the snapshot keeps everything received,
-    with status cancelled.
+    If the consumer is cancelled while the fold waits for input, or leaves an
+    `async with afold(...)` block early, the snapshot keeps everything received, with
+    status cancelled.
     """
 
     def __init__(self, chunks: AsyncIterable[Any] | Iterable[Any], folder: StreamFolder) -> None:
@@ -32,6 +33,12 @@ class AsyncFold:
 
     async def __anext__(self) -> Event:
         return await self._events.__anext__()
+
+    async def __aenter__(self) -> AsyncFold:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def snapshot(self) -> Message:
         """The message so far."""

@@ -112,8 +112,11 @@ class StreamFolder:
             # Too little input to tell its framing: treat it as SSE, the common case.
             events.extend(self._start_framing("sse", self._head))
         if self._framer is not None and not self._acc.finished:
-            for frame in self._framer.close():
-                events.extend(self._frame(frame))
+            try:
+                for frame in self._framer.close():
+                    events.extend(self._frame(frame))
+            except StreamfoldError as exc:
+                raise self._attach(exc) from None
         if self._undetected and not self._acc.finished:
             raise self._attach(
                 StreamProtocolError(
@@ -148,10 +151,13 @@ class StreamFolder:
             self._head = b""
             return self._start_framing(kind, head)
         events: list[Event] = []
-        for frame in self._framer.feed(data):
-            events.extend(self._frame(frame))
-            if self._acc.finished:
-                break
+        try:
+            for frame in self._framer.feed(data):
+                events.extend(self._frame(frame))
+                if self._acc.finished:
+                    break
+        except StreamfoldError as exc:
+            raise self._attach(exc) from None
         return events
 
     def _start_framing(self, kind: StreamFormat, head: bytes) -> list[Event]:

@@ -1,0 +1,127 @@
+"""The fold pipeline: input kinds, provider detection, typed errors, and early ends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support import REAL, final_message, read
+
+from streamfold import (
+    MessageCompleted,
+    PartCompleted,
+    StreamFolder,
+    StreamProtocolError,
+    UsageError,
+    extract_display_items,
+    fold,
+    fold_message,
+    load_recording,
+)
+
+THINKING_TOOL = "anthropic/thinking-then-tool-use.sse"
+
+
+def sse_payloads(rel: str) -> list[dict[str, object]]:
+    from streamfold import SSEDecoder
+
+    decoder = SSEDecoder()
+    events = decoder.feed(read(rel)) + decoder.close()
+    return [json.loads(e.data) for e in events if e.data != b"[DONE]"]
+
+
+def test_bytes_str_and_dicts_fold_to_the_same_message() -> None:
+    data = read(THINKING_TOOL)
+    from_bytes = fold_message([data])
+    from_str = fold_message(data.decode())
+    from_dicts = fold_message(sse_payloads(THINKING_TOOL))
+    assert from_bytes == from_str == from_dicts
+    assert from_bytes.metadata["provider"] == "anthropic"
+
+
+def test_a_recording_folds_directly() -> None:
+    recording = load_recording(REAL / THINKING_TOOL)
+    assert recording.provider == "anthropic"
+    assert fold_message(recording) == fold_message([read(THINKING_TOOL)])
+
+
+def test_streamed_display_items_equal_the_final_messages() -> None:
+    for rel in ["anthropic/thinking-then-tool-use.sse", "anthropic/web-search-citations.sse"]:
+        events = list(fold([read(rel)]))
+        streamed = [i for e in events if isinstance(e, PartCompleted) for i in e.display_items]
+        assert streamed == extract_display_items(final_message(events), order="stream")
+
+
+def test_unknown_provider_name_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match=r"expected one of .*got 'acme'"):
+        fold_message([b""], provider="acme")
+
+
+def test_unsupported_chunk_type_is_a_usage_error() -> None:
+    folder = StreamFolder()
+    with pytest.raises(UsageError, match="got int"):
+        folder.feed(42)
+
+
+def test_mixing_bytes_and_objects_is_a_usage_error() -> None:
+    folder = StreamFolder()
+    folder.feed(b"data: ")
+    with pytest.raises(UsageError, match="got a decoded object"):
+        folder.feed({"type": "ping"})
+
+
+def test_feed_after_close_is_a_usage_error() -> None:
+    folder = StreamFolder("anthropic")
+    folder.close()
+    with pytest.raises(UsageError, match="after"):
+        folder.feed(b"data: {}\n\n")
+
+
+def test_stream_from_no_known_provider_is_a_protocol_error() -> None:
+    with pytest.raises(StreamProtocolError, match="match none"):
+        fold_message([b'data: {"hello": "world"}\n\n'])
+
+
+def test_broken_json_keeps_the_completed_parts_in_the_error() -> None:
+    data = read(THINKING_TOOL)
+    cut = data.index(b"event: content_block_start", data.index(b"content_block_stop"))
+    broken = data[:cut] + b'event: content_block_start\ndata: {"type": "content_blo\n\n'
+    with pytest.raises(StreamProtocolError, match="invalid JSON") as info:
+        fold_message([broken])
+    error = info.value
+    assert error.provider == "anthropic"
+    assert error.position is not None and error.position > 1
+    assert error.partial is not None
+    assert error.partial.content[0].type == "thinking"
+    assert error.partial.content[0].options["signature"]
+
+
+def test_empty_input_gives_an_empty_incomplete_message() -> None:
+    message = fold_message([b""], provider="anthropic")
+    assert (message.status, message.content, message.tool_calls) == ("incomplete", [], [])
+
+
+def test_consumer_that_stops_early_sees_a_cancelled_snapshot() -> None:
+    data = read(THINKING_TOOL)
+    stream = fold(data[i : i + 20] for i in range(0, len(data), 20))
+    for event in stream:
+        if isinstance(event, PartCompleted):
+            break
+    stream.close()
+    snapshot = stream.snapshot()
+    assert snapshot.status == "cancelled"
+    assert snapshot.content[0].type == "thinking"
+
+
+def test_fold_stops_reading_after_the_message_completes() -> None:
+    data = read(THINKING_TOOL)
+    seen: list[bytes] = []
+
+    def chunks() -> object:
+        yield data
+        seen.append(b"asked for more")
+        yield b"garbage that would not parse"
+
+    events = list(fold(chunks()))  # type: ignore[arg-type]
+    assert isinstance(events[-1], MessageCompleted)
+    assert seen == []
