@@ -1,0 +1,457 @@
+"""The `streamfold` command: replay recorded streams, a demo, a replay server, a recorder.
+
+    streamfold replay FILE [--speed X] [--jsonl | --display | --message] [--provider P]
+    streamfold demo [NAME]
+    streamfold serve [DIR] [--host H] [--port N] [--speed X]
+    streamfold record OUT [--jsonl | --display | --message]   (reads the stream on stdin)
+
+Pacing: a recording made with `streamfold.record` replays with its recorded timing; any
+other replays one event every `EVENT_INTERVAL` seconds (20 ms) at `--speed 1`. `--speed 2`
+is twice as fast, `--speed 0` does not wait at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import IO, Any, assert_never
+
+from .display import DisplayItem
+from .errors import StreamfoldError, UsageError
+from .events import (
+    Event,
+    MessageCompleted,
+    PartCompleted,
+    PartDelta,
+    PartStarted,
+    ProviderErrored,
+    UsageUpdated,
+)
+from .fold import StreamFolder, StreamFormat
+from .message import ToolCall
+from .providers import PROVIDERS, canonical_provider
+from .record import load_timing, schedule
+
+EXIT_OK = 0
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+DEMO = "anthropic/thinking-then-tool-use.sse"
+"""The bundled recording `streamfold demo` replays: thinking, then a tool call."""
+
+_KNOWN = "a recorded stream from anthropic, openai-chat, openai-responses, gemini, bedrock, ollama"
+
+
+# --- JSON shapes ----------------------------------------------------------------------
+
+
+def _json_safe(value: Any) -> Any:
+    # Raw provider payloads are JSON already; a raw bytes frame (a broken stream) is not.
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def _part_json(part: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = part.model_dump(mode="json")
+    return dumped
+
+
+def _part_type(part: Any) -> str:
+    return "tool_call" if isinstance(part, ToolCall) else str(part.type)
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    """A stable JSON object for one event; `type` names the event, as on the dataclass.
+
+    part_started:     {type, index, part_type, part}
+    part_delta:       {type, index, part_type, content, options, citations}
+    part_completed:   {type, index, part_type, part, display_items, explicit}
+    usage_updated:    {type, usage}
+    provider_errored: {type, error_type, message, raw, partial}
+    message_completed:{type, message}
+
+    `part` is a ContentPart or ToolCall as `model_dump(mode="json")` gives it; `part_type`
+    is the ContentPart type or "tool_call".
+    """
+    if isinstance(event, PartStarted):
+        return {
+            "type": event.type,
+            "index": event.index,
+            "part_type": _part_type(event.part),
+            "part": _part_json(event.part),
+        }
+    if isinstance(event, PartDelta):
+        return {
+            "type": event.type,
+            "index": event.index,
+            "part_type": event.part_type,
+            "content": event.content,
+            "options": dict(event.options) if event.options else {},
+            "citations": [c.model_dump(mode="json") for c in event.citations],
+        }
+    if isinstance(event, PartCompleted):
+        return {
+            "type": event.type,
+            "index": event.index,
+            "part_type": _part_type(event.part),
+            "part": _part_json(event.part),
+            "display_items": [item.model_dump(mode="json") for item in event.display_items],
+            "explicit": event.explicit,
+        }
+    if isinstance(event, UsageUpdated):
+        return {"type": event.type, "usage": event.usage.model_dump(mode="json")}
+    if isinstance(event, ProviderErrored):
+        return {
+            "type": event.type,
+            "error_type": event.error_type,
+            "message": event.message,
+            "raw": _json_safe(event.raw),
+            "partial": event.partial.model_dump(mode="json"),
+        }
+    if isinstance(event, MessageCompleted):
+        return {"type": event.type, "message": event.message.model_dump(mode="json")}
+    assert_never(event)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# --- sinks: where the events of a replay go ---------------------------------------------
+
+
+class _JsonlSink:
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def start(self, title: str, total_bytes: int) -> None:
+        pass
+
+    def progress(self, nbytes: int) -> None:
+        pass
+
+    def handle(self, event: Event) -> None:
+        self.out.write(_dumps(event_to_json(event)) + "\n")
+        self.out.flush()
+
+    def finish(self) -> None:
+        self.out.flush()
+
+
+class _DisplaySink(_JsonlSink):
+    def handle(self, event: Event) -> None:
+        if isinstance(event, PartCompleted):
+            items: Sequence[DisplayItem] = event.display_items
+            for item in items:
+                self.out.write(_dumps(item.model_dump(mode="json")) + "\n")
+            self.out.flush()
+
+
+class _MessageSink(_JsonlSink):
+    def handle(self, event: Event) -> None:
+        if isinstance(event, MessageCompleted):
+            self.out.write(event.message.model_dump_json(indent=2) + "\n")
+            self.out.flush()
+
+
+# --- recordings -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A stream to replay: its name (for messages), bytes, framing, provider and timing."""
+
+    name: str
+    data: bytes
+    format: StreamFormat
+    provider: str
+    timing: list[tuple[int, float]] | None = None
+
+
+def open_source(path: str, provider: str | None = None) -> Source:
+    """Read a recording (or stdin for "-"); UsageError with a one-line reason if unusable."""
+    from .recording import detect_recording
+
+    name = "<stdin>" if path == "-" else path
+    timing = None
+    if path == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        file = Path(path)
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        timing = load_timing(file)
+    kind, detected = detect_recording(data)
+    if kind is None:
+        raise UsageError(f"{name}: empty stream: expected {_KNOWN}")
+    chosen = canonical_provider(provider) if provider else detected
+    if chosen is None:
+        raise UsageError(
+            f"{name}: not a recognisable stream: expected {_KNOWN}, got {kind} events "
+            "that match none"
+        )
+    return Source(name=name, data=data, format=kind, provider=chosen, timing=timing)
+
+
+def bundled_recordings() -> Path:
+    """The directory of recordings shipped inside the package."""
+    return Path(str(resources.files("streamfold") / "recordings"))
+
+
+def provenance_line(rel: str, directory: Path | None = None) -> str | None:
+    """`source: repo path (license), model` for a bundled recording, from PROVENANCE.md."""
+    base = directory or bundled_recordings()
+    try:
+        text = (base / "PROVENANCE.md").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for row in text.splitlines():
+        if not row.startswith(f"| `{rel}`"):
+            continue
+        cells = [cell.strip().strip("`") for cell in row.strip("|").split("|")]
+        if len(cells) < 9:
+            return None
+        _, api, repo, source_path, commit, license_, _, model = cells[:8]
+        return f"recorded: {model} ({api}); from {repo} {source_path} @ {commit}, {license_}"
+    return None
+
+
+# --- replay -----------------------------------------------------------------------------
+
+
+def make_sink(mode: str, out: IO[str]) -> Any:
+    """The view or JSON sink for an output mode: live, jsonl, display, message."""
+    if mode == "jsonl":
+        return _JsonlSink(out)
+    if mode == "display":
+        return _DisplaySink(out)
+    if mode == "message":
+        return _MessageSink(out)
+    from .live import make_view
+
+    return make_view(out)
+
+
+def run(
+    chunks: Iterable[tuple[float, bytes]],
+    provider: str | None,
+    sink: Any,
+    *,
+    title: str = "",
+    total_bytes: int = 0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Fold paced (wait, chunk) pairs into `sink`, keeping what arrived if interrupted."""
+    folder = StreamFolder(provider)
+    sink.start(title, total_bytes)
+    try:
+        for wait, chunk in chunks:
+            if wait > 0:
+                sleep(wait)
+            for event in folder.feed(chunk):
+                sink.handle(event)
+            sink.progress(len(chunk))
+            if folder.finished:
+                break
+        for event in folder.close():
+            sink.handle(event)
+    except KeyboardInterrupt:
+        for event in folder.cancel():
+            sink.handle(event)
+        raise
+    finally:
+        sink.finish()
+
+
+def replay(
+    source: Source,
+    *,
+    mode: str = "live",
+    speed: float = 1.0,
+    out: IO[str] | None = None,
+    title: str | None = None,
+) -> None:
+    """Replay a recording into the terminal view or one of the JSON outputs."""
+    stream = out or sys.stdout
+    steps = schedule(source.data, source.format, speed=speed, timing=source.timing)
+    heading = title if title is not None else f"{source.name} · {source.provider}"
+    try:
+        run(
+            steps,
+            source.provider,
+            make_sink(mode, stream),
+            title=heading,
+            total_bytes=len(source.data),
+        )
+    except StreamfoldError as exc:
+        raise UsageError(f"{source.name}: {exc}") from None
+
+
+def _stdin_chunks() -> Iterable[tuple[float, bytes]]:
+    fd = sys.stdin.fileno()
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return
+        yield 0.0, chunk
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+def _mode(args: argparse.Namespace) -> str:
+    if args.jsonl:
+        return "jsonl"
+    if args.display:
+        return "display"
+    if args.message:
+        return "message"
+    return "live"
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _add_output(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--jsonl", action="store_true", help="print one JSON event per line")
+    group.add_argument(
+        "--display", action="store_true", help="print display items (JSON lines) as parts end"
+    )
+    group.add_argument("--message", action="store_true", help="print the final Message as JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `streamfold` command."""
+    parser = argparse.ArgumentParser(
+        prog="streamfold",
+        description="Fold LLM provider streams into complete messages. "
+        "With no command, replays the bundled demo.",
+    )
+    sub = parser.add_subparsers(dest="command")
+
+    rp = sub.add_parser("replay", help="replay a recorded stream (file or - for stdin)")
+    rp.add_argument("file", help="a .sse, .ndjson or .eventstream recording, or - for stdin")
+    rp.add_argument(
+        "--speed",
+        type=_speed,
+        default=1.0,
+        help="1 (default): recorded timing, else one event per 20 ms; 0: no waiting; 2: 2x",
+    )
+    rp.add_argument("--provider", choices=None, help=f"override detection ({', '.join(PROVIDERS)})")
+    _add_output(rp)
+
+    dp = sub.add_parser("demo", help="replay a recording bundled with streamfold")
+    dp.add_argument("name", nargs="?", default=DEMO, help=f"bundled recording (default {DEMO})")
+    dp.add_argument("--speed", type=_speed, default=1.0, help="as for replay")
+    dp.add_argument("--list", action="store_true", help="list the bundled recordings")
+    _add_output(dp)
+
+    sp = sub.add_parser("serve", help="serve recordings as OpenAI / Anthropic / Gemini APIs")
+    sp.add_argument("dir", nargs="?", default=None, help="recordings directory (default: bundled)")
+    sp.add_argument("--host", default="127.0.0.1")
+    sp.add_argument("--port", type=int, default=8765)
+    sp.add_argument("--speed", type=_speed, default=1.0, help="pacing, as for replay")
+
+    rc = sub.add_parser("record", help="record the stream on stdin to OUT while showing it")
+    rc.add_argument("out", help="file to write (a .timing.json sidecar is written beside it)")
+    rc.add_argument("--provider", help="override detection")
+    _add_output(rc)
+    return parser
+
+
+def _demo(args: argparse.Namespace, out: IO[str]) -> int:
+    base = bundled_recordings()
+    if args.list:
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and path.suffix in (".sse", ".ndjson", ".eventstream"):
+                out.write(f"{path.relative_to(base).as_posix()}\n")
+        return EXIT_OK
+    rel = (
+        args.name
+        if "/" in args.name or not (base / "anthropic" / args.name).exists()
+        else (f"anthropic/{args.name}")
+    )
+    source = open_source(str(base / rel))
+    mode = _mode(args)
+    if mode == "live":
+        line = provenance_line(rel, base)
+        title = f"streamfold demo · {rel} · {source.provider}"
+        if line:
+            title += f"\n{line}"
+    else:
+        title = ""
+    replay(source, mode=mode, speed=args.speed, out=out, title=title)
+    return EXIT_OK
+
+
+def _record(args: argparse.Namespace, out: IO[str]) -> int:
+    from .record import tee
+
+    provider = canonical_provider(args.provider) if args.provider else None
+    timed = _stdin_chunks()
+    chunks = tee((chunk for _, chunk in timed), args.out)
+    try:
+        run(((0.0, c) for c in chunks), provider, make_sink(_mode(args), out), title=args.out)
+    except StreamfoldError as exc:
+        raise UsageError(f"<stdin>: {exc}") from None
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if not args_list:
+        args_list = ["demo"]
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    out = sys.stdout
+    try:
+        if args.command == "replay":
+            source = open_source(args.file, args.provider)
+            replay(source, mode=_mode(args), speed=args.speed, out=out)
+            return EXIT_OK
+        if args.command == "demo":
+            return _demo(args, out)
+        if args.command == "record":
+            return _record(args, out)
+        if args.command == "serve":
+            from .serve import run_server
+
+            run_server(args.dir, host=args.host, port=args.port, speed=args.speed)
+            return EXIT_OK
+        parser.print_help()
+        return EXIT_ERROR
+    except StreamfoldError as exc:
+        message = " ".join(str(exc).split())
+        sys.stderr.write(f"streamfold: error: {message}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("streamfold: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as other filters do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK

@@ -1,0 +1,223 @@
+"""Record live provider streams into replayable files, and pace recordings back out.
+
+A recording is the provider's stream exactly as it arrived (`.sse`, `.ndjson`,
+`.eventstream`), so `load_recording` reads it like any other. Its timing goes in a
+sidecar next to it, `<file>.timing.json`:
+
+    {"version": 1, "chunks": [[end_offset, seconds], ...]}
+
+one pair per chunk received: the byte offset where the chunk ended in the file and the
+seconds since the stream was opened. `streamfold replay` and `streamfold serve` use it to
+pace a replay as the original arrived; without it they pace by a fixed delay per event
+(`EVENT_INTERVAL`).
+
+    from streamfold import fold
+    from streamfold.record import tee
+
+    for event in fold(tee(response.iter_bytes(), "fixtures/answer.sse")):
+        ...
+
+Decoded chunks (dicts, or SDK objects with `model_dump()`) are written as SSE frames,
+`event: <type>` (when the payload has a string "type") and `data: <json>`, which folds
+the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from .errors import UsageError
+from .fold import StreamFormat
+
+TIMING_SUFFIX = ".timing.json"
+TIMING_VERSION = 1
+
+EVENT_INTERVAL = 0.02
+"""Seconds between events at speed 1 when a recording has no timing: 50 events a second,
+about the pace at which a fast model streams tokens."""
+
+_SSE_EVENT_END = re.compile(rb"(?:\r\n|\r|\n)(?:\r\n|\r|\n)")
+
+
+def timing_path(path: str | Path) -> Path:
+    """The timing sidecar of a recording: `<file>.timing.json`."""
+    return Path(str(path) + TIMING_SUFFIX)
+
+
+def _as_bytes(chunk: Any) -> bytes:
+    if isinstance(chunk, bytes | bytearray | memoryview):
+        return bytes(chunk)
+    if isinstance(chunk, str):
+        return chunk.encode("utf-8")
+    payload: Any = chunk
+    if not isinstance(chunk, dict):
+        dump = getattr(chunk, "model_dump", None)
+        if not callable(dump):
+            raise UsageError(
+                "tee: expected bytes, str, a dict or an object with model_dump(), "
+                f"got {type(chunk).__name__}"
+            )
+        from .fold import _sdk_payload
+
+        payload = _sdk_payload(chunk)
+    head = f"event: {payload['type']}\n" if isinstance(payload.get("type"), str) else ""
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return f"{head}data: {data}\n\n".encode()
+
+
+class _Writer:
+    """Writes a recording and its timing sidecar; both are complete even if cut short."""
+
+    def __init__(self, path: str | Path, timing: bool) -> None:
+        self.path = Path(path)
+        self.timing = timing
+        self.offset = 0
+        self.marks: list[list[float]] = []
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.file: IO[bytes] = self.path.open("wb")
+        self.start = time.monotonic()
+
+    def write(self, chunk: Any) -> None:
+        data = _as_bytes(chunk)
+        if not data:
+            return
+        self.file.write(data)
+        self.offset += len(data)
+        self.marks.append([self.offset, round(time.monotonic() - self.start, 6)])
+
+    def close(self) -> None:
+        if self.file.closed:
+            return
+        self.file.close()
+        if self.timing:
+            body = {"version": TIMING_VERSION, "chunks": self.marks}
+            timing_path(self.path).write_text(json.dumps(body) + "\n")
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def tee(chunks: Iterable[Any], path: str | Path, *, timing: bool = True) -> Iterator[Any]:
+    """Pass a stream's chunks through unchanged while writing them to a recording file."""
+    with _Writer(path, timing) as writer:
+        for chunk in chunks:
+            writer.write(chunk)
+            yield chunk
+
+
+async def atee(
+    chunks: AsyncIterable[Any] | Iterable[Any], path: str | Path, *, timing: bool = True
+) -> AsyncIterator[Any]:
+    """Async `tee`: pass an async stream through while writing it to a recording file."""
+    with _Writer(path, timing) as writer:
+        if isinstance(chunks, AsyncIterable):
+            async for chunk in chunks:
+                writer.write(chunk)
+                yield chunk
+        else:
+            for chunk in chunks:
+                writer.write(chunk)
+                yield chunk
+
+
+def load_timing(path: str | Path) -> list[tuple[int, float]] | None:
+    """The timing sidecar of a recording as (end offset, seconds) pairs; None if absent."""
+    sidecar = timing_path(path)
+    try:
+        body = json.loads(sidecar.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{sidecar}: expected a timing sidecar (JSON), got {exc}") from None
+    marks = body.get("chunks") if isinstance(body, dict) else None
+    if not isinstance(marks, list) or not all(
+        isinstance(m, list)
+        and len(m) == 2
+        and isinstance(m[0], int)
+        and isinstance(m[1], int | float)
+        for m in marks
+    ):
+        raise UsageError(
+            f"{sidecar}: expected {{'version': 1, 'chunks': [[offset, seconds], ...]}}, "
+            "got another shape"
+        )
+    return [(int(m[0]), float(m[1])) for m in marks]
+
+
+def split_frames(data: bytes, format: StreamFormat) -> list[bytes]:
+    """Cut a recorded stream after each event; the pieces join back into `data`."""
+    cuts: list[int] = []
+    if format == "sse":
+        cuts = [m.end() for m in _SSE_EVENT_END.finditer(data)]
+    elif format == "ndjson":
+        cuts = [i + 1 for i, byte in enumerate(data) if byte == 0x0A]
+    elif format == "eventstream":
+        at = 0
+        while at + 4 <= len(data):
+            length = int.from_bytes(data[at : at + 4], "big")
+            if length < 16:
+                break
+            at += length
+            cuts.append(min(at, len(data)))
+    pieces: list[bytes] = []
+    start = 0
+    for cut in cuts:
+        if cut > start:
+            pieces.append(data[start:cut])
+            start = cut
+    if start < len(data):
+        pieces.append(data[start:])
+    return pieces
+
+
+def schedule(
+    data: bytes,
+    format: StreamFormat,
+    *,
+    speed: float = 1.0,
+    timing: list[tuple[int, float]] | None = None,
+) -> list[tuple[float, bytes]]:
+    """(seconds to wait, chunk) pairs that replay a recording at `speed` (0: no waiting).
+
+    With timing marks the chunks and gaps are those recorded; without, one chunk per
+    event, `EVENT_INTERVAL` apart.
+    """
+    if speed < 0:
+        raise UsageError(f"speed: expected a number >= 0, got {speed}")
+    if timing and timing[-1][0] == len(data):
+        out: list[tuple[float, bytes]] = []
+        start, before = 0, 0.0
+        for end, seconds in timing:
+            if end <= start:
+                continue
+            wait = max(0.0, seconds - before) / speed if speed else 0.0
+            out.append((wait, data[start:end]))
+            start, before = end, seconds
+        return out
+    wait = EVENT_INTERVAL / speed if speed else 0.0
+    return [(0.0 if i == 0 else wait, piece) for i, piece in enumerate(split_frames(data, format))]
+
+
+__all__ = [
+    "EVENT_INTERVAL",
+    "atee",
+    "load_timing",
+    "schedule",
+    "split_frames",
+    "tee",
+    "timing_path",
+]

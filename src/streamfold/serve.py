@@ -1,0 +1,703 @@
+"""A local replay server: recorded streams served as the OpenAI, Anthropic and Gemini APIs.
+
+Point a real SDK client at it (`base_url="http://127.0.0.1:8765/v1"`) and it streams a
+recording back, paced like the original (see `streamfold.record`), so code that consumes
+provider streams can be exercised offline, in tests, without a key.
+
+    POST /v1/chat/completions                                  openai-chat recordings
+    POST /v1/responses                                         openai-responses recordings
+    POST /v1/messages                                          anthropic recordings
+    POST /v1beta/models/{model}:streamGenerateContent          gemini recordings
+    POST /v1beta/models/{model}:generateContent                (also under /v1/models/...)
+    GET  /recordings                                           what is served, by API
+
+The recording is chosen by the `x-streamfold-recording: <name>` header or the
+`recording=<name>` query parameter (its path relative to the directory, with or without
+suffix, or its file name), else the first recording of that API in path order. When the
+request does not ask to stream, the folded Message is sent in that API's non-streaming
+shape (ChatCompletion, Response, Anthropic Message, GenerateContentResponse). The request
+body is checked for the fields the real API requires and otherwise ignored: the answer is
+the recording, whatever the prompt. Errors use each API's error body and status code.
+
+Needs the `serve` extra (starlette, uvicorn).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import StreamfoldError, UsageError
+from .fold import StreamFormat, fold_message
+from .framing import SSEDecoder
+from .message import Message, ToolCall, Usage
+from .parts import ContentPart, utterance
+from .record import EVENT_INTERVAL, TIMING_SUFFIX, load_timing, schedule
+
+try:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise UsageError(
+        "streamfold serve needs starlette and uvicorn: pip install 'streamfold[serve]'"
+    ) from exc
+
+Api = Literal["chat", "responses", "messages", "gemini"]
+
+API_PROVIDER: dict[Api, str] = {
+    "chat": "openai-chat",
+    "responses": "openai-responses",
+    "messages": "anthropic",
+    "gemini": "gemini",
+}
+
+RECORDING_HEADER = "x-streamfold-recording"
+_SUFFIXES = (".sse", ".ndjson", ".jsonl", ".eventstream")
+_SSE_TYPE = "text/event-stream; charset=utf-8"
+
+
+# --- the recordings -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A servable recording: its name (relative path), file, provider and framing."""
+
+    name: str
+    path: Path
+    provider: str
+    format: StreamFormat
+
+    def names(self) -> tuple[str, ...]:
+        """The names a request may use for it."""
+        stem = self.name.rsplit(".", 1)[0]
+        return (self.name, stem, self.path.name, self.path.name.rsplit(".", 1)[0])
+
+
+class Library:
+    """The recordings of a directory (searched recursively), by provider, in path order."""
+
+    def __init__(self, directory: str | Path) -> None:
+        from .recording import detect_recording
+
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise UsageError(f"{self.directory}: expected a directory of recordings, got none")
+        self.entries: list[Entry] = []
+        for path in sorted(self.directory.rglob("*")):
+            if not path.is_file() or path.name.endswith(TIMING_SUFFIX):
+                continue
+            if path.suffix not in _SUFFIXES:
+                continue
+            try:
+                head = path.read_bytes()
+            except OSError:
+                continue
+            kind, provider = detect_recording(head)
+            if kind is None or provider is None:
+                continue
+            rel = path.relative_to(self.directory).as_posix()
+            self.entries.append(Entry(rel, path, provider, kind))
+
+    def find(self, provider: str, wanted: str | None) -> Entry:
+        """The recording asked for (or the first of `provider`); UsageError if none fits."""
+        if wanted:
+            for entry in self.entries:
+                if wanted in entry.names():
+                    if entry.provider != provider:
+                        raise UsageError(
+                            f"recording {wanted!r} is a {entry.provider} stream; "
+                            f"this endpoint serves {provider} recordings"
+                        )
+                    return entry
+            raise LookupError(f"no recording named {wanted!r} in {self.directory}")
+        for entry in self.entries:
+            if entry.provider == provider:
+                return entry
+        raise LookupError(f"no {provider} recording in {self.directory}")
+
+
+# --- errors ---------------------------------------------------------------------------
+
+_OPENAI_TYPES = {400: "invalid_request_error", 404: "not_found_error", 500: "server_error"}
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 404: "not_found_error", 500: "api_error"}
+_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 500: "INTERNAL"}
+
+
+def error_body(api: Api, status: int, message: str, code: str | None = None) -> dict[str, Any]:
+    """The error body each API sends for a failed request."""
+    if api in ("chat", "responses"):
+        return {
+            "error": {
+                "message": message,
+                "type": _OPENAI_TYPES.get(status, "invalid_request_error"),
+                "param": None,
+                "code": code,
+            }
+        }
+    if api == "messages":
+        return {
+            "type": "error",
+            "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message},
+        }
+    return {
+        "error": {
+            "code": status,
+            "message": message,
+            "status": _GEMINI_STATUS.get(status, "UNKNOWN"),
+        }
+    }
+
+
+class ApiError(Exception):
+    """A request the server refuses; becomes the API's error response."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+
+# --- Message -> non-streaming response shapes -----------------------------------------
+
+
+def _args_text(call: ToolCall) -> str:
+    if isinstance(call.arguments, dict):
+        return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+    return call.arguments or ""
+
+
+def _args_object(call: ToolCall) -> dict[str, Any]:
+    return call.arguments if isinstance(call.arguments, dict) else {}
+
+
+def _same(message: Message, provider: str) -> bool:
+    return message.metadata.get("provider") == provider
+
+
+def _meta_str(message: Message, key: str, default: str) -> str:
+    value = message.metadata.get(key)
+    return value if isinstance(value, str) and value else default
+
+
+def _created(message: Message) -> int:
+    value = message.metadata.get("created")
+    return value if isinstance(value, int) else int(time.time())
+
+
+def _tokens(value: int | None) -> int:
+    return value or 0
+
+
+def _block(part: ContentPart, provider: str, message: Message) -> dict[str, Any] | None:
+    """An opaque provider block, when it came from the provider it is sent back to."""
+    block = part.options.get("block")
+    if part.type == "unsupported" and isinstance(block, dict) and _same(message, provider):
+        return block
+    return None
+
+
+_CHAT_FINISH = {
+    "stop": "stop",
+    "tool_use": "tool_calls",
+    "length": "length",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+}
+
+
+def chat_completion(message: Message, model: str) -> dict[str, Any]:
+    """The Message as an OpenAI ChatCompletion."""
+    if _same(message, "openai-chat") and message.raw_stop_reason:
+        finish = message.raw_stop_reason
+    else:
+        finish = _CHAT_FINISH.get(message.stop_reason or "stop", "stop")
+    body: dict[str, Any] = {"role": "assistant", "content": message.text, "refusal": None}
+    thinking = "".join(p.content or "" for p in message.content if p.type == "thinking")
+    if thinking:
+        # DeepSeek's field for reasoning text; OpenAI itself does not return reasoning.
+        body["reasoning_content"] = thinking
+    if message.tool_calls:
+        body["tool_calls"] = [
+            {
+                "id": call.call_id or f"call_{i}",
+                "type": "function",
+                "function": {"name": call.name or "", "arguments": _args_text(call)},
+            }
+            for i, call in enumerate(message.tool_calls)
+        ]
+    result: dict[str, Any] = {
+        "id": _meta_str(message, "id", "chatcmpl-streamfold"),
+        "object": "chat.completion",
+        "created": _created(message),
+        "model": _meta_str(message, "model", model),
+        "choices": [{"index": 0, "message": body, "finish_reason": finish, "logprobs": None}],
+    }
+    if message.usage is not None:
+        result["usage"] = _chat_usage(message.usage)
+    return result
+
+
+def _chat_usage(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": _tokens(usage.input_tokens),
+        "completion_tokens": _tokens(usage.output_tokens),
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": _tokens(usage.cache_read_tokens)},
+        "completion_tokens_details": {"reasoning_tokens": _tokens(usage.reasoning_tokens)},
+    }
+
+
+def _annotations(part: ContentPart) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for citation in part.citations:
+        raw = citation.metadata.get("raw")
+        if isinstance(raw, dict) and isinstance(raw.get("type"), str):
+            out.append(raw)
+        elif citation.source is not None and citation.source.url:
+            out.append(
+                {
+                    "type": "url_citation",
+                    "url": citation.source.url,
+                    "title": citation.source.title or "",
+                    "start_index": citation.start_index or 0,
+                    "end_index": citation.end_index or 0,
+                }
+            )
+    return out
+
+
+_RESPONSE_STATUS = {
+    "complete": "completed",
+    "length": "incomplete",
+    "content_filtered": "incomplete",
+    "error": "failed",
+    "cancelled": "cancelled",
+    "incomplete": "incomplete",
+}
+
+
+def response_object(message: Message, model: str) -> dict[str, Any]:
+    """The Message as an OpenAI Responses `Response`."""
+    output: list[dict[str, Any]] = []
+    previous_id: str | None = None
+    for i, entry in enumerate(message.stream_order()):
+        item_id_value = (
+            entry.metadata.get("id") if isinstance(entry, ToolCall) else entry.options.get("id")
+        )
+        item_id = item_id_value if isinstance(item_id_value, str) else None
+        if isinstance(entry, ToolCall):
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": item_id or f"fc_{i}",
+                    "call_id": entry.call_id or f"call_{i}",
+                    "name": entry.name or "",
+                    "arguments": _args_text(entry),
+                    "status": "completed",
+                }
+            )
+            previous_id = None
+            continue
+        block = _block(entry, "openai-responses", message)
+        if block is not None:
+            output.append(block)
+            previous_id = None
+            continue
+        joins = item_id is not None and item_id == previous_id and output
+        if entry.type == "thinking":
+            summary = [{"type": "summary_text", "text": entry.content}] if entry.content else []
+            if joins and output[-1].get("type") == "reasoning":
+                output[-1]["summary"].extend(summary)
+                continue
+            item: dict[str, Any] = {
+                "type": "reasoning",
+                "id": item_id or f"rs_{i}",
+                "summary": summary,
+            }
+            encrypted = entry.options.get("encrypted_content", entry.options.get("signature"))
+            if isinstance(encrypted, str) and encrypted:
+                item["encrypted_content"] = encrypted
+            output.append(item)
+        elif entry.type == "text":
+            content = {
+                "type": "output_text",
+                "text": entry.content or "",
+                "annotations": _annotations(entry),
+                "logprobs": [],
+            }
+            if joins and output[-1].get("type") == "message":
+                output[-1]["content"].append(content)
+                continue
+            item = {
+                "type": "message",
+                "id": item_id or f"msg_{i}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [content],
+            }
+            marker = utterance(entry)
+            if marker is not None:
+                item["phase"] = "commentary" if marker == "narration" else "final_answer"
+            output.append(item)
+        else:
+            continue
+        previous_id = item_id
+    status = _RESPONSE_STATUS[message.status]
+    incomplete = None
+    if message.status == "length":
+        incomplete = {"reason": "max_output_tokens"}
+    elif message.status == "content_filtered":
+        incomplete = {"reason": "content_filter"}
+    result: dict[str, Any] = {
+        "id": _meta_str(message, "id", "resp_streamfold"),
+        "object": "response",
+        "created_at": _created(message),
+        "model": _meta_str(message, "model", model),
+        "status": status,
+        "output": output,
+        "error": None,
+        "incomplete_details": incomplete,
+        "instructions": None,
+        "metadata": {},
+        "parallel_tool_calls": True,
+        "temperature": None,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": None,
+    }
+    if message.usage is not None:
+        usage = message.usage
+        result["usage"] = {
+            "input_tokens": _tokens(usage.input_tokens),
+            "input_tokens_details": {"cached_tokens": _tokens(usage.cache_read_tokens)},
+            "output_tokens": _tokens(usage.output_tokens),
+            "output_tokens_details": {"reasoning_tokens": _tokens(usage.reasoning_tokens)},
+            "total_tokens": usage.total_tokens,
+        }
+    return result
+
+
+_ANTHROPIC_STOP = {
+    "stop": "end_turn",
+    "tool_use": "tool_use",
+    "length": "max_tokens",
+    "pause": "pause_turn",
+    "refusal": "refusal",
+    "content_filter": "refusal",
+}
+
+
+def anthropic_message(message: Message, model: str) -> dict[str, Any]:
+    """The Message as an Anthropic Messages API `Message`."""
+    content: list[dict[str, Any]] = []
+    for entry in message.stream_order():
+        if isinstance(entry, ToolCall):
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": entry.call_id or "toolu_streamfold",
+                    "name": entry.name or "",
+                    "input": _args_object(entry),
+                }
+            )
+            continue
+        block = _block(entry, "anthropic", message)
+        if block is not None:
+            content.append(block)
+        elif entry.type == "thinking":
+            signature = entry.options.get("signature")
+            content.append(
+                {
+                    "type": "thinking",
+                    "thinking": entry.content or "",
+                    "signature": signature if isinstance(signature, str) else "",
+                }
+            )
+        elif entry.type == "text":
+            text_block: dict[str, Any] = {"type": "text", "text": entry.content or ""}
+            cited = [
+                c.metadata["raw"]
+                for c in entry.citations
+                if isinstance(c.metadata.get("raw"), dict)
+            ]
+            text_block["citations"] = cited or None
+            content.append(text_block)
+    if _same(message, "anthropic") and message.raw_stop_reason:
+        stop: str | None = message.raw_stop_reason
+    else:
+        stop = _ANTHROPIC_STOP.get(message.stop_reason or "")
+    usage = message.usage or Usage()
+    return {
+        "id": _meta_str(message, "id", "msg_streamfold"),
+        "type": "message",
+        "role": "assistant",
+        "model": _meta_str(message, "model", model),
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": _tokens(usage.input_tokens),
+            "output_tokens": _tokens(usage.output_tokens),
+            "cache_creation_input_tokens": usage.cache_write_tokens,
+            "cache_read_input_tokens": usage.cache_read_tokens,
+        },
+    }
+
+
+_GEMINI_FINISH = {
+    "stop": "STOP",
+    "tool_use": "STOP",
+    "length": "MAX_TOKENS",
+    "content_filter": "SAFETY",
+    "refusal": "SAFETY",
+    "error": "OTHER",
+    "other": "OTHER",
+}
+
+
+def _gemini_signature(options: dict[str, Any]) -> str | None:
+    for key in ("thought_signature", "thoughtSignature", "signature"):
+        value = options.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def gemini_response(message: Message, model: str) -> dict[str, Any]:
+    """The Message as a Gemini `GenerateContentResponse`."""
+    parts: list[dict[str, Any]] = []
+    for entry in message.stream_order():
+        part: dict[str, Any]
+        if isinstance(entry, ToolCall):
+            call: dict[str, Any] = {"name": entry.name or "", "args": _args_object(entry)}
+            if entry.call_id and not entry.call_id.startswith("streamfold"):
+                call["id"] = entry.call_id
+            part = {"functionCall": call}
+            signature = _gemini_signature(entry.metadata)
+        else:
+            block = _block(entry, "gemini", message)
+            if block is not None:
+                parts.append(block)
+                continue
+            if entry.type not in ("text", "thinking"):
+                continue
+            part = {"text": entry.content or ""}
+            if entry.type == "thinking":
+                part["thought"] = True
+            signature = _gemini_signature(entry.options)
+        if signature:
+            part["thoughtSignature"] = signature
+        parts.append(part)
+    if _same(message, "gemini") and message.raw_stop_reason:
+        finish = message.raw_stop_reason
+    else:
+        finish = _GEMINI_FINISH.get(message.stop_reason or "stop", "STOP")
+    result: dict[str, Any] = {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
+        ],
+        "modelVersion": _meta_str(message, "model", model),
+    }
+    response_id = message.metadata.get("id")
+    if isinstance(response_id, str):
+        result["responseId"] = response_id
+    if message.usage is not None:
+        usage = message.usage
+        meta: dict[str, Any] = {
+            "promptTokenCount": _tokens(usage.input_tokens),
+            "candidatesTokenCount": _tokens(usage.output_tokens),
+            "totalTokenCount": usage.total_tokens + _tokens(usage.reasoning_tokens),
+        }
+        if usage.reasoning_tokens:
+            meta["thoughtsTokenCount"] = usage.reasoning_tokens
+        if usage.cache_read_tokens:
+            meta["cachedContentTokenCount"] = usage.cache_read_tokens
+        result["usageMetadata"] = meta
+    return result
+
+
+ENCODERS = {
+    "chat": chat_completion,
+    "responses": response_object,
+    "messages": anthropic_message,
+    "gemini": gemini_response,
+}
+
+
+# --- the app ----------------------------------------------------------------------------
+
+_REQUIRED: dict[Api, tuple[str, ...]] = {
+    "chat": ("model", "messages"),
+    "responses": ("model", "input"),
+    "messages": ("model", "messages", "max_tokens"),
+    "gemini": ("contents",),
+}
+
+
+def _gemini_frames(data: bytes) -> list[bytes]:
+    decoder = SSEDecoder()
+    return [event.data for event in [*decoder.feed(data), *decoder.close()]]
+
+
+class ReplayServer:
+    """The replay server's state: the recordings and the pacing."""
+
+    def __init__(self, directory: str | Path | None = None, *, speed: float = 1.0) -> None:
+        from .cli import bundled_recordings
+
+        if speed < 0:
+            raise UsageError(f"speed: expected a number >= 0, got {speed}")
+        self.library = Library(directory if directory is not None else bundled_recordings())
+        self.speed = speed
+
+    async def _body(self, request: Request, api: Api) -> dict[str, Any]:
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, f"expected a JSON object body, got {type(body).__name__}")
+        missing = [name for name in _REQUIRED[api] if name not in body]
+        if missing:
+            raise ApiError(400, f"missing required field(s): {', '.join(missing)}")
+        return body
+
+    def _entry(self, request: Request, api: Api) -> Entry:
+        wanted = request.headers.get(RECORDING_HEADER) or request.query_params.get("recording")
+        try:
+            return self.library.find(API_PROVIDER[api], wanted)
+        except LookupError as exc:
+            raise ApiError(404, str(exc), "recording_not_found") from None
+        except UsageError as exc:
+            raise ApiError(400, str(exc), "recording_mismatch") from None
+
+    async def _paced(self, entry: Entry) -> AsyncIterator[bytes]:
+        import anyio
+
+        data = entry.path.read_bytes()
+        steps = schedule(data, entry.format, speed=self.speed, timing=load_timing(entry.path))
+        for wait, chunk in steps:
+            if wait > 0:
+                await anyio.sleep(wait)
+            yield chunk
+
+    async def _json_array(self, entry: Entry) -> AsyncIterator[bytes]:
+        # Gemini without alt=sse streams one JSON array, an element per chunk.
+        import anyio
+
+        frames = _gemini_frames(entry.path.read_bytes())
+        gap = EVENT_INTERVAL / self.speed if self.speed else 0.0
+        yield b"["
+        for i, frame in enumerate(frames):
+            if i and gap:
+                await anyio.sleep(gap)
+            yield (b"\n," if i else b"") + frame
+        yield b"]"
+
+    async def handle(self, request: Request, api: Api, stream: bool | None = None) -> Response:
+        """Answer one API request from a recording."""
+        try:
+            body = await self._body(request, api)
+            entry = self._entry(request, api)
+            if stream is None:
+                stream = body.get("stream") is True
+            model = str(body.get("model") or request.path_params.get("model") or "streamfold")
+            if stream:
+                if api == "gemini" and request.query_params.get("alt") != "sse":
+                    return StreamingResponse(self._json_array(entry), media_type="application/json")
+                return StreamingResponse(
+                    self._paced(entry),
+                    media_type=_SSE_TYPE if entry.format == "sse" else "application/x-ndjson",
+                    headers={"cache-control": "no-cache", "x-streamfold-recording": entry.name},
+                )
+            try:
+                message = fold_message(entry.path.read_bytes(), entry.provider)
+            except StreamfoldError as exc:
+                raise ApiError(500, f"recording {entry.name!r} does not fold: {exc}") from None
+            return JSONResponse(
+                ENCODERS[api](message, model),
+                headers={"x-streamfold-recording": entry.name},
+            )
+        except ApiError as exc:
+            return JSONResponse(error_body(api, exc.status, exc.message, exc.code), exc.status)
+
+    async def chat(self, request: Request) -> Response:
+        """POST /v1/chat/completions."""
+        return await self.handle(request, "chat")
+
+    async def responses(self, request: Request) -> Response:
+        """POST /v1/responses."""
+        return await self.handle(request, "responses")
+
+    async def messages(self, request: Request) -> Response:
+        """POST /v1/messages."""
+        return await self.handle(request, "messages")
+
+    async def gemini(self, request: Request) -> Response:
+        """POST /v1beta/models/{model}:streamGenerateContent or :generateContent."""
+        target = request.path_params["target"]
+        model, _, method = target.rpartition(":")
+        request.path_params["model"] = model
+        if method == "streamGenerateContent":
+            return await self.handle(request, "gemini", stream=True)
+        if method == "generateContent":
+            return await self.handle(request, "gemini", stream=False)
+        return JSONResponse(
+            error_body("gemini", 404, f"unknown method {method!r}; expected "
+                       "streamGenerateContent or generateContent"),
+            404,
+        )  # fmt: skip
+
+    async def listing(self, request: Request) -> Response:
+        """GET /recordings: the recordings served, by provider."""
+        by_provider: dict[str, list[str]] = {}
+        for entry in self.library.entries:
+            by_provider.setdefault(entry.provider, []).append(entry.name)
+        return JSONResponse({"directory": str(self.library.directory), "recordings": by_provider})
+
+
+def create_app(directory: str | Path | None = None, *, speed: float = 1.0) -> Starlette:
+    """The replay server as a Starlette app (recordings from `directory`, default bundled)."""
+    server = ReplayServer(directory, speed=speed)
+    routes = [
+        Route("/v1/chat/completions", server.chat, methods=["POST"]),
+        Route("/chat/completions", server.chat, methods=["POST"]),
+        Route("/v1/responses", server.responses, methods=["POST"]),
+        Route("/responses", server.responses, methods=["POST"]),
+        Route("/v1/messages", server.messages, methods=["POST"]),
+        Route("/v1beta/models/{target}", server.gemini, methods=["POST"]),
+        Route("/v1/models/{target}", server.gemini, methods=["POST"]),
+        Route("/recordings", server.listing, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.replay = server
+    return app
+
+
+def run_server(
+    directory: str | Path | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    speed: float = 1.0,
+) -> None:
+    """Serve recordings with uvicorn until interrupted."""
+    import uvicorn
+
+    app = create_app(directory, speed=speed)
+    library: Library = app.state.replay.library
+    counts: dict[str, int] = {}
+    for entry in library.entries:
+        counts[entry.provider] = counts.get(entry.provider, 0) + 1
+    summary = ", ".join(f"{n} {p}" for p, n in sorted(counts.items())) or "none"
+    print(f"streamfold serve: {library.directory} ({summary}) on http://{host}:{port}")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
