@@ -152,9 +152,11 @@ def eventstream_payload(message: EventStreamMessage) -> dict[str, Any]:
     elif kind == "exception":
         name = message.headers.get(":exception-type")
     else:
-        name = message.headers.get(":error-code", "error")
+        # A protocol-level error message: its code is free-form (not an event type the
+        # decoder could tell from an event), so it goes under one known key.
+        code = message.headers.get(":error-code")
         text = message.headers.get(":error-message", "")
-        return {str(name): {"message": str(text)}}
+        return {"error": {"errorCode": None if code is None else str(code), "message": str(text)}}
     if not isinstance(name, str):
         raise _error(f"expected an :event-type header, got {name!r}", message.payload)
     try:
