@@ -1,0 +1,819 @@
+"""Gemini / Vertex AI `streamGenerateContent` streams (`alt=sse`).
+
+Every event is a whole GenerateContentResponse: `candidates[].content.parts[]`,
+`usageMetadata` (running totals), `modelVersion`, `responseId`, `promptFeedback`. The wire
+never says where a part ends, so a part ends when a part of another kind begins, and
+everything ends with the stream. Gemini has no end marker: `finishReason` sets the status
+and stop reason, and the fold finishes when the input closes (a usage chunk may follow).
+
+Parts:
+- `text` chunks grow one text part; `thought: true` chunks grow one thinking part.
+- `thoughtSignature` stays on the part that carried it: options["signature"] on text and
+  thinking, metadata["thought_signature"] on a tool call, inside the block of an opaque part.
+  Gemini's rule for replay is "don't merge a part with a signature with another part" (other
+  than its own streamed continuation), so a signed chunk never joins an earlier part, and a
+  signed part with empty text (how Gemini 3 ends a streamed turn) is kept as a part of its
+  own, with content "".
+- `functionCall` parts that arrive whole are one ToolCall each; `functionCall.id` is the call
+  id when present, else `f"{name}_{n}"` (n counts the stream's calls), so one function
+  called twice gives two ids. Vertex streams arguments (`willContinue` / `partialArgs` with
+  JSON paths, closed by a call part without `willContinue`); they are written out as JSON
+  text as they come.
+- `inlineData` becomes an image (or file) part; every other part (`executableCode`,
+  `codeExecutionResult`, `toolCall`, `toolResponse`, `fileData`, ...) an `unsupported` part
+  holding the whole part, signature included, so it can be sent back verbatim.
+- `groundingMetadata` supports become Citations on the text part they cite (indexes are
+  characters of that part; Gemini's byte offsets are kept in the citation metadata); the
+  whole grounding and `urlContextMetadata` objects go in the message metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from ..deltas import ClosePart, Delta, GrowPart, OpenPart, ReportError, UpdateMessage
+from ..message import Status, StopReason, ToolCall, Usage
+from ..parts import Citation, CitationSource, ContentPart
+from .base import Decoder
+
+T = TypeVar("T")
+
+_STOP: dict[str, tuple[StopReason, Status]] = {
+    "STOP": ("stop", "complete"),
+    "MAX_TOKENS": ("length", "length"),
+    "CONTINUATION": ("pause", "complete"),
+    "MALFORMED_FUNCTION_CALL": ("error", "error"),
+    "UNEXPECTED_TOOL_CALL": ("error", "error"),
+    "TOO_MANY_TOOL_CALLS": ("error", "error"),
+    "MISSING_THOUGHT_SIGNATURE": ("error", "error"),
+    "MALFORMED_RESPONSE": ("error", "error"),
+}
+_FILTERED = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "PROHIBITED_CONTENT",
+        "BLOCKLIST",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "MODEL_ARMOR",
+    }
+)
+
+# Part fields that qualify a part rather than being its payload.
+_PART_META = frozenset(
+    {"thought", "thoughtSignature", "partMetadata", "videoMetadata", "mediaResolution"}
+)
+
+_TYPE_NAMES: dict[type, str] = {
+    str: "a string",
+    int: "an integer",
+    bool: "a boolean",
+    dict: "an object",
+    list: "a list",
+}
+
+_URLSAFE = str.maketrans("-_", "+/")
+
+
+def _standard_b64(value: str) -> str:
+    # google-genai objects dump bytes (signatures, inline data) as URL-safe base64; the
+    # wire uses the standard alphabet, which has neither "-" nor "_", so this is the
+    # identity on wire data and makes folding SDK objects give the same Message.
+    return value.translate(_URLSAFE)
+
+
+@dataclass(slots=True)
+class _Growable:
+    """The text or thinking part later chunks of the same kind may still grow."""
+
+    key: int
+    kind: Literal["text", "thinking"]
+
+
+@dataclass(slots=True)
+class _TextPart:
+    """A text part's chunks, kept to turn grounding byte offsets into character indexes."""
+
+    key: int
+    chunks: list[str]
+    cited: set[tuple[Any, ...]] = field(default_factory=set)
+
+
+class _ArgsWriter:
+    """Write Vertex's streamed `partialArgs` (JSON path + value) as argument JSON text.
+
+    Paths that arrive in document order are written as they come. A path that goes back
+    into a finished object or array cannot be written as text any more: the writer stops
+    (`broken`) and the call's arguments are rebuilt from `values` at its end.
+    """
+
+    def __init__(self) -> None:
+        self.started = False
+        self.broken = False
+        # Open containers, root first: (kind, keys used or item count).
+        self._stack: list[tuple[str, set[Any]]] = []
+        self._path: list[str | int] = []
+        self._open_string: tuple[str | int, ...] | None = None
+        self.values: dict[str, Any] = {}
+        self._strings: dict[tuple[str | int, ...], list[str]] = {}
+
+    def add(self, path: list[str | int], value: Any, is_string: bool, more: bool) -> str:
+        self._remember(path, value, is_string)
+        if self.broken:
+            return ""
+        out: list[str] = []
+        if not self.started:
+            self.started = True
+            out.append("{")
+            self._stack.append(("object", set()))
+        key = tuple(path)
+        if self._open_string is not None:
+            if self._open_string == key and is_string:
+                out.append(_escape(value))
+                if not more:
+                    out.append('"')
+                    self._open_string = None
+                return "".join(out)
+            out.append('"')
+            self._open_string = None
+        containers, leaf = path[:-1], path[-1]
+        common = 0
+        while (
+            common < len(self._path)
+            and common < len(containers)
+            and self._path[common] == containers[common]
+        ):
+            common += 1
+        while len(self._path) > common:
+            kind, _ = self._stack.pop()
+            self._path.pop()
+            out.append("}" if kind == "object" else "]")
+        for depth in range(common, len(containers)):
+            segment = containers[depth]
+            nxt = path[depth + 1]
+            if not self._enter(segment, out):
+                return self._break()
+            out.append("{" if isinstance(nxt, str) else "[")
+            self._stack.append(("object" if isinstance(nxt, str) else "array", set()))
+            self._path.append(segment)
+        if not self._enter(leaf, out):
+            return self._break()
+        if is_string:
+            out.append('"' + _escape(value))
+            if more:
+                self._open_string = key
+            else:
+                out.append('"')
+        else:
+            out.append(json.dumps(value))
+        return "".join(out)
+
+    def finish(self) -> str:
+        if self.broken or not self.started:
+            return ""
+        out = ['"'] if self._open_string is not None else []
+        for kind, _ in reversed(self._stack):
+            out.append("}" if kind == "object" else "]")
+        self._stack.clear()
+        return "".join(out)
+
+    def _enter(self, segment: str | int, out: list[str]) -> bool:
+        kind, used = self._stack[-1]
+        if kind == "object":
+            if not isinstance(segment, str) or segment in used:
+                return False
+            out.append(("," if used else "") + json.dumps(segment, ensure_ascii=False) + ":")
+        else:
+            if not isinstance(segment, int) or segment != len(used):
+                return False
+            if used:
+                out.append(",")
+        used.add(segment)
+        return True
+
+    def _break(self) -> str:
+        self.broken = True
+        return ""
+
+    def _remember(self, path: list[str | int], value: Any, is_string: bool) -> None:
+        key = tuple(path)
+        if is_string:
+            chunks = self._strings.get(key)
+            if chunks is None:
+                chunks = self._strings[key] = _Chunks()
+                _set_path(self.values, path, chunks)
+            chunks.append(value)
+        else:
+            self._strings.pop(key, None)
+            _set_path(self.values, path, value)
+
+    def arguments(self) -> dict[str, Any]:
+        result = _join_strings(self.values)
+        assert isinstance(result, dict)
+        return result
+
+
+def _escape(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _set_path(root: dict[str, Any], path: list[str | int], value: Any) -> None:
+    node: Any = root
+    for segment, nxt in zip(path, [*path[1:], None], strict=True):
+        if nxt is None:
+            break
+        child = _child(node, segment)
+        if not isinstance(child, dict | list):
+            child = {} if isinstance(nxt, str) else []
+            _put(node, segment, child)
+        node = child
+    _put(node, path[-1], value)
+
+
+def _child(node: Any, segment: str | int) -> Any:
+    if isinstance(node, dict):
+        return node.get(segment)
+    if isinstance(node, list) and isinstance(segment, int) and segment < len(node):
+        return node[segment]
+    return None
+
+
+def _put(node: Any, segment: str | int, value: Any) -> None:
+    if isinstance(node, dict):
+        node[segment] = value
+    elif isinstance(node, list) and isinstance(segment, int):
+        while len(node) <= segment:
+            node.append(None)
+        node[segment] = value
+
+
+def _join_strings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _join_strings(v) for k, v in value.items()}
+    if isinstance(value, _Chunks):
+        return "".join(value)
+    if isinstance(value, list):
+        return [_join_strings(v) for v in value]
+    return value
+
+
+class _Chunks(list[str]):
+    """A streamed string's pieces inside the rebuilt argument tree."""
+
+
+@dataclass(slots=True)
+class _StreamedCall:
+    key: int
+    call_id: str | None
+    name: str | None
+    metadata: dict[str, Any]
+    writer: _ArgsWriter = field(default_factory=_ArgsWriter)
+
+
+class GeminiDecoder(Decoder):
+    """Gemini / Vertex `streamGenerateContent` chunks into neutral deltas."""
+
+    provider = "gemini"
+
+    def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
+        super().__init__(choice=choice, strict=strict)
+        self._next_key = 0
+        self._growable: _Growable | None = None
+        self._last_text: _TextPart | None = None
+        self._open_text: dict[int, _TextPart] = {}
+        self._call: _StreamedCall | None = None
+        self._calls = 0
+        self._pending: list[ClosePart] = []
+        self._sent_meta: dict[str, Any] = {}
+        self._usage_raw: dict[str, Any] | None = None
+
+    # --- events ------------------------------------------------------------------------
+
+    def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
+        """Translate one GenerateContentResponse chunk into neutral deltas."""
+        out: list[Delta] = []
+        error = payload.get("error")
+        if error is not None:
+            return [self._error(error, payload)]
+        meta: dict[str, Any] = {}
+        for wire, name in (("responseId", "id"), ("modelVersion", "model")):
+            value = payload.get(wire)
+            if value is not None:
+                meta[name] = _check(self, value, str, wire, payload)
+        candidates = payload.get("candidates")
+        finish: UpdateMessage | None = None
+        if candidates is not None:
+            candidate = self._candidate(_check(self, candidates, list, "candidates", payload))
+            if candidate is not None:
+                finish = self._candidate_deltas(candidate, payload, out, meta)
+        out.extend(self._pending)
+        self._pending = []
+        for key in [k for k in self._open_text if k not in self._open_keys()]:
+            del self._open_text[key]
+        feedback = payload.get("promptFeedback")
+        if feedback is not None:
+            out.extend(self._prompt_feedback(feedback, payload, meta))
+        changed = {k: v for k, v in meta.items() if self._sent_meta.get(k) != v}
+        usage = self._usage(payload)
+        if changed or usage is not None:
+            self._sent_meta.update(changed)
+            out.append(UpdateMessage(usage=usage, metadata=changed or None))
+        if finish is not None:
+            out.append(finish)
+        return out
+
+    def close(self) -> list[Delta]:
+        """The stream ended: open parts are closed by the accumulator (ends inferred)."""
+        return []
+
+    # --- candidates --------------------------------------------------------------------
+
+    def _candidate(self, candidates: list[Any]) -> dict[str, Any] | None:
+        for position, candidate in enumerate(candidates):
+            cand = _check(self, candidate, dict, f"candidates[{position}]", candidates)
+            index = cand.get("index", 0)
+            if _check(self, index, int, "candidate.index", cand) == self.choice:
+                return cand
+        return None
+
+    def _candidate_deltas(
+        self, cand: dict[str, Any], payload: dict[str, Any], out: list[Delta], meta: dict[str, Any]
+    ) -> UpdateMessage | None:
+        content = cand.get("content")
+        if content is not None:
+            content = _check(self, content, dict, "candidate.content", payload)
+            parts = content.get("parts")
+            if parts is not None:
+                for part in _check(self, parts, list, "candidate.content.parts", payload):
+                    self._part(_check(self, part, dict, "content.parts[]", payload), out)
+        grounding = cand.get("groundingMetadata")
+        if grounding is not None:
+            grounding = _check(self, grounding, dict, "groundingMetadata", payload)
+            if grounding:
+                meta["grounding_metadata"] = grounding
+                self._citations(grounding, out)
+        for wire, name in (
+            ("urlContextMetadata", "url_context_metadata"),
+            ("citationMetadata", "citation_metadata"),
+        ):
+            value = cand.get(wire)
+            if value is not None and _check(self, value, dict, wire, payload):
+                meta[name] = value
+        message = cand.get("finishMessage")
+        if message is not None:
+            meta["finish_message"] = _check(self, message, str, "finishMessage", payload)
+        reason = cand.get("finishReason")
+        if reason is None:
+            return None
+        return self._finish(_check(self, reason, str, "finishReason", payload))
+
+    def _finish(self, reason: str) -> UpdateMessage:
+        stop: StopReason
+        status: Status
+        if reason in _FILTERED:
+            stop, status = "content_filter", "content_filtered"
+        else:
+            stop, status = _STOP.get(reason, ("other", "complete"))
+        if stop == "stop" and self._calls:
+            stop = "tool_use"
+        return UpdateMessage(status=status, stop_reason=stop, raw_stop_reason=reason)
+
+    # --- parts -------------------------------------------------------------------------
+
+    def _part(self, part: dict[str, Any], out: list[Delta]) -> None:
+        signature = part.get("thoughtSignature")
+        if signature is not None:
+            signature = _standard_b64(_check(self, signature, str, "thoughtSignature", part))
+        thought = part.get("thought")
+        if thought is not None:
+            _check(self, thought, bool, "part.thought", part)
+        if "text" in part:
+            text = _check(self, part["text"], str, "part.text", part)
+            self._text(text, "thinking" if thought else "text", signature, out)
+        elif "functionCall" in part:
+            call = _check(self, part["functionCall"], dict, "part.functionCall", part)
+            self._function_call(call, signature, part, out)
+        elif "inlineData" in part:
+            self._inline_data(part, signature, out)
+        else:
+            kinds = [k for k in part if k not in _PART_META]
+            if kinds:
+                self._opaque(kinds[0], part, signature, out)
+            elif signature is not None:
+                # A part with nothing but a signature: keep it, as a signed empty part.
+                self._text("", "thinking" if thought else "text", signature, out)
+
+    def _text(
+        self,
+        text: str,
+        kind: Literal["text", "thinking"],
+        signature: str | None,
+        out: list[Delta],
+    ) -> None:
+        grow = self._growable
+        if signature is None:
+            if not text:
+                return  # an empty unsigned part carries nothing
+            if grow is not None and grow.kind == kind:
+                out.append(GrowPart(grow.key, content=text))
+                self._track_text(grow.key, kind, text)
+                return
+        # A new part: the first of its kind here, or a signed one (never merged into an
+        # earlier part).
+        self._end_growable()
+        self._end_call(out)
+        key = self._new_key()
+        options = {} if signature is None else {"signature": signature}
+        out.append(OpenPart(key, ContentPart(type=kind, content=text, options=options)))
+        if text:
+            self._growable = _Growable(key, kind)
+            if kind == "text":
+                self._open_text[key] = self._last_text = _TextPart(key, [])
+            self._track_text(key, kind, text)
+        else:
+            # A signed empty part (Gemini 3 ends a streamed turn with one): nothing may
+            # join it, or the signature would move.
+            self._pending.append(ClosePart(key, explicit=False))
+
+    def _track_text(self, key: int, kind: str, text: str) -> None:
+        if kind == "text":
+            state = self._open_text.get(key)
+            if state is not None:
+                state.chunks.append(text)
+
+    def _function_call(
+        self,
+        call: dict[str, Any],
+        signature: str | None,
+        part: dict[str, Any],
+        out: list[Delta],
+    ) -> None:
+        name = call.get("name")
+        if name is not None:
+            _check(self, name, str, "functionCall.name", part)
+        call_id = call.get("id")
+        if call_id is not None:
+            _check(self, call_id, str, "functionCall.id", part)
+        more = call.get("willContinue")
+        if more is not None:
+            _check(self, more, bool, "functionCall.willContinue", part)
+        partial = call.get("partialArgs")
+        if partial is not None:
+            _check(self, partial, list, "functionCall.partialArgs", part)
+        args = call.get("args")
+        if args is not None:
+            _check(self, args, dict, "functionCall.args", part)
+        streamed = self._call
+        if streamed is not None and (
+            (name is not None and (name != streamed.name or not partial))
+            or (call_id is not None and call_id != streamed.call_id)
+        ):
+            # A call that names itself anew starts a new call.
+            self._end_call(out)
+            streamed = None
+        if streamed is None:
+            self._end_growable()
+            key = self._new_key()
+            metadata: dict[str, Any] = {}
+            if signature is not None:
+                metadata["thought_signature"] = signature
+            if call_id is None:
+                metadata["generated_id"] = True
+                call_id = f"{name}_{self._calls}"
+            self._calls += 1
+            out.append(
+                OpenPart(key, ToolCall(call_id=call_id, name=name, arguments="", metadata=metadata))
+            )
+            if not more:
+                if args:
+                    out.append(GrowPart(key, content=json.dumps(args, ensure_ascii=False)))
+                self._pending.append(ClosePart(key, explicit=True))
+                return
+            streamed = self._call = _StreamedCall(key, call_id, name, metadata)
+        elif signature is not None:
+            streamed.metadata["thought_signature"] = signature
+            out.append(GrowPart(streamed.key, options={"thought_signature": signature}))
+        writer = streamed.writer
+        for item in partial or ():
+            text = self._partial_arg(writer, _check(self, item, dict, "partialArgs[]", part))
+            if text:
+                out.append(GrowPart(streamed.key, content=text))
+        if args:
+            for arg_name, value in args.items():
+                writer.add([arg_name], value, False, False)
+            writer.broken = True
+        if not more:
+            self._end_call(out, explicit=True)
+
+    def _partial_arg(self, writer: _ArgsWriter, item: dict[str, Any]) -> str:
+        path_text = _check(self, item.get("jsonPath"), str, "partialArgs[].jsonPath", item)
+        path = _json_path(path_text)
+        if path is None:
+            raise self.protocol_error(
+                f"expected partialArgs[].jsonPath to be a JSON path like $.a.b[0], "
+                f"got {path_text!r}",
+                item,
+            )
+        more = item.get("willContinue")
+        if more is not None:
+            _check(self, more, bool, "partialArgs[].willContinue", item)
+        if "stringValue" in item:
+            value = _check(self, item["stringValue"], str, "partialArgs[].stringValue", item)
+            return writer.add(path, value, True, bool(more))
+        if "numberValue" in item:
+            number = item["numberValue"]
+            if isinstance(number, bool) or not isinstance(number, int | float):
+                raise self.protocol_error(
+                    f"expected partialArgs[].numberValue to be a number, got {_describe(number)}",
+                    item,
+                )
+            return writer.add(path, number, False, False)
+        if "boolValue" in item:
+            flag = _check(self, item["boolValue"], bool, "partialArgs[].boolValue", item)
+            return writer.add(path, flag, False, False)
+        if "nullValue" in item:
+            return writer.add(path, None, False, False)
+        return ""  # a path with no value yet
+
+    def _end_call(self, out: list[Delta], *, explicit: bool = False) -> None:
+        streamed = self._call
+        if streamed is None:
+            return
+        self._call = None
+        writer = streamed.writer
+        if writer.broken:
+            final = ToolCall(
+                call_id=streamed.call_id,
+                name=streamed.name,
+                arguments=writer.arguments(),
+                status="complete",
+                metadata=streamed.metadata,
+            )
+            self._pending.append(ClosePart(streamed.key, explicit=explicit, final=final))
+            return
+        tail = writer.finish()
+        if tail:
+            out.append(GrowPart(streamed.key, content=tail))
+        self._pending.append(ClosePart(streamed.key, explicit=explicit))
+
+    def _inline_data(self, part: dict[str, Any], signature: str | None, out: list[Delta]) -> None:
+        blob = _check(self, part["inlineData"], dict, "part.inlineData", part)
+        data = _check(self, blob.get("data", ""), str, "inlineData.data", part)
+        mime = blob.get("mimeType")
+        options: dict[str, Any] = {}
+        if mime is not None:
+            options["media"] = _check(self, mime, str, "inlineData.mimeType", part)
+        if signature is not None:
+            options["signature"] = signature
+        kind: Literal["image", "file"] = (
+            "image" if isinstance(mime, str) and mime.startswith("image/") else "file"
+        )
+        self._whole(ContentPart(type=kind, content=_standard_b64(data), options=options), out)
+
+    def _opaque(
+        self, kind: str, part: dict[str, Any], signature: str | None, out: list[Delta]
+    ) -> None:
+        block = dict(part)
+        if signature is not None:
+            block["thoughtSignature"] = signature
+        options: dict[str, Any] = {"type": kind, "block": block}
+        body = part.get(kind)
+        if isinstance(body, dict) and isinstance(body.get("id"), str):
+            options["id"] = body["id"]
+        self._whole(ContentPart(type="unsupported", content=None, options=options), out)
+
+    def _whole(self, content: ContentPart, out: list[Delta]) -> None:
+        self._end_growable()
+        self._end_call(out)
+        key = self._new_key()
+        out.append(OpenPart(key, content))
+        self._pending.append(ClosePart(key, explicit=True))
+
+    def _end_growable(self) -> None:
+        grow = self._growable
+        if grow is not None:
+            self._growable = None
+            self._pending.append(ClosePart(grow.key, explicit=False))
+
+    def _new_key(self) -> int:
+        key = self._next_key
+        self._next_key += 1
+        return key
+
+    def _open_keys(self) -> set[Hashable]:
+        keys: set[Hashable] = set()
+        if self._growable is not None:
+            keys.add(self._growable.key)
+        return keys
+
+    # --- grounding ---------------------------------------------------------------------
+
+    def _citations(self, grounding: dict[str, Any], out: list[Delta]) -> None:
+        supports = grounding.get("groundingSupports")
+        target = self._last_text
+        if supports is None or target is None or target.key not in self._open_text:
+            return
+        supports = _check(self, supports, list, "groundingSupports", grounding)
+        sources = grounding.get("groundingChunks") or []
+        _check(self, sources, list, "groundingChunks", grounding)
+        encoded = "".join(target.chunks).encode("utf-8")
+        citations: list[Citation] = []
+        for support in supports:
+            support = _check(self, support, dict, "groundingSupports[]", grounding)
+            segment = _check(self, support.get("segment", {}), dict, "segment", support)
+            start = _check(self, segment.get("startIndex", 0), int, "segment.startIndex", support)
+            end = _check(self, segment.get("endIndex", 0), int, "segment.endIndex", support)
+            cited = segment.get("text")
+            if cited is not None:
+                _check(self, cited, str, "segment.text", support)
+            indices = support.get("groundingChunkIndices") or []
+            _check(self, indices, list, "groundingChunkIndices", support)
+            scores = support.get("confidenceScores") or []
+            _check(self, scores, list, "confidenceScores", support)
+            in_range = 0 <= start <= end <= len(encoded)
+            char_start = _chars(encoded, start) if in_range else None
+            char_end = _chars(encoded, end) if in_range else None
+            for n, index in enumerate(indices):
+                _check(self, index, int, "groundingChunkIndices[]", support)
+                mark = (start, end, index, segment.get("partIndex"))
+                if mark in target.cited:
+                    continue  # a repeated grounding report
+                target.cited.add(mark)
+                score = scores[n] if n < len(scores) else None
+                metadata: dict[str, Any] = {"start_byte": start, "end_byte": end}
+                metadata["chunk_index"] = index
+                if "partIndex" in segment:
+                    metadata["part_index"] = segment["partIndex"]
+                source = None
+                if 0 <= index < len(sources):
+                    chunk = _check(self, sources[index], dict, "groundingChunks[]", grounding)
+                    source = _source(chunk)
+                citations.append(
+                    Citation(
+                        cited_text=cited,
+                        source=source,
+                        start_index=char_start,
+                        end_index=char_end,
+                        confidence=score if isinstance(score, int | float) else None,
+                        metadata=metadata,
+                    )
+                )
+        if citations:
+            out.append(GrowPart(target.key, citations=tuple(citations)))
+
+    # --- message level -----------------------------------------------------------------
+
+    def _usage(self, payload: dict[str, Any]) -> Usage | None:
+        raw = payload.get("usageMetadata")
+        if raw is None:
+            return None
+        raw = _check(self, raw, dict, "usageMetadata", payload)
+        if not any(k.endswith("TokenCount") for k in raw) or raw == self._usage_raw:
+            # Vertex sends {"trafficType": ...} alone while a call streams: no counts.
+            return None
+        self._usage_raw = raw
+        counts: dict[str, int] = {}
+        for key in (
+            "promptTokenCount",
+            "candidatesTokenCount",
+            "cachedContentTokenCount",
+            "thoughtsTokenCount",
+            "toolUsePromptTokenCount",
+        ):
+            value = raw.get(key, 0)  # proto3 JSON leaves out zeros
+            counts[key] = _check(self, value, int, f"usageMetadata.{key}", payload)
+        thoughts = counts["thoughtsTokenCount"]
+        return Usage(
+            input_tokens=counts["promptTokenCount"] + counts["toolUsePromptTokenCount"],
+            output_tokens=counts["candidatesTokenCount"] + thoughts,
+            cache_read_tokens=counts["cachedContentTokenCount"] or None,
+            reasoning_tokens=thoughts or None,
+            raw=raw,
+            cumulative=True,
+        )
+
+    def _prompt_feedback(
+        self, feedback: Any, payload: dict[str, Any], meta: dict[str, Any]
+    ) -> list[Delta]:
+        feedback = _check(self, feedback, dict, "promptFeedback", payload)
+        meta["prompt_feedback"] = feedback
+        reason = feedback.get("blockReason")
+        if reason is None:
+            return []
+        reason = _check(self, reason, str, "promptFeedback.blockReason", payload)
+        return [
+            UpdateMessage(
+                status="content_filtered", stop_reason="content_filter", raw_stop_reason=reason
+            )
+        ]
+
+    def _error(self, error: Any, payload: dict[str, Any]) -> ReportError:
+        if not isinstance(error, dict):
+            return ReportError(None, str(error), payload)
+        status = error.get("status")
+        code = error.get("code")
+        kind = status if isinstance(status, str) else None if code is None else str(code)
+        message = error.get("message")
+        return ReportError(kind, message if isinstance(message, str) else str(error), payload)
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _chars(encoded: bytes, offset: int) -> int:
+    """The character index of a UTF-8 byte offset."""
+    return len(encoded[:offset].decode("utf-8", errors="ignore"))
+
+
+def _source(chunk: dict[str, Any]) -> CitationSource | None:
+    web = chunk.get("web")
+    if isinstance(web, dict):
+        return CitationSource(
+            type="web",
+            url=_str(web.get("uri")),
+            title=_str(web.get("title")),
+            metadata={k: v for k, v in web.items() if k not in ("uri", "title")},
+        )
+    context = chunk.get("retrievedContext")
+    if isinstance(context, dict):
+        document = _str(context.get("documentName")) or _str(context.get("fileSearchStore"))
+        return CitationSource(
+            type="document",
+            url=_str(context.get("uri")),
+            title=_str(context.get("title")),
+            document_id=document,
+            metadata={k: v for k, v in context.items() if k not in ("uri", "title")},
+        )
+    maps = chunk.get("maps")
+    if isinstance(maps, dict):
+        return CitationSource(
+            type="place",
+            url=_str(maps.get("uri")),
+            title=_str(maps.get("title")),
+            document_id=_str(maps.get("placeId")),
+            metadata={k: v for k, v in maps.items() if k not in ("uri", "title")},
+        )
+    return None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _json_path(text: str) -> list[str | int] | None:
+    """Parse the JSON paths Vertex uses ($.a.b[0], $['a b']) into keys and indexes."""
+    if not text.startswith("$"):
+        return None
+    path: list[str | int] = []
+    i, n = 1, len(text)
+    while i < n:
+        if text[i] == ".":
+            j = i + 1
+            while j < n and text[j] not in ".[":
+                j += 1
+            if j == i + 1:
+                return None
+            path.append(text[i + 1 : j])
+            i = j
+        elif text.startswith("['", i) or text.startswith('["', i):
+            quote = text[i + 1]
+            j = text.find(quote + "]", i + 2)
+            if j < 0:
+                return None
+            path.append(text[i + 2 : j])
+            i = j + 2
+        elif text[i] == "[":
+            j = text.find("]", i)
+            if j < 0 or not text[i + 1 : j].isdigit():
+                return None
+            path.append(int(text[i + 1 : j]))
+            i = j + 1
+        else:
+            return None
+    return path or None
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return f"{type(value).__name__} {json.dumps(value)[:60] if _jsonable(value) else repr(value)}"
+
+
+def _jsonable(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool | list | dict)
+
+
+def _check(dec: Decoder, value: Any, kind: type[T], name: str, raw: Any) -> T:
+    """`value` if it has type `kind` (bools are not integers), else a protocol error."""
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise dec.protocol_error(
+        f"expected {name} to be {_TYPE_NAMES.get(kind, kind.__name__)}, got {_describe(value)}",
+        raw,
+    )
