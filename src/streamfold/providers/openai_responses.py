@@ -1,0 +1,907 @@
+"""OpenAI Responses API stream decoder (also Azure, xAI, DeepSeek and OpenRouter Responses).
+
+Items are keyed by their `item_id` / item `id`, never by `output_index` (which can move
+or repeat). Each item becomes one or more parts:
+
+- message: one text part per content part (`content_index`); ends at
+  `content_part.done`. Refusals are text parts with options {"refusal": true}.
+- reasoning: one thinking part per summary part (`summary_index`) and per raw
+  `reasoning_text` content part. The item's `encrypted_content` only becomes final at
+  `output_item.done`, so the item's latest part stays open until then (earlier parts close
+  as soon as the next one starts); a reasoning item without summary or text still yields
+  one empty thinking part carrying its id and encrypted_content.
+- function_call / custom_tool_call: a ToolCall, ends at `output_item.done`.
+- anything else (built-in tools): an unsupported part whose final options hold the whole
+  item from `output_item.done`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from ..deltas import (
+    ClosePart,
+    Delta,
+    EndMessage,
+    GrowPart,
+    OpenPart,
+    ReportError,
+    SkipEvent,
+    UpdateMessage,
+)
+from ..errors import ToolArgumentsError
+from ..message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
+from ..parts import Citation, CitationSource, ContentPart
+from .base import Decoder
+
+_PHASES = {"commentary": "narration", "final_answer": "answer"}
+
+# Response fields worth keeping on the Message (None values are dropped).
+_RESPONSE_METADATA = (
+    "id",
+    "model",
+    "created_at",
+    "completed_at",
+    "service_tier",
+    "previous_response_id",
+    "conversation",
+    "background",
+)
+
+# Progress events of built-in tool items (`response.<item type>.<status>`): they only
+# move the item's status, which the final item from output_item.done carries anyway.
+_PROGRESS_STATUSES = frozenset(
+    {"in_progress", "searching", "interpreting", "generating", "completed", "failed", "incomplete"}
+)
+
+_TOOL_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
+
+
+@dataclass(slots=True)
+class _Part:
+    """What the decoder remembers of one open part (the accumulator holds the text)."""
+
+    key: Hashable
+    has_text: bool = False
+    ended: bool = False  # its own done event arrived (reasoning parts close later)
+    annotated: bool = False
+    logprobs: list[Any] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Item:
+    """One output item being streamed."""
+
+    id: str
+    type: str
+    kind: str  # message, reasoning, tool_call, builtin
+    added: dict[str, Any]
+    phase: str | None = None
+    parts: dict[Hashable, _Part] = field(default_factory=dict)
+    latest: Hashable | None = None  # the reasoning part opened last
+    any_part: bool = False
+    # Tool calls
+    call_id: str | None = None
+    name: str | None = None
+    has_arguments: bool = False
+    input_chunks: list[str] = field(default_factory=list)  # custom tool call input
+    input_done: str | None = None
+
+
+class OpenAIResponsesDecoder(Decoder):
+    """Decode OpenAI Responses API stream events into neutral deltas."""
+
+    provider: ClassVar[str] = "openai-responses"
+
+    def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
+        super().__init__(choice=choice, strict=strict)
+        self._items: dict[str, _Item] = {}
+        self._by_index: dict[int, str] = {}  # only for events that carry no item_id
+        self._tool_calls = 0
+        self._refusals = 0
+
+    # --- entry points ------------------------------------------------------------------
+
+    def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
+        """Translate one Responses stream event into neutral deltas."""
+        kind = payload.get("type", event)
+        if not isinstance(kind, str):
+            raise self.protocol_error(
+                f"expected a string event 'type', got {_type_name(kind)}", payload
+            )
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            return handler(self, payload)
+        return self._other(kind, payload)
+
+    def close(self) -> list[Delta]:
+        """The input ended: close open custom tool calls with what arrived."""
+        return self._flush_custom_calls()
+
+    # --- helpers: field access -----------------------------------------------------------
+
+    def _field(self, payload: dict[str, Any], name: str, types: Any, what: str) -> Any:
+        value = payload.get(name)
+        if not isinstance(value, types):
+            raise self.protocol_error(
+                f"expected {payload.get('type', 'event')}.{name} to be {what}, "
+                f"got {_type_name(value)}",
+                payload,
+            )
+        return value
+
+    def _str(self, payload: dict[str, Any], name: str) -> str:
+        value: str = self._field(payload, name, str, "a string")
+        return value
+
+    def _opt_str(self, payload: dict[str, Any], name: str) -> str | None:
+        value: str | None = self._field(payload, name, (str, type(None)), "a string or null")
+        return value
+
+    def _int(self, payload: dict[str, Any], name: str, default: int | None = None) -> int:
+        value = payload.get(name)
+        if value is None and default is not None:
+            return default
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.protocol_error(
+                f"expected {payload.get('type', 'event')}.{name} to be an integer, "
+                f"got {_type_name(value)}",
+                payload,
+            )
+        return value
+
+    def _dict(self, payload: dict[str, Any], name: str) -> dict[str, Any]:
+        value: dict[str, Any] = self._field(payload, name, dict, "an object")
+        return value
+
+    def _item_for(self, payload: dict[str, Any]) -> _Item:
+        """The open item an event refers to, by item_id (output_index only if no id)."""
+        item_id = payload.get("item_id")
+        if item_id is None and "output_index" in payload:
+            item_id = self._by_index.get(self._int(payload, "output_index"))
+        if not isinstance(item_id, str):
+            raise self.protocol_error(
+                f"expected {payload.get('type')}.item_id to be a string, got {_type_name(item_id)}",
+                payload,
+            )
+        item = self._items.get(item_id)
+        if item is None:
+            raise self.protocol_error(
+                f"expected an event for an added output item, got {payload.get('type')} "
+                f"for item {item_id!r}, which was never added or is already done",
+                payload,
+            )
+        return item
+
+    # --- response lifecycle ----------------------------------------------------------------
+
+    def _response(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return self._dict(payload, "response")
+
+    def _metadata(self, response: dict[str, Any]) -> dict[str, Any]:
+        metadata = {k: response[k] for k in _RESPONSE_METADATA if response.get(k) is not None}
+        status = response.get("status")
+        if isinstance(status, str):
+            metadata["response_status"] = status
+        return metadata
+
+    def _on_started(self, payload: dict[str, Any]) -> list[Delta]:
+        # response.created / in_progress / queued
+        return [UpdateMessage(metadata=self._metadata(self._response(payload)))]
+
+    def _usage(self, response: dict[str, Any]) -> Usage | None:
+        usage = response.get("usage")
+        if usage is None:
+            return None
+        if not isinstance(usage, dict):
+            raise self.protocol_error(
+                f"expected response.usage to be an object, got {_type_name(usage)}", usage
+            )
+        input_details = usage.get("input_tokens_details")
+        output_details = usage.get("output_tokens_details")
+        return Usage(
+            input_tokens=self._opt_count(usage, "input_tokens"),
+            output_tokens=self._opt_count(usage, "output_tokens"),
+            cache_read_tokens=self._opt_count(input_details, "cached_tokens"),
+            cache_write_tokens=self._opt_count(input_details, "cache_write_tokens"),
+            reasoning_tokens=self._opt_count(output_details, "reasoning_tokens"),
+            raw=usage,
+            cumulative=True,  # one final total per response
+        )
+
+    def _opt_count(self, obj: Any, name: str) -> int | None:
+        if not isinstance(obj, dict):
+            return None
+        value = obj.get(name)
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.protocol_error(
+                f"expected usage {name} to be an integer, got {_type_name(value)}", obj
+            )
+        return value
+
+    def _on_finished(self, payload: dict[str, Any]) -> list[Delta]:
+        # response.completed / response.incomplete / response.failed
+        kind = payload.get("type")
+        response = self._response(payload)
+        raw_status = response.get("status")
+        deltas: list[Delta] = self._flush_custom_calls()
+        status: Status
+        stop: StopReason
+        raw_stop: str
+        if kind == "response.failed" or raw_status == "failed":
+            deltas.append(
+                UpdateMessage(
+                    usage=self._usage(response),
+                    raw_stop_reason="failed",
+                    metadata=self._metadata(response),
+                )
+            )
+            error = response.get("error")
+            if isinstance(error, dict):
+                code, message = error.get("code"), error.get("message")
+            else:
+                code, message = None, None
+            deltas.append(
+                ReportError(
+                    error_type=str(code) if code is not None else "failed",
+                    message=str(message) if message is not None else "response failed",
+                    raw=error if error is not None else response,
+                )
+            )
+            deltas.append(EndMessage())
+            return deltas
+        if raw_status == "cancelled":
+            status, stop, raw_stop = "cancelled", "cancelled", "cancelled"
+        elif kind == "response.incomplete" or raw_status == "incomplete":
+            details = response.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            raw_stop = reason if isinstance(reason, str) else "incomplete"
+            if reason == "max_output_tokens":
+                status, stop = "length", "length"
+            elif reason == "content_filter":
+                status, stop = "content_filtered", "content_filter"
+            else:
+                status, stop = "incomplete", "other"
+        else:
+            status, raw_stop = "complete", "completed"
+            if self._tool_calls:
+                stop = "tool_use"
+            elif self._refusals:
+                stop = "refusal"
+            else:
+                stop = "stop"
+        deltas.append(
+            UpdateMessage(
+                status=status,
+                stop_reason=stop,
+                raw_stop_reason=raw_stop,
+                usage=self._usage(response),
+                metadata=self._metadata(response),
+            )
+        )
+        deltas.append(EndMessage())
+        return deltas
+
+    def _on_error(self, payload: dict[str, Any]) -> list[Delta]:
+        # The top-level `error` event: fields at top level (SDK) or nested under "error".
+        nested = payload.get("error")
+        error = nested if isinstance(nested, dict) else payload
+        code = error.get("code") or error.get("type")
+        message = error.get("message")
+        deltas = self._flush_custom_calls()
+        deltas.append(
+            ReportError(
+                error_type=str(code) if code is not None else None,
+                message=str(message) if message is not None else "error event",
+                raw=payload,
+            )
+        )
+        return deltas
+
+    # --- output items ----------------------------------------------------------------------
+
+    def _on_item_added(self, payload: dict[str, Any]) -> list[Delta]:
+        raw = self._dict(payload, "item")
+        item_type = self._str(raw, "type")
+        item_id = raw.get("id")
+        if item_id is None:
+            # Some compatible servers omit ids; fall back to the position, once.
+            item_id = f"output_index:{self._int(payload, 'output_index')}"
+        elif not isinstance(item_id, str):
+            raise self.protocol_error(
+                f"expected output_item.added item.id to be a string, got {_type_name(item_id)}",
+                payload,
+            )
+        if item_id in self._items:
+            raise self.protocol_error(
+                f"expected a new output item, got a second output_item.added for {item_id!r}",
+                payload,
+            )
+        if isinstance(payload.get("output_index"), int):
+            self._by_index[payload["output_index"]] = item_id
+        if item_type == "message":
+            phase = raw.get("phase")
+            item = _Item(item_id, item_type, "message", raw, phase=phase)
+            if phase is not None and not isinstance(phase, str):
+                raise self.protocol_error(
+                    f"expected message phase to be a string, got {_type_name(phase)}", payload
+                )
+            self._items[item_id] = item
+            return []
+        if item_type == "reasoning":
+            self._items[item_id] = _Item(item_id, item_type, "reasoning", raw)
+            return []
+        if item_type in _TOOL_CALL_TYPES:
+            item = _Item(item_id, item_type, "tool_call", raw)
+            item.call_id = self._opt_str(raw, "call_id")
+            item.name = self._opt_str(raw, "name")
+            initial = raw.get("arguments" if item_type == "function_call" else "input")
+            if initial is not None and not isinstance(initial, str):
+                raise self.protocol_error(
+                    f"expected {item_type} arguments/input to be a string, "
+                    f"got {_type_name(initial)}",
+                    payload,
+                )
+            metadata: dict[str, Any] = {"item_id": item_id}
+            if item_type == "custom_tool_call":
+                metadata["type"] = "custom_tool_call"
+                if initial:
+                    item.input_chunks.append(initial)
+            item.has_arguments = bool(initial)
+            self._items[item_id] = item
+            self._tool_calls += 1
+            call = ToolCall(
+                call_id=item.call_id, name=item.name, arguments=initial or "", metadata=metadata
+            )
+            return [OpenPart((item_id,), call)]
+        item = _Item(item_id, item_type, "builtin", raw)
+        self._items[item_id] = item
+        part = ContentPart(
+            type="unsupported",
+            content=None,
+            options={"type": item_type, "id": item_id, "block": raw},
+        )
+        return [OpenPart((item_id,), part)]
+
+    def _on_item_done(self, payload: dict[str, Any]) -> list[Delta]:
+        raw = self._dict(payload, "item")
+        item_id = raw.get("id")
+        if item_id is None and isinstance(payload.get("output_index"), int):
+            item_id = self._by_index.get(payload["output_index"])
+        if not isinstance(item_id, str):
+            raise self.protocol_error(
+                f"expected output_item.done item.id to be a string, got {_type_name(item_id)}",
+                payload,
+            )
+        item = self._items.pop(item_id, None)
+        if item is None:
+            raise self.protocol_error(
+                f"expected output_item.done for an added item, got one for {item_id!r}, "
+                "which was never added or is already done",
+                payload,
+            )
+        if item.kind == "message":
+            return self._message_done(item, raw)
+        if item.kind == "reasoning":
+            return self._reasoning_done(item, raw)
+        if item.kind == "tool_call":
+            return self._tool_call_done(item, raw, explicit=True)
+        final = ContentPart(
+            type="unsupported",
+            content=None,
+            options={"type": item.type, "id": item.id, "block": raw},
+        )
+        return [ClosePart((item.id,), explicit=True, final=final)]
+
+    def _message_done(self, item: _Item, raw: dict[str, Any]) -> list[Delta]:
+        deltas: list[Delta] = []
+        # A part whose content_part.done never came ends with its item.
+        for part in list(item.parts.values()):
+            deltas.append(ClosePart(part.key, explicit=True))
+        item.parts.clear()
+        if not item.any_part:
+            # A server that streamed no content parts: take them from the finished item.
+            content = raw.get("content")
+            for index, block in enumerate(content if isinstance(content, list) else []):
+                if not isinstance(block, dict):
+                    continue
+                key = (item.id, "content", index)
+                deltas.extend(self._open_content(item, key, block, raw))
+                deltas.extend(self._fill_from_done(item, key, block))
+                deltas.append(ClosePart(key, explicit=True))
+                item.parts.pop(key, None)
+        return deltas
+
+    def _reasoning_done(self, item: _Item, raw: dict[str, Any]) -> list[Delta]:
+        deltas: list[Delta] = []
+        if not item.any_part:
+            # Nothing streamed: the finished item's summary and text, or one empty part.
+            for source, part_type in (("summary", "summary_text"), ("content", "reasoning_text")):
+                blocks = raw.get(source)
+                for index, block in enumerate(blocks if isinstance(blocks, list) else []):
+                    text = block.get("text") if isinstance(block, dict) else None
+                    if isinstance(text, str):
+                        key: Hashable = (item.id, source, index)
+                        deltas.append(self._open_thinking(item, key, part_type, text))
+            if not item.any_part:
+                deltas.append(self._open_thinking(item, (item.id, "reasoning"), "reasoning", ""))
+        encrypted = raw.get("encrypted_content")
+        if encrypted is None:
+            encrypted = item.added.get("encrypted_content")
+        if encrypted is not None and not isinstance(encrypted, str):
+            raise self.protocol_error(
+                f"expected reasoning encrypted_content to be a string, got {_type_name(encrypted)}",
+                raw,
+            )
+        for open_key in list(item.parts):
+            if encrypted is not None and open_key == item.latest:
+                deltas.append(GrowPart(open_key, options={"encrypted_content": encrypted}))
+            deltas.append(ClosePart(open_key, explicit=True))
+        item.parts.clear()
+        return deltas
+
+    def _tool_call_done(self, item: _Item, raw: dict[str, Any], *, explicit: bool) -> list[Delta]:
+        key = (item.id,)
+        call_id = item.call_id
+        name = item.name
+        if raw.get("call_id") is not None:
+            call_id = self._str(raw, "call_id")
+        if raw.get("name") is not None:
+            name = self._str(raw, "name")
+        metadata: dict[str, Any] = {"item_id": item.id}
+        if item.type == "custom_tool_call":
+            metadata["type"] = "custom_tool_call"
+            text = raw.get("input")
+            if not isinstance(text, str):
+                text = (
+                    item.input_done if item.input_done is not None else "".join(item.input_chunks)
+                )
+            # Free text, not JSON: the accumulator must not parse it, so the final call
+            # carries it as {"input": text}.
+            final = ToolCall.model_construct(
+                call_id=call_id,
+                name=name,
+                arguments={"input": text},
+                index=None,
+                status="complete" if explicit else "incomplete",
+                metadata=metadata,
+            )
+            return [ClosePart(key, explicit=explicit, final=final)]
+        deltas: list[Delta] = []
+        arguments = raw.get("arguments")
+        if not item.has_arguments and isinstance(arguments, str) and arguments:
+            deltas.append(GrowPart(key, content=arguments))
+            item.has_arguments = True
+        if (call_id, name) != (item.call_id, item.name) and isinstance(arguments, str):
+            # The start lacked the id or name: rebuild the call from the finished item.
+            status: Literal["incomplete", "complete"]
+            try:
+                parsed: str | dict[str, Any] = parse_tool_arguments(call_id, name, arguments)
+                status = "complete"
+            except ToolArgumentsError as exc:
+                parsed, status = arguments, "incomplete"
+                metadata["arguments_error"] = str(exc)
+            final_call = ToolCall.model_construct(
+                call_id=call_id,
+                name=name,
+                arguments=parsed,
+                index=None,
+                status=status,
+                metadata=metadata,
+            )
+            return [ClosePart(key, explicit=True, final=final_call)]
+        deltas.append(ClosePart(key, explicit=True))
+        return deltas
+
+    def _flush_custom_calls(self) -> list[Delta]:
+        """Close open custom tool calls with their input so far (their text is not JSON)."""
+        deltas: list[Delta] = []
+        for item_id, item in list(self._items.items()):
+            if item.type == "custom_tool_call":
+                del self._items[item_id]
+                deltas.extend(self._tool_call_done(item, {}, explicit=False))
+        return deltas
+
+    # --- content parts (message text, refusals, raw reasoning text) --------------------------
+
+    def _open_content(
+        self, item: _Item, key: Hashable, part: dict[str, Any], raw: Any
+    ) -> list[Delta]:
+        part_type = part.get("type")
+        text = part.get("text")
+        if item.kind == "reasoning":
+            initial = text if isinstance(text, str) else ""
+            return [self._open_thinking(item, key, str(part_type or "reasoning_text"), initial)]
+        if item.kind != "message":
+            raise self.protocol_error(
+                f"expected content parts only in message or reasoning items, got one in a "
+                f"{item.type} item",
+                raw,
+            )
+        item.any_part = True
+        state = _Part(key)
+        item.parts[key] = state
+        if part_type in ("output_text", "refusal"):
+            field_name = "text" if part_type == "output_text" else "refusal"
+            start = part.get(field_name)
+            if start is not None and not isinstance(start, str):
+                raise self.protocol_error(
+                    f"expected content part {field_name} to be a string, got {_type_name(start)}",
+                    raw,
+                )
+            options: dict[str, Any] = {"id": item.id}
+            if part_type == "refusal":
+                options["refusal"] = True
+                self._refusals += 1
+            if item.phase is not None:
+                marker = _PHASES.get(item.phase)
+                if marker is not None:
+                    options["utterance"] = marker
+                else:
+                    options["phase"] = item.phase
+            state.has_text = bool(start)
+            return [OpenPart(key, ContentPart(type="text", content=start or "", options=options))]
+        # An unknown content part type: keep it whole.
+        options = {"type": str(part_type), "id": item.id, "block": part}
+        return [OpenPart(key, ContentPart(type="unsupported", content=None, options=options))]
+
+    def _open_thinking(self, item: _Item, key: Hashable, part_type: str, text: str) -> Delta:
+        """Open a thinking part of a reasoning item; the previous finished one closes later."""
+        item.any_part = True
+        state = _Part(key, has_text=bool(text))
+        item.parts[key] = state
+        item.latest = key
+        options = {"id": item.id, "type": part_type}
+        return OpenPart(key, ContentPart(type="thinking", content=text, options=options))
+
+    def _close_finished_reasoning(self, item: _Item) -> list[Delta]:
+        # Reasoning parts whose own done arrived close once a later part starts.
+        deltas: list[Delta] = []
+        for key, part in list(item.parts.items()):
+            if part.ended and key != item.latest:
+                del item.parts[key]
+                deltas.append(ClosePart(key, explicit=True))
+        return deltas
+
+    def _on_content_part_added(self, payload: dict[str, Any]) -> list[Delta]:
+        item = self._item_for(payload)
+        index = self._int(payload, "content_index")
+        part = self._dict(payload, "part")
+        key = (item.id, "content", index)
+        if key in item.parts:
+            raise self.protocol_error(
+                f"expected a new content part, got a second content_part.added for {key!r}",
+                payload,
+            )
+        deltas = self._open_content(item, key, part, payload)
+        if item.kind == "reasoning":
+            deltas.extend(self._close_finished_reasoning(item))
+        return deltas
+
+    def _on_content_part_done(self, payload: dict[str, Any]) -> list[Delta]:
+        item = self._item_for(payload)
+        index = self._int(payload, "content_index")
+        part = self._dict(payload, "part")
+        key = (item.id, "content", index)
+        state = item.parts.get(key)
+        if state is None:
+            raise self.protocol_error(
+                f"expected content_part.done for an open part, got one for {key!r}", payload
+            )
+        deltas = self._fill_from_done(item, key, part)
+        if item.kind == "reasoning":
+            state.ended = True
+            if key != item.latest:
+                del item.parts[key]
+                deltas.append(ClosePart(key, explicit=True))
+            return deltas
+        del item.parts[key]
+        if part.get("type") not in ("output_text", "refusal", None):
+            final = ContentPart(
+                type="unsupported",
+                content=None,
+                options={"type": str(part.get("type")), "id": item.id, "block": part},
+            )
+            deltas.append(ClosePart(key, explicit=True, final=final))
+        else:
+            deltas.append(ClosePart(key, explicit=True))
+        return deltas
+
+    def _fill_from_done(self, item: _Item, key: Hashable, part: dict[str, Any]) -> list[Delta]:
+        """What a finished content part says that its deltas did not (text, annotations)."""
+        state = item.parts.get(key)
+        if state is None:
+            return []
+        deltas: list[Delta] = []
+        text = part.get("refusal") if part.get("type") == "refusal" else part.get("text")
+        if not state.has_text and isinstance(text, str) and text:
+            deltas.append(GrowPart(key, content=text))
+            state.has_text = True
+        annotations = part.get("annotations")
+        if not state.annotated and isinstance(annotations, list) and annotations:
+            citations = tuple(self._citation(a) for a in annotations if isinstance(a, dict))
+            deltas.append(GrowPart(key, citations=citations))
+            state.annotated = True
+        logprobs = part.get("logprobs")
+        if not state.logprobs and isinstance(logprobs, list) and logprobs:
+            deltas.append(GrowPart(key, options={"logprobs": logprobs}))
+            state.logprobs = list(logprobs)
+        return deltas
+
+    def _text_part(self, payload: dict[str, Any], kind: str) -> tuple[Hashable, _Part, list[Delta]]:
+        """The part a text/refusal/reasoning_text event is about, and deltas opening it."""
+        item = self._item_for(payload)
+        index = self._int(payload, "content_index", default=0)
+        key = (item.id, "content", index)
+        state = item.parts.get(key)
+        if state is not None:
+            return key, state, []
+        # Some servers skip content_part.added: start the part here.
+        part_type = {"text": "output_text", "refusal": "refusal"}.get(kind, "reasoning_text")
+        deltas = self._open_content(item, key, {"type": part_type}, payload)
+        if item.kind == "reasoning":
+            deltas.extend(self._close_finished_reasoning(item))
+        return key, item.parts[key], deltas
+
+    def _on_text_delta(self, payload: dict[str, Any], kind: str) -> list[Delta]:
+        key, state, deltas = self._text_part(payload, kind)
+        delta = self._str(payload, "delta")
+        state.has_text = state.has_text or bool(delta)
+        logprobs = payload.get("logprobs")
+        if isinstance(logprobs, list) and logprobs:
+            state.logprobs.extend(logprobs)
+        deltas.append(GrowPart(key, content=delta))
+        return deltas
+
+    def _on_text_done(self, payload: dict[str, Any], kind: str) -> list[Delta]:
+        key, state, deltas = self._text_part(payload, kind)
+        text = payload.get("refusal" if kind == "refusal" else "text")
+        if not state.has_text and isinstance(text, str) and text:
+            deltas.append(GrowPart(key, content=text))
+            state.has_text = True
+        logprobs = payload.get("logprobs")
+        if isinstance(logprobs, list) and logprobs:
+            # The done event carries the whole list; prefer it to the pieces.
+            state.logprobs = list(logprobs)
+        if state.logprobs:
+            deltas.append(GrowPart(key, options={"logprobs": state.logprobs}))
+        return deltas
+
+    def _on_annotation(self, payload: dict[str, Any]) -> list[Delta]:
+        key, state, deltas = self._text_part(payload, "text")
+        annotation = self._dict(payload, "annotation")
+        state.annotated = True
+        deltas.append(GrowPart(key, citations=(self._citation(annotation),)))
+        return deltas
+
+    def _citation(self, annotation: dict[str, Any]) -> Citation:
+        kind = annotation.get("type")
+        start = _opt_int(annotation.get("start_index"))
+        end = _opt_int(annotation.get("end_index"))
+        metadata = {"annotation": annotation}
+        if kind == "url_citation":
+            source = CitationSource(
+                type="web",
+                title=_opt_text(annotation.get("title")),
+                url=_opt_text(annotation.get("url")),
+            )
+        elif kind in ("file_citation", "container_file_citation", "file_path"):
+            if start is None:
+                start = _opt_int(annotation.get("index"))
+            source = CitationSource(
+                type="document",
+                title=_opt_text(annotation.get("filename")),
+                document_id=_opt_text(annotation.get("file_id")),
+            )
+        else:
+            source = None
+        return Citation(source=source, start_index=start, end_index=end, metadata=metadata)
+
+    # --- reasoning summaries -----------------------------------------------------------------
+
+    def _summary_part(
+        self, payload: dict[str, Any], *, open_missing: bool
+    ) -> tuple[_Item, Hashable, list[Delta]]:
+        """The summary part an event is about, and deltas opening it if it never started."""
+        item = self._item_for(payload)
+        if item.kind != "reasoning":
+            raise self.protocol_error(
+                f"expected {payload.get('type')} for a reasoning item, "
+                f"got one for a {item.type} item",
+                payload,
+            )
+        index = self._int(payload, "summary_index")
+        key = (item.id, "summary", index)
+        deltas: list[Delta] = []
+        if key not in item.parts and open_missing:
+            deltas.append(self._open_thinking(item, key, "summary_text", ""))
+            deltas.extend(self._close_finished_reasoning(item))
+        return item, key, deltas
+
+    def _on_summary_part_added(self, payload: dict[str, Any]) -> list[Delta]:
+        item, key, _ = self._summary_part(payload, open_missing=False)
+        if key in item.parts:
+            raise self.protocol_error(
+                "expected a new summary part, got a second "
+                f"reasoning_summary_part.added for {key!r}",
+                payload,
+            )
+        part = payload.get("part")
+        text = part.get("text") if isinstance(part, dict) else None
+        deltas: list[Delta] = [
+            self._open_thinking(item, key, "summary_text", text if isinstance(text, str) else "")
+        ]
+        deltas.extend(self._close_finished_reasoning(item))
+        return deltas
+
+    def _on_summary_delta(self, payload: dict[str, Any]) -> list[Delta]:
+        item, key, deltas = self._summary_part(payload, open_missing=True)
+        delta = self._str(payload, "delta")
+        item.parts[key].has_text = item.parts[key].has_text or bool(delta)
+        deltas.append(GrowPart(key, content=delta))
+        return deltas
+
+    def _on_summary_text_done(self, payload: dict[str, Any]) -> list[Delta]:
+        item, key, deltas = self._summary_part(payload, open_missing=True)
+        state = item.parts[key]
+        text = payload.get("text")
+        if not state.has_text and isinstance(text, str) and text:
+            deltas.append(GrowPart(key, content=text))
+            state.has_text = True
+        return deltas
+
+    def _on_summary_part_done(self, payload: dict[str, Any]) -> list[Delta]:
+        item, key, deltas = self._summary_part(payload, open_missing=True)
+        state = item.parts[key]
+        part = payload.get("part")
+        text = part.get("text") if isinstance(part, dict) else None
+        if not state.has_text and isinstance(text, str) and text:
+            deltas.append(GrowPart(key, content=text))
+            state.has_text = True
+        state.ended = True
+        if key != item.latest:
+            del item.parts[key]
+            deltas.append(ClosePart(key, explicit=True))
+        return deltas
+
+    # --- tool calls ----------------------------------------------------------------------------
+
+    def _on_arguments_delta(self, payload: dict[str, Any]) -> list[Delta]:
+        item = self._item_for(payload)
+        delta = self._str(payload, "delta")
+        if item.kind == "builtin":
+            # mcp_call arguments: shown while streaming; the final item replaces them.
+            return [GrowPart((item.id,), content=delta)]
+        if item.type != "function_call":
+            raise self.protocol_error(
+                f"expected function_call_arguments.delta for a function_call item, "
+                f"got one for a {item.type} item",
+                payload,
+            )
+        item.has_arguments = item.has_arguments or bool(delta)
+        return [GrowPart((item.id,), content=delta)]
+
+    def _on_arguments_done(self, payload: dict[str, Any]) -> list[Delta]:
+        item = self._item_for(payload)
+        if item.type != "function_call":
+            return []
+        arguments = self._str(payload, "arguments")
+        if not item.has_arguments and arguments:
+            item.has_arguments = True
+            return [GrowPart((item.id,), content=arguments)]
+        return []
+
+    def _on_custom_input_delta(self, payload: dict[str, Any]) -> list[Delta]:
+        item = self._item_for(payload)
+        if item.type != "custom_tool_call":
+            raise self.protocol_error(
+                f"expected custom_tool_call_input.delta for a custom_tool_call item, "
+                f"got one for a {item.type} item",
+                payload,
+            )
+        delta = self._str(payload, "delta")
+        item.input_chunks.append(delta)
+        return [GrowPart((item.id,), content=delta)]
+
+    def _on_custom_input_done(self, payload: dict[str, Any]) -> list[Delta]:
+        item = self._item_for(payload)
+        if item.type != "custom_tool_call":
+            raise self.protocol_error(
+                f"expected custom_tool_call_input.done for a custom_tool_call item, "
+                f"got one for a {item.type} item",
+                payload,
+            )
+        item.input_done = self._str(payload, "input")
+        return []
+
+    # --- built-in tools ---------------------------------------------------------------------
+
+    def _on_code_delta(self, payload: dict[str, Any]) -> list[Delta]:
+        item = self._item_for(payload)
+        # Code shown while it streams; the final item from output_item.done replaces it.
+        return [GrowPart((item.id,), content=self._str(payload, "delta"))]
+
+    def _on_builtin_done_field(self, payload: dict[str, Any]) -> list[Delta]:
+        self._item_for(payload)  # the whole value arrives again with output_item.done
+        return []
+
+    def _on_partial_image(self, payload: dict[str, Any]) -> list[Delta]:
+        item = self._item_for(payload)
+        image = self._str(payload, "partial_image_b64")
+        options: dict[str, Any] = {"partial_image_b64": image}
+        index = payload.get("partial_image_index")
+        if isinstance(index, int):
+            options["partial_image_index"] = index
+        return [GrowPart((item.id,), options=options)]
+
+    def _other(self, kind: str, payload: dict[str, Any]) -> list[Delta]:
+        head, _, status = kind.rpartition(".")
+        if (
+            status in _PROGRESS_STATUSES
+            and head.startswith("response.")
+            and isinstance(payload.get("item_id"), str)
+        ):
+            item = self._item_for(payload)
+            if item.kind == "builtin":
+                return [GrowPart((item.id,), options={"status": status})]
+            return []
+        return [SkipEvent(kind)]
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"bool {value!r}"
+    if isinstance(value, str):
+        return f"str {value[:40]!r}"
+    return type(value).__name__
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _opt_text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+_Handler = Callable[[OpenAIResponsesDecoder, dict[str, Any]], list[Delta]]
+
+_HANDLERS: dict[str, _Handler] = {
+    "response.created": OpenAIResponsesDecoder._on_started,
+    "response.in_progress": OpenAIResponsesDecoder._on_started,
+    "response.queued": OpenAIResponsesDecoder._on_started,
+    "response.completed": OpenAIResponsesDecoder._on_finished,
+    "response.incomplete": OpenAIResponsesDecoder._on_finished,
+    "response.failed": OpenAIResponsesDecoder._on_finished,
+    "error": OpenAIResponsesDecoder._on_error,
+    "response.output_item.added": OpenAIResponsesDecoder._on_item_added,
+    "response.output_item.done": OpenAIResponsesDecoder._on_item_done,
+    "response.content_part.added": OpenAIResponsesDecoder._on_content_part_added,
+    "response.content_part.done": OpenAIResponsesDecoder._on_content_part_done,
+    "response.output_text.delta": lambda d, p: d._on_text_delta(p, "text"),
+    "response.output_text.done": lambda d, p: d._on_text_done(p, "text"),
+    "response.refusal.delta": lambda d, p: d._on_text_delta(p, "refusal"),
+    "response.refusal.done": lambda d, p: d._on_text_done(p, "refusal"),
+    "response.reasoning_text.delta": lambda d, p: d._on_text_delta(p, "reasoning_text"),
+    "response.reasoning_text.done": lambda d, p: d._on_text_done(p, "reasoning_text"),
+    "response.output_text.annotation.added": OpenAIResponsesDecoder._on_annotation,
+    "response.reasoning_summary_part.added": OpenAIResponsesDecoder._on_summary_part_added,
+    "response.reasoning_summary_part.done": OpenAIResponsesDecoder._on_summary_part_done,
+    "response.reasoning_summary_text.delta": OpenAIResponsesDecoder._on_summary_delta,
+    "response.reasoning_summary_text.done": OpenAIResponsesDecoder._on_summary_text_done,
+    "response.function_call_arguments.delta": OpenAIResponsesDecoder._on_arguments_delta,
+    "response.function_call_arguments.done": OpenAIResponsesDecoder._on_arguments_done,
+    "response.mcp_call_arguments.delta": OpenAIResponsesDecoder._on_arguments_delta,
+    "response.mcp_call_arguments.done": OpenAIResponsesDecoder._on_builtin_done_field,
+    "response.custom_tool_call_input.delta": OpenAIResponsesDecoder._on_custom_input_delta,
+    "response.custom_tool_call_input.done": OpenAIResponsesDecoder._on_custom_input_done,
+    "response.code_interpreter_call_code.delta": OpenAIResponsesDecoder._on_code_delta,
+    "response.code_interpreter_call_code.done": OpenAIResponsesDecoder._on_builtin_done_field,
+    "response.image_generation_call.partial_image": OpenAIResponsesDecoder._on_partial_image,
+}
