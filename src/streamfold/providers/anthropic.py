@@ -119,7 +119,9 @@ class AnthropicDecoder(Decoder):
 
     def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
         """Translate one Anthropic stream event into neutral deltas."""
-        kind = payload.get("type", event)
+        kind = payload.get("type")
+        if kind is None:
+            kind = event or None
         if not isinstance(kind, str):
             raise self.protocol_error(
                 f"expected an event with a string 'type', got {_describe(kind)}", payload
