@@ -97,7 +97,7 @@ class _Block:
     open: bool = True
     # buffered blocks (server_tool_use, mcp_tool_use): their input JSON, joined at stop.
     json_chunks: list[str] = field(default_factory=list)
-    # tool_use: the start event's input, used if no input_json_delta says otherwise.
+    # A non-empty input_json_delta arrived (else tool_use keeps its start's input).
     got_json: bool = False
 
 
