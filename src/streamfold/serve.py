@@ -284,15 +284,33 @@ _RESPONSE_STATUS = {
 }
 
 
+def _item_id(entry: ContentPart | ToolCall) -> str | None:
+    value = entry.metadata.get("id") if isinstance(entry, ToolCall) else entry.options.get("id")
+    return value if isinstance(value, str) else None
+
+
+def _open_item(
+    output: list[dict[str, Any]], kind: str, item_id: str | None, fresh: dict[str, Any]
+) -> dict[str, Any]:
+    """The output item a part belongs to: the last one if it has the part's id, else new."""
+    if item_id is not None and output:
+        last = output[-1]
+        if last.get("type") == kind and last.get("id") == item_id:
+            return last
+    output.append(fresh)
+    return fresh
+
+
 def response_object(message: Message, model: str) -> dict[str, Any]:
-    """The Message as an OpenAI Responses `Response`."""
+    """The Message as an OpenAI Responses `Response`.
+
+    Parts that came from one output item (same `id` option, one after the other) go back
+    into one item: reasoning summaries and reasoning text into one reasoning item, text
+    and refusals into one message item.
+    """
     output: list[dict[str, Any]] = []
-    previous_id: str | None = None
     for i, entry in enumerate(message.stream_order()):
-        item_id_value = (
-            entry.metadata.get("id") if isinstance(entry, ToolCall) else entry.options.get("id")
-        )
-        item_id = item_id_value if isinstance(item_id_value, str) else None
+        item_id = _item_id(entry)
         if isinstance(entry, ToolCall):
             output.append(
                 {
@@ -304,52 +322,46 @@ def response_object(message: Message, model: str) -> dict[str, Any]:
                     "status": "completed",
                 }
             )
-            previous_id = None
             continue
         block = _block(entry, "openai-responses", message)
         if block is not None:
-            output.append(block)
-            previous_id = None
+            if block.get("id") == item_id or item_id is None:
+                output.append(block)  # a whole output item (a built-in tool call...)
+            else:
+                fresh = {"type": "message", "id": item_id, "role": "assistant",
+                         "status": "completed", "content": []}  # fmt: skip
+                _open_item(output, "message", item_id, fresh)["content"].append(block)
             continue
-        joins = item_id is not None and item_id == previous_id and output
         if entry.type == "thinking":
-            summary = [{"type": "summary_text", "text": entry.content}] if entry.content else []
-            if joins and output[-1].get("type") == "reasoning":
-                output[-1]["summary"].extend(summary)
-                continue
-            item: dict[str, Any] = {
-                "type": "reasoning",
-                "id": item_id or f"rs_{i}",
-                "summary": summary,
-            }
-            encrypted = entry.options.get("encrypted_content", entry.options.get("signature"))
+            fresh = {"type": "reasoning", "id": item_id or f"rs_{i}", "summary": []}
+            item = _open_item(output, "reasoning", item_id, fresh)
+            if entry.content:
+                if entry.options.get("type") == "reasoning_text":
+                    text = {"type": "reasoning_text", "text": entry.content}
+                    item.setdefault("content", []).append(text)
+                else:
+                    item["summary"].append({"type": "summary_text", "text": entry.content})
+            encrypted = entry.options.get("encrypted_content")
             if isinstance(encrypted, str) and encrypted:
                 item["encrypted_content"] = encrypted
-            output.append(item)
         elif entry.type == "text":
-            content = {
-                "type": "output_text",
-                "text": entry.content or "",
-                "annotations": _annotations(entry),
-                "logprobs": [],
-            }
-            if joins and output[-1].get("type") == "message":
-                output[-1]["content"].append(content)
-                continue
-            item = {
-                "type": "message",
-                "id": item_id or f"msg_{i}",
-                "role": "assistant",
-                "status": "completed",
-                "content": [content],
-            }
+            fresh = {"type": "message", "id": item_id or f"msg_{i}", "role": "assistant",
+                     "status": "completed", "content": []}  # fmt: skip
+            item = _open_item(output, "message", item_id, fresh)
+            if entry.options.get("refusal") is True:
+                item["content"].append({"type": "refusal", "refusal": entry.content or ""})
+            else:
+                item["content"].append(
+                    {
+                        "type": "output_text",
+                        "text": entry.content or "",
+                        "annotations": _annotations(entry),
+                        "logprobs": [],
+                    }
+                )
             marker = utterance(entry)
             if marker is not None:
                 item["phase"] = "commentary" if marker == "narration" else "final_answer"
-            output.append(item)
-        else:
-            continue
-        previous_id = item_id
     status = _RESPONSE_STATUS[message.status]
     incomplete = None
     if message.status == "length":
@@ -566,7 +578,7 @@ class ReplayServer:
             raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
         if not isinstance(body, dict):
             raise ApiError(400, f"expected a JSON object body, got {type(body).__name__}")
-        missing = [name for name in _REQUIRED[api] if name not in body]
+        missing = [name for name in _REQUIRED[api] if body.get(name) is None]
         if missing:
             raise ApiError(400, f"missing required field(s): {', '.join(missing)}")
         return body
