@@ -12,6 +12,7 @@ that carries something. Every block ends with an explicit `contentBlockStop`. Th
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -334,9 +335,12 @@ class BedrockDecoder(Decoder):
         reasoning = _object(self, value, "contentBlockDelta.delta.reasoningContent", raw)
         out: list[Delta] = []
         if "redactedContent" in reasoning:
-            data = _string(
-                self, reasoning["redactedContent"], "reasoningContent.redactedContent", raw
-            )
+            data = reasoning["redactedContent"]
+            if isinstance(data, bytes | bytearray):
+                # boto3 hands the blob over decoded; the wire (and the JSON kept) has it in
+                # base64.
+                data = base64.b64encode(data).decode("ascii")
+            data = _string(self, data, "reasoningContent.redactedContent", raw)
             self._claim(index, block, "redacted", raw)
             block.chunks.append(data)
             if not block.opened:
