@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai import omit
 from openai._models import construct_type
 from openai.lib.streaming.responses._responses import ResponseStreamState
@@ -877,3 +879,59 @@ def test_container_file_citation_and_file_path_annotations() -> None:
 def test_done_sentinel_after_completed_is_harmless() -> None:
     events = fold_bytes(read("openrouter/responses-raw-reasoning-text.sse"))
     assert len([e for e in events if isinstance(e, MessageCompleted)]) == 1
+
+
+def test_delta_logprobs_survive_without_output_text_done() -> None:
+    base = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    lp = [{"token": "Hi", "logprob": -0.5, "bytes": [72, 105], "top_logprobs": []}]
+    events = [
+        _created(),
+        *_message_item("msg_1", 0, "Hi")[:2],
+        {"type": "response.output_text.delta", **base, "delta": "Hi", "logprobs": lp},
+        # No output_text.done, no content_part.done: the item's end closes the part.
+        {
+            "type": "response.output_item.done",
+            "output_index": 0,
+            "item": {"id": "msg_1", "type": "message", "role": "assistant", "content": []},
+        },
+        _completed(),
+    ]
+    fold_events = _fold(events)
+    (part,) = final_message(fold_events).content
+    assert part.content == "Hi" and part.options["logprobs"] == lp
+    (completed,) = [e for e in fold_events if isinstance(e, PartCompleted)]
+    assert completed.explicit
+
+
+_FUZZ_SOURCES = [
+    "openai-responses/reasoning-summary.sse",
+    "openai-responses/web-search-annotations.sse",
+    "openai-responses/custom-tool-call.sse",
+    "openai-responses/mcp-list-tools-and-call.sse",
+    "openai-responses/logprobs.sse",
+    "deepseek/responses-reasoning-text-function-call.sse",
+]
+_FUZZ_STREAMS = [_first_response(_payloads(rel)) for rel in _FUZZ_SOURCES]
+_ODD_VALUES = st.sampled_from([None, 0, -1, 3.5, True, "", "x", [], [1], {}, {"type": 1}])
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_mutated_events_raise_only_protocol_errors(data: st.DataObject) -> None:
+    # Straight into the decoder (the fold would wrap a stray KeyError): any field of any
+    # recorded event, one level down too, replaced by a value of another shape.
+    events = json.loads(json.dumps(data.draw(st.sampled_from(_FUZZ_STREAMS))))
+    victim = data.draw(st.sampled_from(events))
+    target = victim
+    nested = [k for k, v in victim.items() if isinstance(v, dict)]
+    if nested and data.draw(st.booleans()):
+        target = victim[data.draw(st.sampled_from(nested))]
+    if target:
+        target[data.draw(st.sampled_from(sorted(target)))] = data.draw(_ODD_VALUES)
+    decoder = OpenAIResponsesDecoder()
+    try:
+        for event in events:
+            decoder.decode(event)
+        decoder.close()
+    except StreamProtocolError:
+        pass

@@ -67,7 +67,8 @@ class _Part:
     has_text: bool = False
     ended: bool = False  # its own done event arrived (reasoning parts close later)
     annotated: bool = False
-    logprobs: list[Any] = field(default_factory=list)
+    logprobs: list[Any] = field(default_factory=list)  # from the deltas
+    logprobs_sent: bool = False
 
 
 @dataclass(slots=True)
@@ -399,14 +400,19 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _message_done(self, item: _Item, raw: dict[str, Any]) -> list[Delta]:
         deltas: list[Delta] = []
+        content = raw.get("content")
+        blocks = content if isinstance(content, list) else []
         # A part whose content_part.done never came ends with its item.
-        for part in list(item.parts.values()):
-            deltas.append(ClosePart(part.key, explicit=True))
+        for key in list(item.parts):
+            index = key[2] if isinstance(key, tuple) and len(key) == 3 else None
+            in_range = isinstance(index, int) and 0 <= index < len(blocks)
+            block = blocks[index] if in_range else None
+            deltas.extend(self._fill_from_done(item, key, block if isinstance(block, dict) else {}))
+            deltas.append(ClosePart(key, explicit=True))
         item.parts.clear()
         if not item.any_part:
             # A server that streamed no content parts: take them from the finished item.
-            content = raw.get("content")
-            for index, block in enumerate(content if isinstance(content, list) else []):
+            for index, block in enumerate(blocks):
                 if not isinstance(block, dict):
                     continue
                 key = (item.id, "content", index)
@@ -626,10 +632,13 @@ class OpenAIResponsesDecoder(Decoder):
             citations = tuple(self._citation(a) for a in annotations if isinstance(a, dict))
             deltas.append(GrowPart(key, citations=citations))
             state.annotated = True
-        logprobs = part.get("logprobs")
-        if not state.logprobs and isinstance(logprobs, list) and logprobs:
-            deltas.append(GrowPart(key, options={"logprobs": logprobs}))
-            state.logprobs = list(logprobs)
+        if not state.logprobs_sent:
+            logprobs = part.get("logprobs")
+            if isinstance(logprobs, list) and logprobs:
+                state.logprobs = list(logprobs)
+            if state.logprobs:
+                deltas.append(GrowPart(key, options={"logprobs": state.logprobs}))
+            state.logprobs_sent = True
         return deltas
 
     def _text_part(self, payload: dict[str, Any], kind: str) -> tuple[Hashable, _Part, list[Delta]]:
@@ -669,6 +678,7 @@ class OpenAIResponsesDecoder(Decoder):
             state.logprobs = list(logprobs)
         if state.logprobs:
             deltas.append(GrowPart(key, options={"logprobs": state.logprobs}))
+        state.logprobs_sent = True
         return deltas
 
     def _on_annotation(self, payload: dict[str, Any]) -> list[Delta]:
