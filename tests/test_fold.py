@@ -125,3 +125,18 @@ def test_fold_stops_reading_after_the_message_completes() -> None:
     events = list(fold(chunks()))  # type: ignore[arg-type]
     assert isinstance(events[-1], MessageCompleted)
     assert seen == []
+
+
+def test_stream_cut_inside_the_last_event_is_incomplete_not_an_error() -> None:
+    data = read(THINKING_TOOL)
+    cut = data.index(b'"type":"tool_use"') + 10
+    message = fold_message([data[:cut]])
+    assert message.status == "incomplete"
+    assert message.metadata["truncated_tail"] is True
+    assert message.content[0].type == "thinking"
+    assert message.content[0].options["signature"]
+
+
+def test_whole_last_event_without_blank_line_still_counts() -> None:
+    data = read(THINKING_TOOL).rstrip(b"\r\n")
+    assert fold_message([data]) == fold_message([read(THINKING_TOOL)])

@@ -222,6 +222,10 @@ class Accumulator:
         self._stop_reason = "cancelled"
         return self._finish()
 
+    def note_truncated_tail(self) -> None:
+        """The input ended inside an event; its fragment was dropped."""
+        self._metadata["truncated_tail"] = True
+
     def snapshot(self) -> Message:
         """The message so far, without disturbing the fold."""
         if self._final is not None:

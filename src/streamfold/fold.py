@@ -114,7 +114,7 @@ class StreamFolder:
         if self._framer is not None and not self._acc.finished:
             try:
                 for frame in self._framer.close():
-                    events.extend(self._frame(frame))
+                    events.extend(self._last_frame(frame))
             except StreamfoldError as exc:
                 raise self._attach(exc) from None
         if self._undetected and not self._acc.finished:
@@ -173,6 +173,19 @@ class StreamFolder:
             if self._provider is None:
                 self._provider = "bedrock"
         return self._feed_bytes(head)
+
+    def _last_frame(self, frame: Any) -> list[Event]:
+        # A frame the stream never terminated. Whole, it counts (a last SSE event without
+        # its blank line); cut mid-JSON, the stream was truncated, not corrupted: drop it
+        # and let the message end incomplete.
+        data = frame.data if isinstance(frame, SSEEvent) else frame
+        if isinstance(data, bytes) and data != b"[DONE]":
+            try:
+                jiter.from_json(data)
+            except ValueError:
+                self._acc.note_truncated_tail()
+                return []
+        return self._frame(frame)
 
     def _frame(self, frame: Any) -> list[Event]:
         self._position += 1
