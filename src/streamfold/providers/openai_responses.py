@@ -405,8 +405,9 @@ class OpenAIResponsesDecoder(Decoder):
         # A part whose content_part.done never came ends with its item.
         for key in list(item.parts):
             index = key[2] if isinstance(key, tuple) and len(key) == 3 else None
-            in_range = isinstance(index, int) and 0 <= index < len(blocks)
-            block = blocks[index] if in_range else None
+            block: Any = None
+            if isinstance(index, int) and 0 <= index < len(blocks):
+                block = blocks[index]
             deltas.extend(self._fill_from_done(item, key, block if isinstance(block, dict) else {}))
             deltas.append(ClosePart(key, explicit=True))
         item.parts.clear()
