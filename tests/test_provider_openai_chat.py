@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai._models import construct_type
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
@@ -465,6 +467,18 @@ def test_sdk_concatenates_an_id_repeated_on_every_fragment() -> None:
     assert calls(message_of(*chunks)) == [("call_a", "f", {"x": 1})]
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("rel", CHAT)
+def test_sdk_chunk_objects_fold_like_the_bytes(rel: str) -> None:
+    objects = [
+        construct_type(type_=ChatCompletionChunk, value=json.loads(line[5:]))
+        for line in (REAL / rel).read_text(encoding="utf-8").splitlines()
+        if line.startswith("data:") and line[5:].strip() != "[DONE]"
+    ]
+    from_objects = final_message(list(fold(objects, "openai-chat")))
+    assert from_objects == final_message(fold_bytes(read(rel)))
+
+
 # --- 3. tool-call matching rules -------------------------------------------------------------
 
 
@@ -571,6 +585,56 @@ def test_several_fragments_in_one_chunk() -> None:
         chunk(finish="tool_calls"),
     )
     assert calls(message) == [("call_a", "f", {"a": 1}), ("call_b", "g", {"b": 2})]
+
+
+@st.composite
+def _call_streams(draw: st.DrawFn) -> tuple[list[tuple[str, str, dict[str, Any]]], list[Any]]:
+    """Parallel calls split into fragments the way some server would send them."""
+    n = draw(st.integers(1, 4))
+    expected = []
+    for i in range(n):
+        args = draw(st.dictionaries(st.sampled_from("abc"), st.integers() | st.text(max_size=5)))
+        expected.append((f"call_{i}", f"fn_{i}", args))
+    style = draw(st.sampled_from(["openai", "index-0", "no-index", "id-every-fragment"]))
+    streams = []
+    for i, (call_id, name, args) in enumerate(expected):
+        text = json.dumps(args)
+        cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=4)))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        index = {"openai": i, "index-0": 0}.get(style)
+        frags = [tc(index, call_id, name, pieces[0])]
+        repeat = style == "id-every-fragment"
+        frags += [
+            tc(index, call_id if repeat else None, name if repeat else None, p) for p in pieces[1:]
+        ]
+        streams.append(frags)
+    order: list[Any] = []
+    if style in ("openai", "id-every-fragment"):
+        # Fragments of different calls may interleave when each says which call it is.
+        while any(streams):
+            live = [s for s in streams if s]
+            order.append(draw(st.sampled_from(live)).pop(0))
+    else:
+        order = [f for s in streams for f in s]
+    # Calls come out in the order they started.
+    first = [f["id"] for f in order if "id" in f]
+    expected.sort(key=lambda call: first.index(call[0]))
+    return expected, order
+
+
+@settings(max_examples=150, deadline=None)
+@given(_call_streams(), st.integers(1, 3))
+def test_matching_rules_rebuild_every_call(
+    case: tuple[list[tuple[str, str, dict[str, Any]]], list[Any]], per_chunk: int
+) -> None:
+    expected, fragments = case
+    chunks = [
+        chunk({"tool_calls": fragments[i : i + per_chunk]})
+        for i in range(0, len(fragments), per_chunk)
+    ]
+    message = message_of(*chunks, chunk(finish="tool_calls"))
+    assert calls(message) == expected
+    assert all(c.status == "complete" for c in message.tool_calls)
 
 
 def test_legacy_function_call() -> None:
@@ -973,6 +1037,20 @@ def test_openrouter_reasoning_details_signature_summary_and_encrypted() -> None:
     assert encrypted.options["type"] == "reasoning.encrypted"
     assert encrypted.options["block"]["data"] == "opaque"
     assert text.content == "Answer"
+
+
+def test_signature_only_details_leave_the_plain_reasoning_text() -> None:
+    message = message_of(
+        chunk(
+            {
+                "reasoning": "Plain text",
+                "reasoning_details": [{"type": "reasoning.text", "signature": "sig", "index": 0}],
+            }
+        ),
+        chunk(finish="stop"),
+    )
+    (part,) = message.content
+    assert (part.content, part.options) == ("Plain text", {"signature": "sig"})
 
 
 def test_empty_signature_is_never_stored() -> None:

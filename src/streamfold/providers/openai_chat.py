@@ -315,20 +315,27 @@ class OpenAIChatDecoder(Decoder):
                 f"expected reasoning_details to be a list, got {_type_name(details)}", delta
             )
         # OpenRouter sends the same reasoning twice, as `reasoning` and as
-        # `reasoning_details`; the details carry signatures, so they win when present.
+        # `reasoning_details`; the details carry signatures, so they win when they carry
+        # the text. Details with only a signature or encrypted data leave `reasoning` be.
         if details:
+            said = False
             for detail in details:
-                self._reasoning_detail(detail, out)
-            return
+                said = self._reasoning_detail(detail, out) or said
+            if said:
+                return
         # DeepSeek, xAI and Z.ai say reasoning_content; Groq, OpenRouter and vLLM say
         # reasoning. A server that sends both sends the same text: take one.
         content = self._str(delta, "reasoning_content")
         plain = self._str(delta, "reasoning")
         text = content or plain
         if text:
-            self._grow_thinking(text, None, (None, "text"), out)
+            slot: tuple[int | None, str] = (None, "text")
+            if details and self._thinking_slot is not None:
+                slot = self._thinking_slot  # the part a signature-only detail just grew
+            self._grow_thinking(text, None, slot, out)
 
-    def _reasoning_detail(self, detail: Any, out: list[Delta]) -> None:
+    def _reasoning_detail(self, detail: Any, out: list[Delta]) -> bool:
+        """Decode one reasoning_details entry; True if it carried reasoning text."""
         if not isinstance(detail, dict):
             raise self.protocol_error(
                 f"expected each reasoning_details entry to be an object, got {_type_name(detail)}",
@@ -353,12 +360,14 @@ class OpenAIChatDecoder(Decoder):
                 options["signature"] = signature
             if text or signature:
                 self._grow_thinking(text or None, options, (index, "text"), out)
-        elif kind == "reasoning.summary":
+            return bool(text)
+        if kind == "reasoning.summary":
             summary = self._str(detail, "summary")
             if summary:
                 options["summary"] = True
                 self._grow_thinking(summary, options, (index, "summary"), out)
-        elif kind == "reasoning.encrypted":
+            return bool(summary)
+        if kind == "reasoning.encrypted":
             # Redacted reasoning arrives whole and must go back whole: an opaque part.
             self._data(detail, "data")
             self._close_thinking(out)
@@ -367,8 +376,9 @@ class OpenAIChatDecoder(Decoder):
             block_options: dict[str, Any] = {"type": "reasoning.encrypted", "block": detail}
             out.append(OpenPart(key, ContentPart(type="unsupported", options=block_options)))
             out.append(ClosePart(key, explicit=False))
-        else:
-            out.append(SkipEvent(f"reasoning_details.{kind}"))
+            return False
+        out.append(SkipEvent(f"reasoning_details.{kind}"))
+        return False
 
     def _grow_thinking(
         self,
