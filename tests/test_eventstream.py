@@ -123,6 +123,14 @@ def test_the_spec_encoder_rebuilds_the_recording_byte_for_byte(name: str) -> Non
 
 
 @pytest.mark.parametrize("name", EVENTSTREAMS)
+def test_a_whole_stream_is_not_truncated(name: str) -> None:
+    framer = EventStreamFramer()
+    framer.feed(_raw(name))
+    framer.close()
+    assert not framer.truncated
+
+
+@pytest.mark.parametrize("name", EVENTSTREAMS)
 def test_byte_by_byte_equals_whole(name: str) -> None:
     data = _raw(name)
     assert _frame(data, list(range(len(data)))) == _frame(data)
@@ -194,7 +202,10 @@ def test_a_truncated_last_message_is_dropped(name: str) -> None:
     whole = final_message(fold_bytes(data))
     for k, (start, end) in enumerate(itertools.pairwise(starts)):
         cut = data[: (start + end) // 2]
-        assert len(_frame(cut)) == k
+        framer = EventStreamFramer()
+        assert len(framer.feed(cut)) == k
+        assert framer.close() == []
+        assert framer.truncated
         message = final_message(fold_bytes(cut))
         if k <= stop_at:
             # Cut before messageStop: whatever arrived is kept, marked incomplete.

@@ -539,13 +539,13 @@ def test_truncated_ndjson_is_incomplete_with_parts_so_far() -> None:
     assert call.arguments == {"city": "Paris"}
 
 
-def test_a_line_cut_in_half_is_a_protocol_error_with_the_partial() -> None:
+def test_a_line_cut_in_half_ends_incomplete_with_parts_so_far() -> None:
     lines = read("bedrock/text-then-tool-use-nova.ndjson").split(b"\n")
-    with pytest.raises(StreamProtocolError, match="invalid JSON") as info:
-        fold_bytes(b"\n".join(lines[:23]) + b"\n" + lines[23][:30])
-    assert info.value.partial is not None
-    assert info.value.partial.status == "incomplete"
-    assert [c.name for c in info.value.partial.tool_calls] == ["get_temperature"]
+    message = final_message(fold_bytes(b"\n".join(lines[:23]) + b"\n" + lines[23][:30]))
+    assert message.status == "incomplete"
+    assert message.metadata["truncated_tail"] is True
+    assert [c.name for c in message.tool_calls] == ["get_temperature"]
+    assert message.text is not None and message.text.endswith("</thinking>\n")
 
 
 BAD_EVENTS: list[tuple[dict[str, Any], str]] = [

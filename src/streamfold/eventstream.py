@@ -95,6 +95,8 @@ class EventStreamFramer:
     def __init__(self) -> None:
         self._buffer = bytearray()
         self._closed = False
+        # Set by close() when it dropped the bytes of a message the stream cut short.
+        self.truncated = False
 
     def feed(self, data: bytes) -> list[EventStreamMessage]:
         """Feed bytes; return the messages they complete."""
@@ -140,6 +142,7 @@ class EventStreamFramer:
     def close(self) -> list[EventStreamMessage]:
         """End of stream. A cut-off last message is dropped (the fold reports incomplete)."""
         self._closed = True
+        self.truncated = bool(self._buffer)
         self._buffer.clear()
         return []
 
