@@ -410,12 +410,17 @@ def _record(args: argparse.Namespace, out: IO[str]) -> int:
     from .record import tee
 
     provider = canonical_provider(args.provider) if args.provider else None
-    timed = _stdin_chunks()
-    chunks = tee((chunk for _, chunk in timed), args.out)
+    events = tee((chunk for _, chunk in _stdin_chunks()), args.out, provider)
+    sink = make_sink(_mode(args), out)
+    sink.start(f"recording to {args.out}", 0)
     try:
-        run(((0.0, c) for c in chunks), provider, make_sink(_mode(args), out), title=args.out)
+        for event in events:
+            sink.handle(event)
     except StreamfoldError as exc:
         raise UsageError(f"<stdin>: {exc}") from None
+    finally:
+        events.close()
+        sink.finish()
     return EXIT_OK
 
 

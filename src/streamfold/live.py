@@ -81,7 +81,11 @@ def _header(part: ContentPart | ToolCall, done: bool) -> Line | None:
         return None
     if part.type == "unsupported":
         kind = part.options.get("type")
-        return [(f"▪ {kind if isinstance(kind, str) else 'provider block'}", "magenta")]
+        head = [(f"▪ {kind if isinstance(kind, str) else 'provider block'}", "magenta")]
+        block = part.options.get("block")
+        if isinstance(block, dict) and isinstance(block.get("name"), str):
+            head.append((f" {block['name']}", "bold magenta"))
+        return head
     return [(f"▪ {part.type}", "magenta")]
 
 
@@ -99,6 +103,11 @@ def _body(part: ContentPart | ToolCall, text: str | None, done: bool) -> tuple[s
         block = part.options.get("block")
         if not done or block is None:
             return "", "magenta"
+        if isinstance(block, dict) and isinstance(block.get("input"), dict):
+            # A server-side tool call (web search, MCP...): its input, like a tool call's.
+            return _json_block(block["input"]), "magenta"
+        if isinstance(block, dict):
+            block = {k: v for k, v in block.items() if k not in ("type", "name")}
         shown = json.dumps(block, ensure_ascii=False)
         if len(shown) > _UNSUPPORTED_PREVIEW:
             shown = shown[:_UNSUPPORTED_PREVIEW] + "…"
@@ -321,6 +330,8 @@ class LiveView:
             rows.append(Text(""))
         if len(rows) > room:
             rows = rows[-room:]
+        elif rows and self._printed:
+            rows.insert(0, Text(""))
         return Group(*rows, self._status())
 
 

@@ -11,11 +11,10 @@ seconds since the stream was opened. `streamfold replay` and `streamfold serve` 
 pace a replay as the original arrived; without it they pace by a fixed delay per event
 (`EVENT_INTERVAL`).
 
-    from streamfold import fold
     from streamfold.record import tee
 
-    for event in fold(tee(response.iter_bytes(), "fixtures/answer.sse")):
-        ...
+    for event in tee(response.iter_bytes(), "fixtures/answer.sse"):
+        ...                      # the events of `fold`, while the file is written
 
 Decoded chunks (dicts, or SDK objects with `model_dump()`) are written as SSE frames,
 `event: <type>` (when the payload has a string "type") and `data: <json>`, which folds
@@ -27,13 +26,22 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Generator,
+    Iterable,
+    Iterator,
+)
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from .errors import UsageError
-from .fold import StreamFormat
+from .events import Event
+from .fold import StreamFolder, StreamFormat
+from .message import Message
 
 TIMING_SUFFIX = ".timing.json"
 TIMING_VERSION = 1
@@ -88,6 +96,8 @@ class _Writer:
         if not data:
             return
         self.file.write(data)
+        # Flushed per chunk: a recording cut short by a crash still holds what arrived.
+        self.file.flush()
         self.offset += len(data)
         self.marks.append([self.offset, round(time.monotonic() - self.start, 6)])
 
@@ -111,27 +121,130 @@ class _Writer:
         self.close()
 
 
-def tee(chunks: Iterable[Any], path: str | Path, *, timing: bool = True) -> Iterator[Any]:
-    """Pass a stream's chunks through unchanged while writing them to a recording file."""
-    with _Writer(path, timing) as writer:
-        for chunk in chunks:
-            writer.write(chunk)
-            yield chunk
+class Tee:
+    """Iterate the events of a stream while every chunk of it is written to a recording.
+
+    Unlike `fold`, it keeps reading after the message completed, so what the provider
+    sends after its end event (a trailing blank line, `data: [DONE]`) is recorded too.
+    Stopping early keeps what arrived, in the file and in `snapshot()` (status cancelled).
+    """
+
+    def __init__(
+        self, chunks: Iterable[Any], path: str | Path, provider: str | None, timing: bool
+    ) -> None:
+        self.folder = StreamFolder(provider)
+        self.path = Path(path)
+        self._events = self._run(chunks, timing)
+
+    def __iter__(self) -> Iterator[Event]:
+        return self._events
+
+    def __next__(self) -> Event:
+        return next(self._events)
+
+    def snapshot(self) -> Message:
+        """The message so far."""
+        return self.folder.snapshot()
+
+    def close(self) -> None:
+        """Stop early: the file keeps what arrived; the message is marked cancelled."""
+        self._events.close()
+
+    def _run(self, chunks: Iterable[Any], timing: bool) -> Generator[Event, None, None]:
+        folder = self.folder
+        with _Writer(self.path, timing) as writer:
+            try:
+                for chunk in chunks:
+                    # Written before it is folded: a chunk that breaks the fold is kept.
+                    writer.write(chunk)
+                    if not folder.finished:
+                        yield from folder.feed(chunk)
+                if not folder.finished:
+                    yield from folder.close()
+            except GeneratorExit:
+                folder.cancel()
+                raise
 
 
-async def atee(
-    chunks: AsyncIterable[Any] | Iterable[Any], path: str | Path, *, timing: bool = True
-) -> AsyncIterator[Any]:
-    """Async `tee`: pass an async stream through while writing it to a recording file."""
-    with _Writer(path, timing) as writer:
-        if isinstance(chunks, AsyncIterable):
-            async for chunk in chunks:
-                writer.write(chunk)
-                yield chunk
-        else:
-            for chunk in chunks:
-                writer.write(chunk)
-                yield chunk
+class AsyncTee:
+    """The async `Tee`: async-iterate the events while the stream is recorded."""
+
+    def __init__(
+        self,
+        chunks: AsyncIterable[Any] | Iterable[Any],
+        path: str | Path,
+        provider: str | None,
+        timing: bool,
+    ) -> None:
+        self.folder = StreamFolder(provider)
+        self.path = Path(path)
+        self._events = self._run(chunks, timing)
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._events
+
+    async def __anext__(self) -> Event:
+        return await self._events.__anext__()
+
+    def snapshot(self) -> Message:
+        """The message so far."""
+        return self.folder.snapshot()
+
+    async def aclose(self) -> None:
+        """Stop early: the file keeps what arrived; the message is marked cancelled."""
+        await self._events.aclose()
+        if not self.folder.finished:
+            self.folder.cancel()
+
+    async def _run(
+        self, chunks: AsyncIterable[Any] | Iterable[Any], timing: bool
+    ) -> AsyncGenerator[Event, None]:
+        import anyio
+
+        folder = self.folder
+        with _Writer(self.path, timing) as writer:
+            try:
+                if isinstance(chunks, AsyncIterable):
+                    async for chunk in chunks:
+                        writer.write(chunk)
+                        if not folder.finished:
+                            for event in folder.feed(chunk):
+                                yield event
+                else:
+                    for chunk in chunks:
+                        writer.write(chunk)
+                        if not folder.finished:
+                            for event in folder.feed(chunk):
+                                yield event
+                        await anyio.lowlevel.checkpoint()
+                if not folder.finished:
+                    for event in folder.close():
+                        yield event
+            except (GeneratorExit, anyio.get_cancelled_exc_class()):
+                folder.cancel()
+                raise
+
+
+def tee(
+    chunks: Iterable[Any],
+    path: str | Path,
+    provider: str | None = None,
+    *,
+    timing: bool = True,
+) -> Tee:
+    """Fold a live stream into events while writing it to a recording (and its timing)."""
+    return Tee(chunks, path, provider, timing)
+
+
+def atee(
+    chunks: AsyncIterable[Any] | Iterable[Any],
+    path: str | Path,
+    provider: str | None = None,
+    *,
+    timing: bool = True,
+) -> AsyncTee:
+    """Async `tee`: fold an async stream into events while writing it to a recording."""
+    return AsyncTee(chunks, path, provider, timing)
 
 
 def load_timing(path: str | Path) -> list[tuple[int, float]] | None:
@@ -214,6 +327,8 @@ def schedule(
 
 __all__ = [
     "EVENT_INTERVAL",
+    "AsyncTee",
+    "Tee",
     "atee",
     "load_timing",
     "schedule",
