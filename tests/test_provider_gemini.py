@@ -445,11 +445,11 @@ def test_truncated_stream_keeps_what_arrived() -> None:
     assert message.content[1].options["signature"].startswith("CiIB0e2K")
     assert message.content[1].content is not None
     assert message.content[1].content.endswith("block out")
-    # Cut inside an event: its JSON is broken; the error carries the same message so far.
-    with pytest.raises(StreamProtocolError) as info:
-        fold_bytes(raw[:inside])
-    assert info.value.partial is not None
-    assert info.value.partial.content[1].content == message.content[1].content
+    # Cut inside an event: the fragment is dropped, the same message so far, incomplete.
+    cut_inside = final_message(fold_bytes(raw[:inside]))
+    assert cut_inside.metadata["truncated_tail"] is True
+    assert cut_inside.status == "incomplete"
+    assert cut_inside.content == message.content
 
 
 def test_broken_json_is_a_protocol_error_with_the_partial() -> None:

@@ -27,6 +27,8 @@ class DisplayItem(StreamfoldModel):
 def part_display_item(part: ContentPart, role: Role) -> DisplayItem | None:
     """The display item for one content part, or None for parts a UI does not show."""
     if part.type == "text":
+        if not part.content and not part.citations:
+            return None  # e.g. a Gemini signature-only part: nothing to show
         content: dict[str, Any] = {"text": part.content or ""}
         marker = utterance(part)
         if marker is not None:

@@ -115,6 +115,8 @@ class StreamFolder:
             try:
                 for frame in self._framer.close():
                     events.extend(self._last_frame(frame))
+                if getattr(self._framer, "truncated", False):
+                    self._acc.note_truncated_tail()
             except StreamfoldError as exc:
                 raise self._attach(exc) from None
         if self._undetected and not self._acc.finished:

@@ -284,7 +284,12 @@ def _merge_tool_calls(calls: list[ToolCall], fragments: list[ToolCall]) -> list[
 def merge_delta(primary: MessageDelta | None, delta: MessageDelta) -> MessageDelta:
     """Merge `delta` into the `primary` delta accumulated so far."""
     if primary is None:
-        return delta
+        # Fragments of one call inside a single delta merge too, so the result does not
+        # depend on whether this delta came first.
+        calls = _merge_tool_calls([], delta.tool_calls)
+        if len(calls) == len(delta.tool_calls):
+            return delta
+        return delta.model_copy(update={"tool_calls": calls})
     content = list(primary.content)
     for i, part in enumerate(delta.content):
         if part is None:

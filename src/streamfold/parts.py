@@ -151,9 +151,7 @@ def merge_part(primary: ContentPart | None, delta: ContentPart) -> ContentPart:
 
 def parts_to_string(parts: Iterable[ContentPart | None], type: str = "text") -> str | None:
     """Join the content of the parts of `type` with a blank line; None when that is empty."""
-    joined = "\n\n".join(
-        p.content for p in parts if p is not None and p.type == type and p.content is not None
-    )
+    joined = "\n\n".join(p.content for p in parts if p is not None and p.type == type and p.content)
     return joined or None
 
 

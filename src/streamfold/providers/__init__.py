@@ -20,6 +20,10 @@ _DECODERS: dict[str, tuple[str, str]] = {
 }
 
 ALIASES: dict[str, str] = {
+    "azure-openai-responses": "openai-responses",
+    "xai-responses": "openai-responses",
+    "deepseek-responses": "openai-responses",
+    "openrouter-responses": "openai-responses",
     "openai": "openai-chat",
     "chat": "openai-chat",
     "azure-openai": "openai-chat",
@@ -100,6 +104,13 @@ def detect_provider(payload: Any, event: str | None = None) -> str | None:
         return "bedrock"
     if "done" in payload and ("message" in payload or "response" in payload):
         return "ollama"
+    error = payload.get("error")
+    if set(payload) == {"error"} and isinstance(error, str):
+        return "ollama"  # Ollama reports failures as a bare {"error": "<text>"}
+    if isinstance(error, dict) and isinstance(error.get("status"), str):
+        return "gemini"  # Google's error shape: {"error": {"code", "message", "status"}}
+    if kind == "error" and "code" in payload and "message" in payload:
+        return "openai-responses"  # a Responses stream that fails before response.created
     return None
 
 
