@@ -1,0 +1,486 @@
+"""The Vercel AI SDK "UI message stream" (v1): streamfold events as the chunks `useChat` reads.
+
+    events ─▶ UIMessageStreamEncoder ─▶ chunks (dicts) ─▶ encode_sse ─▶ `data: {...}\\n\\n` bytes
+
+The chunk shapes follow `UIMessageChunk` / `uiMessageChunkSchema` of the `ai` npm package
+(v6). A message is `start`, `start-step`, its parts, `finish-step`, `finish`, then
+`data: [DONE]`. Every part gets an id from its slot index (`part-3`), so it is stable
+however the bytes were split.
+
+    text          text-start / text-delta / text-end
+    thinking      reasoning-start / reasoning-delta / reasoning-end
+    tool call     tool-input-start / tool-input-delta / tool-input-available
+                  (tool-input-error when the arguments are not a JSON object)
+    citations     source-url (web pages, places) / source-document, once per source
+    image, file   file (a URL, or a data: URL for base64 content)
+    unsupported   data-provider-block, data = the part's options (the whole provider block)
+    provider err  error
+    the end       finish: finishReason, and messageMetadata (status, stop reason, usage, model)
+
+Part options (narration markers, thinking signatures, ids, encrypted reasoning) travel as
+`providerMetadata: {"streamfold": <options>}` on the start and end chunks; the end chunk
+carries the final options (a streamed signature whole). Usage updates are not sent as
+they come: the final usage is in `finish`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from typing import Any, Final, assert_never
+
+from .errors import StreamfoldError
+from .events import (
+    Event,
+    MessageCompleted,
+    PartCompleted,
+    PartDelta,
+    PartStarted,
+    ProviderErrored,
+    UsageUpdated,
+)
+from .message import Message, ToolCall, Usage
+from .parts import Citation, ContentPart
+
+UIMessageChunk = dict[str, Any]
+"""One chunk of the UI message stream, as the JSON object sent on a `data:` line."""
+
+UI_MESSAGE_STREAM_HEADERS: Final[dict[str, str]] = {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    "x-vercel-ai-ui-message-stream": "v1",
+    "x-accel-buffering": "no",
+}
+"""The response headers of a UI message stream (the SDK's, less `connection`, which an
+ASGI server manages itself and HTTP/2 forbids)."""
+
+METADATA_KEY: Final = "streamfold"
+"""The providerMetadata namespace that carries part options."""
+
+DATA_BLOCK: Final = "data-provider-block"
+"""The data chunk type for parts the protocol has no room for (server tool blocks...)."""
+
+_FINISH_REASONS: Final[dict[str, str]] = {
+    "stop": "stop",
+    "tool_use": "tool-calls",
+    "length": "length",
+    "content_filter": "content-filter",
+    "refusal": "content-filter",
+    "error": "error",
+    "pause": "other",
+    "cancelled": "other",
+    "other": "other",
+}
+_STATUS_FINISH: Final[dict[str, str]] = {
+    "complete": "stop",
+    "length": "length",
+    "content_filtered": "content-filter",
+    "error": "error",
+}
+_DONE: Final = b"data: [DONE]\n\n"
+
+
+def _provider_metadata(options: dict[str, Any]) -> dict[str, Any]:
+    return {"providerMetadata": {METADATA_KEY: options}} if options else {}
+
+
+def _usage(usage: Usage) -> dict[str, int]:
+    fields = {
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+        "cacheReadTokens": usage.cache_read_tokens,
+        "cacheWriteTokens": usage.cache_write_tokens,
+        "reasoningTokens": usage.reasoning_tokens,
+    }
+    out = {k: v for k, v in fields.items() if v is not None}
+    out["totalTokens"] = usage.total_tokens
+    return out
+
+
+def finish_reason(message: Message) -> str:
+    """The protocol's finishReason for a message (stop, tool-calls, length, content-filter...)."""
+    if message.stop_reason is not None:
+        return _FINISH_REASONS.get(message.stop_reason, "other")
+    return _STATUS_FINISH.get(message.status, "other")
+
+
+def message_metadata(message: Message) -> dict[str, Any]:
+    """The `messageMetadata` sent with `finish`: status, stop reason, usage, model, ids."""
+    meta: dict[str, Any] = {"status": message.status}
+    if message.stop_reason is not None:
+        meta["stopReason"] = message.stop_reason
+    if message.raw_stop_reason is not None:
+        meta["rawStopReason"] = message.raw_stop_reason
+    if message.usage is not None:
+        meta["usage"] = _usage(message.usage)
+    for key, name in (("provider", "provider"), ("model", "model"), ("id", "responseId")):
+        value = message.metadata.get(key)
+        if value is not None:
+            meta[name] = value
+    error = message.metadata.get("error")
+    if error is not None:
+        meta["error"] = error
+    return meta
+
+
+class UIMessageStreamEncoder:
+    """Sans-IO: streamfold events in, UI message stream chunks out.
+
+    Call `start()` once, `feed(event)` per event, then `close()` (or `fail(exc)` when the
+    fold raised). Several messages in a row (an agent loop) become several steps of one
+    UI message; `finish` describes the last.
+    """
+
+    def __init__(self, *, message_id: str | None = None) -> None:
+        self.message_id = message_id
+        self._started = False
+        self._finished = False
+        self._step = 0
+        self._step_open = False
+        self._open: dict[int, str] = {}  # slot index -> the kind of part open on the wire
+        self._tool_ids: dict[int, str] = {}  # slot index -> toolCallId sent
+        self._sources: dict[tuple[str, str], str] = {}
+        self._last: Message | None = None
+        self._errored = False
+
+    def part_id(self, index: int) -> str:
+        """The id of the part at slot `index` in the current step."""
+        return f"part-{index}" if self._step == 0 else f"part-{self._step}-{index}"
+
+    def start(self) -> list[UIMessageChunk]:
+        """The opening chunks (`start`, `start-step`); empty after the first call."""
+        if self._started:
+            return []
+        self._started = True
+        start: UIMessageChunk = {"type": "start"}
+        if self.message_id is not None:
+            start["messageId"] = self.message_id
+        return [start, *self._start_step()]
+
+    def feed(self, event: Event) -> list[UIMessageChunk]:
+        """The chunks one event gives."""
+        if self._finished:
+            return []
+        out = self.start()
+        if isinstance(event, PartStarted):
+            out.extend(self._start_step())
+            out.extend(self._part_started(event))
+        elif isinstance(event, PartDelta):
+            out.extend(self._part_delta(event))
+        elif isinstance(event, PartCompleted):
+            out.extend(self._part_completed(event))
+        elif isinstance(event, UsageUpdated):
+            pass  # the final usage goes out with `finish`
+        elif isinstance(event, ProviderErrored):
+            self._errored = True
+            label = f"{event.error_type}: " if event.error_type else ""
+            out.append({"type": "error", "errorText": f"{label}{event.message}"})
+        elif isinstance(event, MessageCompleted):
+            self._last = event.message
+            out.extend(self._end_open())
+            out.extend(self._finish_step())
+        else:
+            assert_never(event)
+        return out
+
+    def fail(self, error: BaseException | str) -> list[UIMessageChunk]:
+        """The fold raised: end the open parts, send an `error`, and finish."""
+        if self._finished:
+            return []
+        out = self.start()
+        out.extend(self._end_open())
+        out.append({"type": "error", "errorText": str(error) or type(error).__name__})
+        self._errored = True
+        out.extend(self._finish_step())
+        out.extend(self._finish())
+        return out
+
+    def close(self) -> list[UIMessageChunk]:
+        """The events ended: the closing chunks (`finish-step` if a step is open, `finish`)."""
+        if self._finished:
+            return []
+        out = self.start()
+        out.extend(self._end_open())
+        out.extend(self._finish_step())
+        out.extend(self._finish())
+        return out
+
+    # --- internals -------------------------------------------------------------------
+
+    def _start_step(self) -> list[UIMessageChunk]:
+        if self._step_open:
+            return []
+        if self._last is not None:
+            self._step += 1  # a new message after a finished one: the next step
+            self._tool_ids.clear()
+        self._step_open = True
+        return [{"type": "start-step"}]
+
+    def _finish_step(self) -> list[UIMessageChunk]:
+        if not self._step_open:
+            return []
+        self._step_open = False
+        return [{"type": "finish-step"}]
+
+    def _finish(self) -> list[UIMessageChunk]:
+        self._finished = True
+        finish: UIMessageChunk = {"type": "finish"}
+        if self._last is not None:
+            finish["finishReason"] = finish_reason(self._last)
+            finish["messageMetadata"] = message_metadata(self._last)
+        elif self._errored:
+            finish["finishReason"] = "error"
+        return [finish]
+
+    def _end_open(self) -> list[UIMessageChunk]:
+        # Parts the wire left open when the stream broke: end them so a UI stops showing
+        # them as being written. An open tool call has no input to offer, so it stays.
+        out: list[UIMessageChunk] = []
+        for index, kind in self._open.items():
+            if kind in ("text", "reasoning"):
+                out.append({"type": f"{kind}-end", "id": self.part_id(index)})
+        self._open.clear()
+        return out
+
+    def _part_started(self, event: PartStarted) -> list[UIMessageChunk]:
+        part = event.part
+        pid = self.part_id(event.index)
+        if isinstance(part, ToolCall):
+            self._open[event.index] = "tool"
+            out: list[UIMessageChunk] = [
+                {
+                    "type": "tool-input-start",
+                    "toolCallId": self._call_id(part, event.index),
+                    "toolName": part.name or "unknown",
+                    **_provider_metadata(dict(part.metadata)),
+                }
+            ]
+            if isinstance(part.arguments, str) and part.arguments:
+                out.append(
+                    {
+                        "type": "tool-input-delta",
+                        "toolCallId": self._call_id(part, event.index),
+                        "inputTextDelta": part.arguments,
+                    }
+                )
+            return out
+        kind = {"text": "text", "thinking": "reasoning"}.get(part.type)
+        if kind is None:
+            return self._sources_of(part.citations)  # emitted whole when it completes
+        self._open[event.index] = kind
+        out = [{"type": f"{kind}-start", "id": pid, **_provider_metadata(dict(part.options))}]
+        if part.content:
+            out.append({"type": f"{kind}-delta", "id": pid, "delta": part.content})
+        out.extend(self._sources_of(part.citations))
+        return out
+
+    def _part_delta(self, event: PartDelta) -> list[UIMessageChunk]:
+        kind = self._open.get(event.index)
+        out: list[UIMessageChunk] = []
+        if event.content and kind in ("text", "reasoning"):
+            out.append(
+                {"type": f"{kind}-delta", "id": self.part_id(event.index), "delta": event.content}
+            )
+        elif event.content and kind == "tool":
+            out.append(
+                {
+                    "type": "tool-input-delta",
+                    "toolCallId": self._tool_ids.get(event.index, ""),
+                    "inputTextDelta": event.content,
+                }
+            )
+        out.extend(self._sources_of(event.citations))
+        return out
+
+    def _part_completed(self, event: PartCompleted) -> list[UIMessageChunk]:
+        part = event.part
+        index = event.index
+        kind = self._open.pop(index, None)
+        pid = self.part_id(index)
+        if isinstance(part, ToolCall):
+            call_id = self._call_id(part, index)
+            out: list[UIMessageChunk] = []
+            if kind != "tool":  # never started on the wire (cannot happen with the accumulator)
+                out.append({"type": "tool-input-start", "toolCallId": call_id,
+                            "toolName": part.name or "unknown"})  # fmt: skip
+            metadata = {k: v for k, v in part.metadata.items() if k != "arguments_error"}
+            if isinstance(part.arguments, dict):
+                out.append(
+                    {
+                        "type": "tool-input-available",
+                        "toolCallId": call_id,
+                        "toolName": part.name or "unknown",
+                        "input": part.arguments,
+                        **_provider_metadata(metadata),
+                    }
+                )
+            else:
+                error = part.metadata.get("arguments_error")
+                out.append(
+                    {
+                        "type": "tool-input-error",
+                        "toolCallId": call_id,
+                        "toolName": part.name or "unknown",
+                        "input": part.arguments or "",
+                        "errorText": str(error or "the tool arguments are incomplete"),
+                        **_provider_metadata(metadata),
+                    }
+                )
+            return out
+        out = []
+        if part.type in ("text", "thinking"):
+            kind = "text" if part.type == "text" else "reasoning"
+            out.append({"type": f"{kind}-end", "id": pid, **_provider_metadata(dict(part.options))})
+        elif part.type == "unsupported":
+            out.append({"type": DATA_BLOCK, "id": pid, "data": dict(part.options)})
+        else:
+            file = _file_chunk(part)
+            if file is not None:
+                out.append(file)
+        out.extend(self._sources_of(part.citations))
+        return out
+
+    def _call_id(self, call: ToolCall, index: int) -> str:
+        known = self._tool_ids.get(index)
+        if known is None:
+            known = call.call_id or f"call-{self.part_id(index)}"
+            self._tool_ids[index] = known
+        return known
+
+    def _sources_of(self, citations: Iterable[Citation]) -> list[UIMessageChunk]:
+        out: list[UIMessageChunk] = []
+        for citation in citations:
+            chunk = self._source(citation)
+            if chunk is not None:
+                out.append(chunk)
+        return out
+
+    def _source(self, citation: Citation) -> UIMessageChunk | None:
+        source = citation.source
+        if source is None:
+            return None
+        if source.url is not None and source.type != "document":
+            key = ("url", source.url)
+        elif source.document_id is not None or source.title is not None:
+            key = ("document", source.document_id or source.title or "")
+        elif source.url is not None:
+            key = ("url", source.url)
+        else:
+            return None
+        if key in self._sources:
+            return None
+        source_id = f"source-{len(self._sources)}"
+        self._sources[key] = source_id
+        meta: dict[str, Any] = dict(source.metadata)
+        if key[0] == "url":
+            chunk: UIMessageChunk = {"type": "source-url", "sourceId": source_id, "url": key[1]}
+            if source.title is not None:
+                chunk["title"] = source.title
+        else:
+            media = meta.get("media_type") or meta.get("mediaType") or meta.get("mime_type")
+            chunk = {
+                "type": "source-document",
+                "sourceId": source_id,
+                "mediaType": media if isinstance(media, str) else "application/octet-stream",
+                "title": source.title or source.document_id or "document",
+            }
+            if source.document_id is not None:
+                meta["document_id"] = source.document_id
+            if source.url is not None:
+                meta["url"] = source.url
+        chunk.update(_provider_metadata(meta))
+        return chunk
+
+
+def _file_chunk(part: ContentPart) -> UIMessageChunk | None:
+    if part.content is None:
+        return None
+    media = part.options.get("media")
+    default = "image/*" if part.type in ("image", "image_url") else "application/octet-stream"
+    media_type = media if isinstance(media, str) else default
+    if part.type in ("image", "file"):
+        url = part.content if part.content.startswith("data:") else (
+            f"data:{media_type};base64,{part.content}"
+        )  # fmt: skip
+    else:
+        url = part.content
+    return {"type": "file", "url": url, "mediaType": media_type,
+            **_provider_metadata(dict(part.options))}  # fmt: skip
+
+
+def to_ui_message_stream(
+    events: Iterable[Event], *, message_id: str | None = None
+) -> Iterator[UIMessageChunk]:
+    """Turn streamfold events into UI message stream chunks (a StreamfoldError becomes `error`)."""
+    encoder = UIMessageStreamEncoder(message_id=message_id)
+    yield from encoder.start()
+    iterator = iter(events)
+    while True:
+        try:
+            event = next(iterator)
+        except StopIteration:
+            break
+        except StreamfoldError as exc:
+            yield from encoder.fail(exc)
+            return
+        yield from encoder.feed(event)
+    yield from encoder.close()
+
+
+async def ato_ui_message_stream(
+    events: AsyncIterable[Event], *, message_id: str | None = None
+) -> AsyncIterator[UIMessageChunk]:
+    """Async `to_ui_message_stream`: over `async for` events (an `afold`, say)."""
+    encoder = UIMessageStreamEncoder(message_id=message_id)
+    for chunk in encoder.start():
+        yield chunk
+    iterator = aiter(events)
+    while True:
+        try:
+            event = await anext(iterator)
+        except StopAsyncIteration:
+            break
+        except StreamfoldError as exc:
+            for chunk in encoder.fail(exc):
+                yield chunk
+            return
+        for chunk in encoder.feed(event):
+            yield chunk
+    for chunk in encoder.close():
+        yield chunk
+
+
+def encode_chunk(chunk: UIMessageChunk) -> bytes:
+    """One chunk as an SSE event: `data: <json>` and a blank line."""
+    body = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return b"data: " + body.encode() + b"\n\n"
+
+
+def encode_sse(chunks: Iterable[UIMessageChunk]) -> Iterator[bytes]:
+    """The SSE bytes of a UI message stream, ending with `data: [DONE]`."""
+    for chunk in chunks:
+        yield encode_chunk(chunk)
+    yield _DONE
+
+
+async def aencode_sse(chunks: AsyncIterable[UIMessageChunk]) -> AsyncIterator[bytes]:
+    """Async `encode_sse`."""
+    async for chunk in chunks:
+        yield encode_chunk(chunk)
+    yield _DONE
+
+
+__all__ = [
+    "DATA_BLOCK",
+    "METADATA_KEY",
+    "UI_MESSAGE_STREAM_HEADERS",
+    "UIMessageChunk",
+    "UIMessageStreamEncoder",
+    "aencode_sse",
+    "ato_ui_message_stream",
+    "encode_chunk",
+    "encode_sse",
+    "finish_reason",
+    "message_metadata",
+    "to_ui_message_stream",
+]

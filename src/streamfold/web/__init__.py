@@ -1,0 +1,162 @@
+"""The live demo page: recordings replayed through the UI message stream, rendered in a browser.
+
+    GET  /                     the page (plain HTML/JS/CSS, no build step)
+    GET  /ui/app.js, /ui/style.css
+    GET  /ui-recordings        {"recordings": [{"name", "provider"}, ...]}
+    GET  /ui-stream?recording=<name>&speed=<f>
+    POST /ui-stream            the same (a `useChat` DefaultChatTransport can point here)
+
+`/ui-stream` folds the recording as it is paced out (as recorded, or an event every
+`EVENT_INTERVAL` seconds, divided by `speed`; 0 sends at once) and answers with the Vercel AI
+SDK UI message stream (see `streamfold.ui`). Needs starlette (the `serve` extra).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ..aio import afold
+from ..errors import UsageError
+from ..fold import StreamFormat
+from ..record import TIMING_SUFFIX, load_timing, schedule
+from ..recording import detect_recording
+from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
+
+try:
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise UsageError(
+        "the streamfold demo page needs starlette: pip install 'streamfold[serve]'"
+    ) from exc
+
+_SUFFIXES = (".sse", ".ndjson", ".jsonl", ".eventstream")
+_ASSETS = {
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+}
+MAX_SPEED = 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class DemoRecording:
+    """A recording the page can replay: its name (relative path), file, provider, framing."""
+
+    name: str
+    path: Path
+    provider: str
+    format: StreamFormat
+
+
+def find_recordings(directory: str | Path) -> list[DemoRecording]:
+    """The recorded streams under `directory` (recursively) whose provider is known."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise UsageError(f"{root}: expected a directory of recordings, got none")
+    found: list[DemoRecording] = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.suffix not in _SUFFIXES or path.name.endswith(TIMING_SUFFIX):
+            continue
+        try:
+            kind, provider = detect_recording(path.read_bytes())
+        except OSError:
+            continue
+        if kind is not None and provider is not None:
+            found.append(DemoRecording(path.relative_to(root).as_posix(), path, provider, kind))
+    return found
+
+
+def _asset(name: str) -> str:
+    return (resources.files(__name__) / name).read_text(encoding="utf-8")
+
+
+def _bundled() -> Path:
+    return Path(str(resources.files("streamfold") / "recordings"))
+
+
+def _speed(raw: str | None, default: float) -> float:
+    if raw is None or raw == "":
+        return default
+    try:
+        speed = float(raw)
+    except ValueError:
+        raise UsageError(f"speed: expected a number >= 0, got {raw!r}") from None
+    if not math.isfinite(speed) or speed < 0 or speed > MAX_SPEED:
+        raise UsageError(f"speed: expected a number from 0 to {MAX_SPEED:g}, got {raw!r}")
+    return speed
+
+
+async def _paced(recording: DemoRecording, speed: float) -> AsyncIterator[bytes]:
+    import anyio
+
+    data = recording.path.read_bytes()
+    timing = load_timing(recording.path)
+    for wait, chunk in schedule(data, recording.format, speed=speed, timing=timing):
+        if wait > 0:
+            await anyio.sleep(wait)
+        yield chunk
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message}}, status)
+
+
+def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -> list[Route]:
+    """The demo page's routes, replaying the recordings of `recordings_dir` (default bundled)."""
+    catalog = find_recordings(recordings_dir if recordings_dir is not None else _bundled())
+    by_name = {r.name: r for r in catalog}
+    default_speed = speed
+
+    async def page(request: Request) -> Response:
+        return Response(_asset("index.html"), media_type="text/html; charset=utf-8")
+
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _ASSETS:
+            return _error(404, f"no asset {name!r}")
+        return Response(
+            _asset(name), media_type=_ASSETS[name], headers={"cache-control": "no-cache"}
+        )
+
+    async def listing(request: Request) -> Response:
+        return JSONResponse(
+            {"recordings": [{"name": r.name, "provider": r.provider} for r in catalog]}
+        )
+
+    async def stream(request: Request) -> Response:
+        wanted = request.query_params.get("recording")
+        if wanted is None and request.method == "POST":
+            try:
+                body = await request.json()
+            except ValueError:
+                body = None
+            if isinstance(body, dict) and isinstance(body.get("recording"), str):
+                wanted = body["recording"]
+        if not wanted:
+            return _error(400, "expected ?recording=<name> (see /ui-recordings)")
+        recording = by_name.get(wanted)
+        if recording is None:
+            return _error(404, f"no recording named {wanted!r} (see /ui-recordings)")
+        try:
+            pace = _speed(request.query_params.get("speed"), default_speed)
+        except UsageError as exc:
+            return _error(400, str(exc))
+        events = afold(_paced(recording, pace), recording.provider)
+        body_bytes = aencode_sse(ato_ui_message_stream(events))
+        headers = {**UI_MESSAGE_STREAM_HEADERS, "x-streamfold-recording": recording.name}
+        return StreamingResponse(body_bytes, headers=headers)
+
+    return [
+        Route("/", page, methods=["GET"]),
+        Route("/ui/{name}", asset, methods=["GET"]),
+        Route("/ui-recordings", listing, methods=["GET"]),
+        Route("/ui-stream", stream, methods=["GET", "POST"]),
+    ]
+
+
+__all__ = ["DemoRecording", "find_recordings", "ui_routes"]

@@ -1,0 +1,349 @@
+// A small reader of the Vercel AI SDK UI message stream (v1), in plain JS: fetch, a
+// ReadableStream, SSE parsing, and a renderer per chunk type. No build step, no library.
+
+const $ = (selector, root = document) => root.querySelector(selector);
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = text;
+  return node;
+}
+
+function safeUrl(url) {
+  // Recordings are data: only web links and images embedded as data URLs are followed.
+  return /^(https?:|data:image\/)/i.test(url) ? url : null;
+}
+
+function streamfoldMeta(chunk) {
+  return (chunk.providerMetadata && chunk.providerMetadata.streamfold) || {};
+}
+
+// --- SSE ----------------------------------------------------------------------------
+
+async function* sseData(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let data = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value;
+    const lines = buffer.split(/\r\n|\r|\n/);
+    buffer = lines.pop(); // the last line may be incomplete
+    for (const line of lines) {
+      if (line === "") {
+        if (data.length) yield data.join("\n");
+        data = [];
+      } else if (line.startsWith("data:")) {
+        data.push(line.slice(line.startsWith("data: ") ? 6 : 5));
+      } // comments (":") and other fields are not used by this protocol
+    }
+  }
+  if (data.length) yield data.join("\n");
+}
+
+// --- rendering ------------------------------------------------------------------------
+
+class MessageView {
+  constructor(root, finish, counter) {
+    this.root = root;
+    this.finish = finish;
+    this.counter = counter;
+    this.parts = new Map(); // part id or toolCallId -> {node, body, text}
+    this.sources = null;
+    this.chunks = 0;
+    this.steps = 0;
+    this.started = performance.now();
+    root.replaceChildren();
+    finish.hidden = true;
+    finish.replaceChildren();
+  }
+
+  handle(chunk) {
+    this.chunks += 1;
+    this.counter.textContent = `${this.chunks} chunks · ${((performance.now() - this.started) / 1000).toFixed(1)} s`;
+    const handler = this[`on_${chunk.type.replaceAll("-", "_")}`];
+    if (handler) handler.call(this, chunk);
+    else if (chunk.type.startsWith("data-")) this.onData(chunk);
+  }
+
+  add(node) {
+    // Parts go before the sources list, which stays last.
+    if (this.sources) this.root.insertBefore(node, this.sources.parentNode);
+    else this.root.append(node);
+    return node;
+  }
+
+  on_start_step() {
+    this.steps += 1;
+    if (this.steps > 1) this.add(el("hr", "step"));
+  }
+
+  // text
+  on_text_start(chunk) {
+    const meta = streamfoldMeta(chunk);
+    const node = el("div", "part text");
+    node.dataset.state = "streaming";
+    if (meta.utterance) {
+      node.classList.add(meta.utterance);
+      node.append(el("span", "badge", meta.utterance));
+    }
+    const body = el("div", "body");
+    const text = document.createTextNode("");
+    body.append(text, el("span", "caret"));
+    node.append(body);
+    this.parts.set(chunk.id, { node, body, text });
+    this.add(node);
+  }
+
+  on_text_delta(chunk) {
+    const part = this.parts.get(chunk.id);
+    if (part) part.text.appendData(chunk.delta);
+  }
+
+  on_text_end(chunk) {
+    const part = this.parts.get(chunk.id);
+    if (!part) return;
+    part.node.dataset.state = "done";
+    $(".caret", part.body)?.remove();
+    const meta = streamfoldMeta(chunk);
+    if (meta.utterance && !$(".badge", part.node)) {
+      part.node.classList.add(meta.utterance);
+      part.node.prepend(el("span", "badge", meta.utterance));
+    }
+  }
+
+  // reasoning
+  on_reasoning_start(chunk) {
+    const node = el("details", "part reasoning");
+    node.dataset.state = "streaming";
+    node.open = true;
+    const summary = el("summary", null);
+    summary.append(el("span", "label", "Thinking…"));
+    const body = el("div", "body");
+    const text = document.createTextNode("");
+    body.append(text);
+    node.append(summary, body);
+    this.parts.set(chunk.id, { node, body, text, summary });
+    this.add(node);
+  }
+
+  on_reasoning_delta(chunk) {
+    const part = this.parts.get(chunk.id);
+    if (part) part.text.appendData(chunk.delta);
+  }
+
+  on_reasoning_end(chunk) {
+    const part = this.parts.get(chunk.id);
+    if (!part) return;
+    part.node.dataset.state = "done";
+    const words = part.text.data.trim() ? part.text.data.trim().split(/\s+/).length : 0;
+    const meta = streamfoldMeta(chunk);
+    const label = words ? `Thought · ${words} words` : "Thought (hidden)";
+    part.summary.replaceChildren(el("span", "label", label));
+    if (meta.signature) part.summary.append(el("span", "badge", "signed"));
+    if (meta.encrypted_content) part.summary.append(el("span", "badge", "encrypted"));
+    part.node.open = false;
+  }
+
+  // tool calls
+  on_tool_input_start(chunk) {
+    const node = el("div", "part tool");
+    node.dataset.state = "streaming";
+    const head = el("div", "tool-head");
+    head.append(el("span", "tool-icon", "ƒ"), el("span", "tool-name", chunk.toolName),
+      el("span", "tool-id", chunk.toolCallId));
+    const args = el("pre", "args");
+    const text = document.createTextNode("");
+    args.append(text);
+    node.append(head, args);
+    this.parts.set(`tool:${chunk.toolCallId}`, { node, body: args, text });
+    this.add(node);
+  }
+
+  on_tool_input_delta(chunk) {
+    const part = this.parts.get(`tool:${chunk.toolCallId}`);
+    if (part) part.text.appendData(chunk.inputTextDelta);
+  }
+
+  on_tool_input_available(chunk) {
+    let part = this.parts.get(`tool:${chunk.toolCallId}`);
+    if (!part) {
+      this.on_tool_input_start(chunk);
+      part = this.parts.get(`tool:${chunk.toolCallId}`);
+    }
+    part.node.dataset.state = "done";
+    part.text.data = JSON.stringify(chunk.input, null, 2);
+  }
+
+  on_tool_input_error(chunk) {
+    let part = this.parts.get(`tool:${chunk.toolCallId}`);
+    if (!part) {
+      this.on_tool_input_start(chunk);
+      part = this.parts.get(`tool:${chunk.toolCallId}`);
+    }
+    part.node.dataset.state = "error";
+    part.text.data = typeof chunk.input === "string" ? chunk.input : JSON.stringify(chunk.input);
+    part.node.append(el("div", "tool-error", chunk.errorText));
+  }
+
+  // sources and files
+  sourceList() {
+    if (!this.sources) {
+      const box = el("section", "sources");
+      box.append(el("h3", null, "Sources"));
+      this.sources = el("ol", null);
+      box.append(this.sources);
+      this.root.append(box);
+    }
+    return this.sources;
+  }
+
+  on_source_url(chunk) {
+    const item = el("li", "source");
+    const url = safeUrl(chunk.url);
+    const link = el(url ? "a" : "span", null, chunk.title || chunk.url);
+    if (url) {
+      link.href = url;
+      link.target = "_blank";
+      link.rel = "noopener noreferrer";
+    }
+    item.append(link);
+    try {
+      item.append(el("span", "host", new URL(chunk.url).hostname));
+    } catch { /* not a URL: the title says enough */ }
+    this.sourceList().append(item);
+  }
+
+  on_source_document(chunk) {
+    const item = el("li", "source document");
+    item.append(el("span", null, chunk.title), el("span", "host", chunk.mediaType));
+    this.sourceList().append(item);
+  }
+
+  on_file(chunk) {
+    const node = el("div", "part file");
+    node.dataset.state = "done";
+    const url = safeUrl(chunk.url);
+    if (url && chunk.mediaType.startsWith("image/")) {
+      const img = el("img", null);
+      img.src = url;
+      img.alt = "image from the model";
+      node.append(img);
+    } else {
+      node.append(el("span", "badge", chunk.mediaType), el("span", null, chunk.url.slice(0, 80)));
+    }
+    this.add(node);
+  }
+
+  onData(chunk) {
+    const node = el("details", "part block");
+    node.dataset.state = "done";
+    const kind = (chunk.data && chunk.data.type) || chunk.type.slice(5);
+    const summary = el("summary", null);
+    summary.append(el("span", "badge", "provider block"), el("span", "label", kind));
+    const name = chunk.data && (chunk.data.name || (chunk.data.block && chunk.data.block.name));
+    if (name) summary.append(el("span", "tool-id", name));
+    node.append(summary, el("pre", "args", JSON.stringify(chunk.data, null, 2)));
+    this.add(node);
+  }
+
+  // the end
+  on_error(chunk) {
+    this.add(el("div", "part error", chunk.errorText));
+  }
+
+  on_finish(chunk) {
+    const meta = chunk.messageMetadata || {};
+    const items = [];
+    if (chunk.finishReason) items.push(["finish", chunk.finishReason]);
+    if (meta.rawStopReason) items.push(["stop", meta.rawStopReason]);
+    if (meta.usage) {
+      items.push(["in", meta.usage.inputTokens ?? "–"], ["out", meta.usage.outputTokens ?? "–"]);
+      if (meta.usage.reasoningTokens) items.push(["reasoning", meta.usage.reasoningTokens]);
+      if (meta.usage.cacheReadTokens) items.push(["cache read", meta.usage.cacheReadTokens]);
+    }
+    if (meta.model) items.push(["model", meta.model]);
+    if (meta.provider) items.push(["provider", meta.provider]);
+    this.finish.replaceChildren(...items.map(([k, v]) => {
+      const item = el("span", "kv");
+      item.append(el("span", "k", k), el("span", "v", String(v)));
+      return item;
+    }));
+    this.finish.hidden = items.length === 0;
+  }
+}
+
+// --- the page -------------------------------------------------------------------------
+
+const status = $("#status");
+let current = null;
+
+function setStatus(state, label) {
+  status.dataset.state = state;
+  $(".label", status).textContent = label;
+  document.body.dataset.stream = state;
+}
+
+async function loadRecordings() {
+  const select = $("#recording");
+  const response = await fetch("/ui-recordings");
+  const { recordings } = await response.json();
+  const groups = new Map();
+  for (const r of recordings) {
+    if (!groups.has(r.provider)) groups.set(r.provider, []);
+    groups.get(r.provider).push(r);
+  }
+  for (const [provider, list] of groups) {
+    const group = el("optgroup");
+    group.label = provider;
+    for (const r of list) {
+      const option = el("option", null, r.name);
+      option.value = r.name;
+      group.append(option);
+    }
+    select.append(group);
+  }
+  const wanted = new URLSearchParams(location.search).get("recording");
+  if (wanted && recordings.some((r) => r.name === wanted)) select.value = wanted;
+  const speed = new URLSearchParams(location.search).get("speed");
+  if (speed && [...$("#speed").options].some((o) => o.value === speed)) $("#speed").value = speed;
+}
+
+async function replay(recording, speed) {
+  if (current) current.abort();
+  const controller = new AbortController();
+  current = controller;
+  const view = new MessageView($("#message"), $("#finish"), $("#counter"));
+  setStatus("streaming", "streaming…");
+  let sawError = false;
+  try {
+    const url = `/ui-stream?recording=${encodeURIComponent(recording)}&speed=${speed}`;
+    const response = await fetch(url, { signal: controller.signal });
+    if (!response.ok) throw new Error((await response.json()).error?.message ?? response.statusText);
+    if (response.headers.get("x-vercel-ai-ui-message-stream") !== "v1") {
+      throw new Error("the server did not answer with a UI message stream (v1)");
+    }
+    for await (const data of sseData(response.body)) {
+      if (data === "[DONE]") break;
+      const chunk = JSON.parse(data);
+      if (chunk.type === "error") sawError = true;
+      view.handle(chunk);
+    }
+    if (current === controller) setStatus(sawError ? "error" : "done", sawError ? "ended with an error" : "done");
+  } catch (error) {
+    if (controller.signal.aborted) return;
+    view.on_error({ errorText: String(error.message ?? error) });
+    setStatus("error", "failed");
+  }
+}
+
+$("#controls").addEventListener("submit", (event) => {
+  event.preventDefault();
+  replay($("#recording").value, $("#speed").value);
+});
+
+loadRecordings().then(() => {
+  if (new URLSearchParams(location.search).has("autoplay")) $("#controls").requestSubmit();
+});
