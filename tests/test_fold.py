@@ -140,3 +140,33 @@ def test_stream_cut_inside_the_last_event_is_incomplete_not_an_error() -> None:
 def test_whole_last_event_without_blank_line_still_counts() -> None:
     data = read(THINKING_TOOL).rstrip(b"\r\n")
     assert fold_message([data]) == fold_message([read(THINKING_TOOL)])
+
+
+@pytest.mark.parametrize(
+    ("payload", "provider"),
+    [
+        ({"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}, "gemini"),
+        ({"error": "model 'x' not found"}, "ollama"),
+        (
+            {"type": "error", "code": "server_error", "message": "boom", "param": None},
+            "openai-responses",
+        ),
+        ({"type": "message_start", "message": {}}, "anthropic"),
+        ({"messageStart": {"role": "assistant"}}, "bedrock"),
+        ({"hello": "world"}, None),
+    ],
+)
+def test_detection_of_streams_that_open_with_an_error(
+    payload: dict[str, object], provider: str | None
+) -> None:
+    from streamfold import detect_provider
+
+    assert detect_provider(payload) == provider
+
+
+def test_streams_that_open_with_an_error_fold_to_status_error() -> None:
+    gemini = {"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}
+    message = fold_message([f"data: {json.dumps(gemini)}\n\n"])
+    assert (message.status, message.metadata["provider"]) == ("error", "gemini")
+    ollama = fold_message([b'{"error": "model not found"}\n'])
+    assert (ollama.status, ollama.metadata["provider"]) == ("error", "ollama")

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import (
+    GOLDEN,
     REAL,
     assert_golden,
     coalesce,
@@ -44,7 +45,14 @@ def _implemented(rel: str) -> bool:
 # .ndjson twin, so it must fold to the twin's golden.
 EVENTSTREAMS = sorted(str(p.relative_to(REAL)) for p in (REAL / "bedrock").glob("*.eventstream"))
 ALL = [*recordings(), *EVENTSTREAMS]
-READY = [r for r in ALL if _implemented(r)]
+READY = ALL
+
+
+def test_every_recording_has_a_decoder_and_a_golden() -> None:
+    assert len(recordings()) == 80
+    assert len(EVENTSTREAMS) == 6
+    assert all(_implemented(rel) for rel in ALL)
+    assert all((GOLDEN / (_golden_name(rel) + ".json")).exists() for rel in ALL)
 
 
 def _golden_name(rel: str) -> str:
