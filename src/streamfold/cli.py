@@ -289,16 +289,66 @@ def replay(
     stream = out or sys.stdout
     steps = schedule(source.data, source.format, speed=speed, timing=source.timing)
     heading = title if title is not None else f"{source.name} · {source.provider}"
+    sink = make_sink(mode, stream)
+    if not _is_live(sink) and _isatty(sys.stderr) and not _isatty(stream):
+        # Output goes to a pipe or file: show progress on the terminal's stderr instead.
+        sink = _StderrProgress(sink, sys.stderr)
     try:
         run(
             steps,
             source.provider,
-            make_sink(mode, stream),
+            sink,
             title=heading,
             total_bytes=len(source.data),
         )
     except StreamfoldError as exc:
         raise UsageError(f"{source.name}: {exc}") from None
+
+
+def _isatty(stream: Any) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _is_live(sink: Any) -> bool:
+    from .live import LiveView
+
+    return isinstance(sink, LiveView)
+
+
+class _StderrProgress:
+    """Wraps a sink: a one-line `events · bytes` status on stderr, redrawn at most 10/s."""
+
+    def __init__(self, inner: Any, err: IO[str]) -> None:
+        self.inner = inner
+        self.err = err
+        self.events = 0
+        self.bytes = 0
+        self.total = 0
+        self.drawn = 0.0
+
+    def start(self, title: str, total_bytes: int) -> None:
+        self.total = total_bytes
+        self.inner.start(title, total_bytes)
+
+    def progress(self, nbytes: int) -> None:
+        self.bytes += nbytes
+        self.inner.progress(nbytes)
+        now = time.monotonic()
+        if now - self.drawn >= 0.1:
+            self.drawn = now
+            self.err.write(f"\r\x1b[2K⋯ {self.events} events · {self.bytes}/{self.total} bytes")
+            self.err.flush()
+
+    def handle(self, event: Event) -> None:
+        self.events += 1
+        self.inner.handle(event)
+
+    def finish(self) -> None:
+        self.inner.finish()
+        if self.drawn:
+            self.err.write("\r\x1b[2K")
+            self.err.flush()
 
 
 def _stdin_chunks() -> Iterable[tuple[float, bytes]]:
