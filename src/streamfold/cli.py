@@ -409,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="1 (default): recorded timing, else one event per 20 ms; 0: no waiting; 2: 2x",
     )
-    rp.add_argument("--provider", choices=None, help=f"override detection ({', '.join(PROVIDERS)})")
+    rp.add_argument("--provider", help=f"override detection ({', '.join(PROVIDERS)})")
     _add_output(rp)
 
     dp = sub.add_parser("demo", help="replay a recording bundled with streamfold")
@@ -431,18 +431,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _bundled_names(base: Path) -> list[str]:
+    return sorted(
+        p.relative_to(base).as_posix()
+        for p in base.rglob("*")
+        if p.is_file() and p.suffix in (".sse", ".ndjson", ".eventstream")
+    )
+
+
+def _bundled(base: Path, name: str) -> str:
+    """A bundled recording by path, path without suffix, file name, or file stem."""
+    names = _bundled_names(base)
+    for rel in names:
+        stem = rel.rsplit(".", 1)[0]
+        if name in (rel, stem, rel.rsplit("/", 1)[-1], stem.rsplit("/", 1)[-1]):
+            return rel
+    raise UsageError(f"demo: no bundled recording named {name!r}; expected one of {names}")
+
+
 def _demo(args: argparse.Namespace, out: IO[str]) -> int:
     base = bundled_recordings()
     if args.list:
-        for path in sorted(base.rglob("*")):
-            if path.is_file() and path.suffix in (".sse", ".ndjson", ".eventstream"):
-                out.write(f"{path.relative_to(base).as_posix()}\n")
+        out.writelines(f"{rel}\n" for rel in _bundled_names(base))
         return EXIT_OK
-    rel = (
-        args.name
-        if "/" in args.name or not (base / "anthropic" / args.name).exists()
-        else (f"anthropic/{args.name}")
-    )
+    rel = _bundled(base, args.name)
     source = open_source(str(base / rel))
     mode = _mode(args)
     if mode == "live":

@@ -203,11 +203,15 @@ class _Parts:
             return None
         assert_never(event)
 
-    def growing(self) -> list[list[Line]]:
-        """The lines of each open part, in slot order."""
+    def growing(self, tail: int | None = None) -> list[list[Line]]:
+        """The lines of each open part, in slot order; `tail` keeps only the last characters."""
         out: list[list[Line]] = []
         for _, state in sorted(self.open.items()):
-            out.append(part_lines(state.start, "".join(state.chunks), done=False))
+            text = "".join(state.chunks)
+            if tail is not None and len(text) > tail:
+                # Only the end of a long part fits on screen: do not re-wrap all of it.
+                text = "…" + text[-tail:]
+            out.append(part_lines(state.start, text, done=False))
         return out
 
 
@@ -260,6 +264,7 @@ class LiveView:
         self.title = ""
         self.started = time.monotonic()
         self._printed = 0
+        self._drawn = 0.0
 
     def start(self, title: str, total_bytes: int) -> None:
         """Print the title and start the live area."""
@@ -289,7 +294,7 @@ class LiveView:
         lines = self.parts.feed(event)
         if lines:
             self._print(lines)
-        self._refresh()
+        self._refresh(force=bool(lines))
 
     def finish(self) -> None:
         """Stop the live area (it disappears: everything finished was printed above it)."""
@@ -298,8 +303,13 @@ class LiveView:
             self.live.stop()
             self.live = None
 
-    def _refresh(self) -> None:
-        if self.live is not None:
+    def _refresh(self, force: bool = False) -> None:
+        if self.live is None:
+            return
+        now = time.monotonic()
+        # At --speed 0 events come faster than a terminal can show: redraw 30 times a second.
+        if force or now - self._drawn >= 1 / 30:
+            self._drawn = now
             self.live.update(self._render(), refresh=True)
 
     def _print(self, lines: list[Line]) -> None:
@@ -324,7 +334,7 @@ class LiveView:
         room = max(3, self.console.height - 2)
         width = max(20, self.console.width)
         rows: list[Any] = []
-        for lines in self.parts.growing():
+        for lines in self.parts.growing(tail=room * width):
             for line in lines:
                 rows.extend(_text(line).wrap(self.console, width))
             rows.append(Text(""))
