@@ -43,6 +43,110 @@ async function* sseData(body) {
   if (data.length) yield data.join("\n");
 }
 
+// --- a small, safe Markdown renderer (DOM nodes only, never innerHTML) ---------------------
+
+const INLINE = /(`+)([^`]+?)\1|\*\*([^*]+?)\*\*|__([^_]+?)__|\*([^*\s][^*]*?)\*|_([^_\s][^_]*?)_|\[([^\]]+)\]\(([^)\s]+)\)/g;
+
+function inline(text) {
+  const out = document.createDocumentFragment();
+  let at = 0;
+  for (const m of text.matchAll(INLINE)) {
+    if (m.index > at) out.append(text.slice(at, m.index));
+    if (m[2] !== undefined) out.append(el("code", null, m[2]));
+    else if (m[3] !== undefined || m[4] !== undefined) {
+      const strong = el("strong");
+      strong.append(inline(m[3] ?? m[4]));
+      out.append(strong);
+    } else if (m[5] !== undefined || m[6] !== undefined) {
+      const em = el("em");
+      em.append(inline(m[5] ?? m[6]));
+      out.append(em);
+    } else {
+      const url = safeUrl(m[8]);
+      const link = el(url ? "a" : "span", null, m[7]);
+      if (url) {
+        link.href = url;
+        link.target = "_blank";
+        link.rel = "noopener noreferrer";
+      }
+      out.append(link);
+    }
+    at = m.index + m[0].length;
+  }
+  if (at < text.length) out.append(text.slice(at));
+  return out;
+}
+
+function cells(line) {
+  return line.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map((c) => c.trim());
+}
+
+function markdown(text) {
+  const root = document.createDocumentFragment();
+  const lines = text.split("\n");
+  let i = 0;
+  const isTableRule = (l) => /^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$/.test(l);
+  while (i < lines.length) {
+    const line = lines[i];
+    let m;
+    if (!line.trim()) { i++; continue; }
+    if ((m = line.match(/^\s*(```|~~~)/))) {
+      const fence = m[1];
+      const body = [];
+      for (i++; i < lines.length && !lines[i].trim().startsWith(fence); i++) body.push(lines[i]);
+      i++;
+      root.append(el("pre", "code", body.join("\n")));
+    } else if ((m = line.match(/^(#{1,6})\s+(.*)$/))) {
+      const h = el(`h${Math.min(m[1].length + 2, 6)}`);
+      h.append(inline(m[2]));
+      root.append(h);
+      i++;
+    } else if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) {
+      root.append(el("hr"));
+      i++;
+    } else if (line.includes("|") && i + 1 < lines.length && isTableRule(lines[i + 1])) {
+      const table = el("table");
+      const head = el("tr");
+      for (const c of cells(line)) { const th = el("th"); th.append(inline(c)); head.append(th); }
+      table.append(head);
+      for (i += 2; i < lines.length && lines[i].includes("|") && lines[i].trim(); i++) {
+        const row = el("tr");
+        for (const c of cells(lines[i])) { const td = el("td"); td.append(inline(c)); row.append(td); }
+        table.append(row);
+      }
+      const wrap = el("div", "table");
+      wrap.append(table);
+      root.append(wrap);
+    } else if ((m = line.match(/^\s*([-*+]|\d+[.)])\s+/))) {
+      const ordered = /\d/.test(m[1]);
+      const list = el(ordered ? "ol" : "ul");
+      while (i < lines.length && (m = lines[i].match(/^\s*([-*+]|\d+[.)])\s+(.*)$/))) {
+        const item = el("li");
+        item.append(inline(m[2]));
+        list.append(item);
+        i++;
+      }
+      root.append(list);
+    } else if (line.startsWith(">")) {
+      const quote = el("blockquote");
+      const body = [];
+      for (; i < lines.length && lines[i].startsWith(">"); i++) body.push(lines[i].replace(/^>\s?/, ""));
+      quote.append(markdown(body.join("\n")));
+      root.append(quote);
+    } else {
+      const p = el("p");
+      const body = [];
+      const startsBlock = (n) => /^(#{1,6}\s|\s*```|\s*[-*+]\s|\s*\d+[.)]\s|>)/.test(lines[n])
+        || (lines[n].includes("|") && n + 1 < lines.length && isTableRule(lines[n + 1]));
+      for (; i < lines.length && lines[i].trim() && !startsBlock(i); i++) body.push(lines[i]);
+      if (!body.length) { body.push(lines[i]); i++; }
+      body.forEach((l, n) => { if (n) p.append(el("br")); p.append(inline(l)); });
+      root.append(p);
+    }
+  }
+  return root;
+}
+
 // --- rendering ------------------------------------------------------------------------
 
 class MessageView {
@@ -106,7 +210,10 @@ class MessageView {
     const part = this.parts.get(chunk.id);
     if (!part) return;
     part.node.dataset.state = "done";
-    $(".caret", part.body)?.remove();
+    // The raw text stays on the element (tests read it); the page shows it rendered.
+    part.node.streamfoldText = part.text.data;
+    part.body.replaceChildren(markdown(part.text.data));
+    part.body.classList.add("md");
     const meta = streamfoldMeta(chunk);
     if (meta.utterance && !$(".badge", part.node)) {
       part.node.classList.add(meta.utterance);
