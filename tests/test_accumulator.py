@@ -17,6 +17,7 @@ from streamfold import (
     PartDelta,
     PartStarted,
     ProviderErrored,
+    StreamLimitError,
     StreamProtocolError,
     ToolCall,
     Usage,
@@ -29,10 +30,12 @@ from streamfold.deltas import (
     EndMessage,
     GrowPart,
     OpenPart,
+    Repair,
     ReportError,
     SkipEvent,
     UpdateMessage,
 )
+from streamfold.limits import Limits
 from streamfold.message import merge_tool_call
 
 # --- generated streams -------------------------------------------------------------------
@@ -256,8 +259,51 @@ def test_bad_tool_arguments_keep_the_raw_text() -> None:
         ([ClosePart(9)], "never started"),
     ],
 )
-def test_protocol_errors_are_typed(deltas: list[Delta], message: str) -> None:
-    acc = Accumulator(provider="test")
+def test_protocol_errors_are_typed_in_strict_mode(deltas: list[Delta], message: str) -> None:
+    acc = Accumulator(provider="test", strict=True)
     with pytest.raises(StreamProtocolError, match=message) as info:
         acc.apply_all(deltas)
     assert info.value.provider == "test"
+
+
+def test_lenient_mode_drops_stray_events_and_counts_each_repair() -> None:
+    acc = Accumulator()
+    events = acc.apply_all(
+        [
+            GrowPart(3, content="stray"),
+            OpenPart(0, ContentPart.text("a")),
+            OpenPart(0, ContentPart.text("again")),
+            GrowPart(0, content="b"),
+            ClosePart(0),
+            ClosePart(0),
+            GrowPart(0, content="late"),
+            Repair("decoder_fixed_something"),
+            EndMessage(),
+        ]
+    )
+    final = events[-1]
+    assert isinstance(final, MessageCompleted)
+    assert [p.content for p in final.message.content] == ["ab"]
+    assert final.message.metadata["repairs"] == {
+        "delta_for_unknown_part": 1,
+        "duplicate_part_start": 1,
+        "end_after_part_end": 1,
+        "delta_after_part_end": 1,
+        "decoder_fixed_something": 1,
+    }
+
+
+def test_limits_raise_at_once_and_the_partial_stays_readable() -> None:
+    acc = Accumulator(limits=Limits(max_parts=2, max_part_chars=10, max_tool_argument_chars=5))
+    acc.apply_all([OpenPart(0, ContentPart.text("0123456789")), ClosePart(0)])
+    with pytest.raises(StreamLimitError, match="expected at most 5 \\(max_tool_argument_chars\\)"):
+        acc.apply_all([OpenPart(1, ToolCall(call_id="c", name="f")), GrowPart(1, content="{}{}{}")])
+    with pytest.raises(StreamLimitError, match="max_parts"):
+        acc.apply(OpenPart(2, ContentPart.text("third")))
+    with pytest.raises(StreamLimitError, match="max_part_chars"):
+        Accumulator(limits=Limits(max_part_chars=3)).apply(OpenPart(0, ContentPart.text("long")))
+    signature = Accumulator(limits=Limits(max_part_chars=3))
+    signature.apply(OpenPart(0, ContentPart.thinking("", signature="ab")))
+    with pytest.raises(StreamLimitError, match="option 'signature'"):
+        signature.apply(GrowPart(0, options={"signature": "cd"}))
+    assert acc.snapshot().content[0].content == "0123456789"

@@ -15,12 +15,13 @@ from .deltas import (
     EndMessage,
     GrowPart,
     OpenPart,
+    Repair,
     ReportError,
     SkipEvent,
     UpdateMessage,
 )
 from .display import display_items_for
-from .errors import StreamProtocolError, ToolArgumentsError
+from .errors import StreamLimitError, StreamProtocolError, ToolArgumentsError
 from .events import (
     Event,
     MessageCompleted,
@@ -30,6 +31,7 @@ from .events import (
     ProviderErrored,
     UsageUpdated,
 )
+from .limits import DEFAULT_LIMITS, Limits
 from .message import (
     Message,
     Role,
@@ -53,7 +55,9 @@ class _Slot:
         "done",
         "has_content",
         "index",
+        "limit",
         "options",
+        "size",
         "start",
         "streamed",
     )
@@ -78,6 +82,8 @@ class _Slot:
             if isinstance(value, str):
                 self.streamed[key] = [value]
         self.done: ContentPart | ToolCall | None = None
+        self.size = len(initial) if initial else 0
+        self.limit = 0  # set by the accumulator from its Limits
 
     @property
     def part_type(self) -> PartType | Literal["tool_call"]:
@@ -85,12 +91,17 @@ class _Slot:
 
     def grow(self, delta: GrowPart) -> None:
         if delta.content is not None:
+            self.size += len(delta.content)
+            if self.size > self.limit:
+                self._too_big(self.size)
             self.chunks.append(delta.content)
             self.has_content = True
         if delta.options:
             for key, value in delta.options.items():
                 chunks = self.streamed.get(key)
                 if chunks is not None and isinstance(value, str):
+                    if sum(map(len, chunks)) + len(value) > self.limit:
+                        self._too_big(sum(map(len, chunks)) + len(value), key)
                     chunks.append(value)
                 else:
                     self.options[key] = value
@@ -100,6 +111,11 @@ class _Slot:
                         self.streamed.pop(key, None)
         if delta.citations:
             self.citations.extend(delta.citations)
+
+    def _too_big(self, size: int, option: str | None = None) -> None:
+        what = f"part {self.index}" + (f" option {option!r}" if option else "")
+        name = "max_tool_argument_chars" if isinstance(self.start, ToolCall) else "max_part_chars"
+        raise StreamLimitError(name, self.limit, size, f"{what} grew too long")
 
     def _text(self) -> str | None:
         if not self.has_content:
@@ -151,9 +167,19 @@ class _Slot:
 class Accumulator:
     """Fold neutral deltas into events and a Message; `snapshot()` at any moment."""
 
-    def __init__(self, *, role: Role = "assistant", provider: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        role: Role = "assistant",
+        provider: str | None = None,
+        strict: bool = False,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
         self.role: Role = role
         self.provider = provider
+        self.strict = strict
+        self.limits = limits
+        self._repairs: dict[str, int] = {}
         self._slots: list[_Slot] = []
         self._open: dict[Hashable, _Slot] = {}
         self._closed_keys: set[Hashable] = set()
@@ -177,6 +203,8 @@ class Accumulator:
             return []
         if isinstance(delta, GrowPart):
             slot = self._slot_for(delta.key, "a delta")
+            if slot is None:
+                return []
             slot.grow(delta)
             return [
                 PartDelta(
@@ -191,6 +219,8 @@ class Accumulator:
             return self._open_part(delta)
         if isinstance(delta, ClosePart):
             slot = self._slot_for(delta.key, "an end")
+            if slot is None:
+                return []
             return [self._close(delta.key, slot, delta.explicit, delta.final)]
         if isinstance(delta, UpdateMessage):
             return self._update(delta)
@@ -200,6 +230,9 @@ class Accumulator:
             return self._finish()
         if isinstance(delta, SkipEvent):
             self._skipped[delta.event_type] = self._skipped.get(delta.event_type, 0) + 1
+            return []
+        if isinstance(delta, Repair):
+            self._repairs[delta.kind] = self._repairs.get(delta.kind, 0) + 1
             return []
         assert_never(delta)
 
@@ -236,23 +269,49 @@ class Accumulator:
 
     # --- internals -------------------------------------------------------------------
 
-    def _slot_for(self, key: Hashable, what: str) -> _Slot:
+    def _slot_for(self, key: Hashable, what: str) -> _Slot | None:
         slot = self._open.get(key)
         if slot is None:
-            state = "already completed" if key in self._closed_keys else "never started"
+            closed = key in self._closed_keys
+            if not self.strict:
+                # Lenient: a duplicated or stray event is dropped, and the repair counted.
+                kind = "after_part_end" if closed else "for_unknown_part"
+                self._repair(f"{what.split()[-1]}_{kind}")
+                return None
+            state = "already completed" if closed else "never started"
             raise StreamProtocolError(
                 f"expected {what} for an open part, got one for part {key!r}, which was {state}",
                 provider=self.provider,
             )
         return slot
 
+    def _repair(self, kind: str) -> None:
+        self._repairs[kind] = self._repairs.get(kind, 0) + 1
+
     def _open_part(self, delta: OpenPart) -> list[Event]:
         if delta.key in self._open:
+            if not self.strict:
+                self._repair("duplicate_part_start")
+                return []
             raise StreamProtocolError(
                 f"expected a new part, got a second start for open part {delta.key!r}",
                 provider=self.provider,
             )
+        if len(self._slots) >= self.limits.max_parts:
+            raise StreamLimitError(
+                "max_parts",
+                self.limits.max_parts,
+                len(self._slots) + 1,
+                "the message has too many parts",
+            )
         slot = _Slot(len(self._slots), delta.part)
+        slot.limit = (
+            self.limits.max_tool_argument_chars
+            if isinstance(delta.part, ToolCall)
+            else self.limits.max_part_chars
+        )
+        if slot.size > slot.limit:
+            slot._too_big(slot.size)
         self._slots.append(slot)
         self._open[delta.key] = slot
         self._closed_keys.discard(delta.key)
@@ -333,6 +392,8 @@ class Accumulator:
         metadata = dict(self._metadata)
         if self._skipped:
             metadata["skipped_events"] = dict(self._skipped)
+        if self._repairs:
+            metadata["repairs"] = dict(self._repairs)
         return Message.model_construct(
             role=self.role,
             content=[p for p in built if isinstance(p, ContentPart)],

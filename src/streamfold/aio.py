@@ -12,6 +12,7 @@ import anyio
 
 from .events import Event, MessageCompleted
 from .fold import StreamFolder, _source
+from .limits import DEFAULT_LIMITS, Limits
 from .message import Message
 
 
@@ -80,10 +81,11 @@ def afold(
     *,
     choice: int = 0,
     strict: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> AsyncFold:
     """Fold an async stream into events (bytes, str, dicts or SDK objects)."""
     source, provider = _source(chunks, provider)
-    return AsyncFold(source, StreamFolder(provider, choice=choice, strict=strict))
+    return AsyncFold(source, StreamFolder(provider, choice=choice, strict=strict, limits=limits))
 
 
 async def afold_message(
@@ -92,10 +94,11 @@ async def afold_message(
     *,
     choice: int = 0,
     strict: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Message:
     """Fold an async stream and return only the final Message."""
     final: Message | None = None
-    async for event in afold(chunks, provider, choice=choice, strict=strict):
+    async for event in afold(chunks, provider, choice=choice, strict=strict, limits=limits):
         if isinstance(event, MessageCompleted):
             final = event.message
     assert final is not None  # a fold always ends with MessageCompleted

@@ -78,4 +78,13 @@ class SkipEvent:
     event_type: str
 
 
-Delta = OpenPart | GrowPart | ClosePart | UpdateMessage | ReportError | EndMessage | SkipEvent
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """A lenient decoder fixed an out-of-spec event; counted in metadata["repairs"]."""
+
+    kind: str
+
+
+Delta = (
+    OpenPart | GrowPart | ClosePart | UpdateMessage | ReportError | EndMessage | SkipEvent | Repair
+)

@@ -93,4 +93,11 @@ class StreamProtocolError(StreamfoldError):
 
 
 class StreamLimitError(StreamfoldError):
-    """A stream exceeded one of the fold's size limits."""
+    """A stream exceeded one of the fold's size limits; `partial` holds the message so far."""
+
+    def __init__(self, limit: str, maximum: int, actual: int, what: str) -> None:
+        self.limit = limit
+        self.maximum = maximum
+        self.actual = actual
+        self.partial: Any = None  # the Message so far; set by the fold
+        super().__init__(f"{what}: expected at most {maximum} ({limit}), got {actual}")

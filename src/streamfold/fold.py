@@ -12,9 +12,10 @@ import jiter
 
 from .accumulator import Accumulator
 from .deltas import Delta
-from .errors import StreamfoldError, StreamProtocolError, UsageError
+from .errors import StreamfoldError, StreamLimitError, StreamProtocolError, UsageError
 from .events import Event, MessageCompleted
 from .framing import NDJSONDecoder, SSEDecoder, SSEEvent
+from .limits import DEFAULT_LIMITS, Limits
 from .message import Message, Role
 from .providers import canonical_provider, detect_provider, get_decoder
 from .providers.base import Decoder
@@ -53,13 +54,16 @@ class StreamFolder:
         choice: int = 0,
         strict: bool = False,
         role: Role = "assistant",
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self._decoder_options: dict[str, Any] = {"choice": choice, "strict": strict}
+        self._limits = limits
+        self._bytes = 0
         self._provider = canonical_provider(provider) if provider else None
         self._decoder: Decoder | None = (
             get_decoder(self._provider, **self._decoder_options) if self._provider else None
         )
-        self._acc = Accumulator(role=role, provider=self._provider)
+        self._acc = Accumulator(role=role, provider=self._provider, strict=strict, limits=limits)
         self._format: StreamFormat | None = None
         self._framer: Any = None
         self._head = b""
@@ -81,6 +85,25 @@ class StreamFolder:
     def snapshot(self) -> Message:
         """The message so far."""
         return self._acc.snapshot()
+
+    def save_state(self) -> dict[str, Any]:
+        """The fold's whole state as JSON-ready data, to restore later or elsewhere."""
+        from .state import dump_state
+
+        return dump_state(self)
+
+    @classmethod
+    def restore(cls, state: Any) -> StreamFolder:
+        """A folder that continues exactly where the one that saved `state` stopped."""
+        from .state import load_state
+
+        folder = load_state(state)
+        if not isinstance(folder, cls):
+            raise UsageError(
+                f"StreamFolder.restore: expected the state of a StreamFolder, got one of "
+                f"{type(folder).__name__}"
+            )
+        return folder
 
     def feed(self, chunk: Any) -> list[Event]:
         """Feed one chunk: bytes, str, a decoded event dict, or an SDK object."""
@@ -142,6 +165,13 @@ class StreamFolder:
     # --- bytes -------------------------------------------------------------------------
 
     def _feed_bytes(self, data: bytes) -> list[Event]:
+        self._bytes += len(data)
+        if self._bytes > self._limits.max_bytes:
+            raise self._attach(
+                StreamLimitError(
+                    "max_bytes", self._limits.max_bytes, self._bytes, "the stream is too long"
+                )
+            )
         if self._format == "objects":
             raise UsageError("StreamFolder.feed: expected decoded objects, got bytes after them")
         if self._framer is None:
@@ -164,6 +194,7 @@ class StreamFolder:
 
     def _start_framing(self, kind: StreamFormat, head: bytes) -> list[Event]:
         self._format = kind
+        self._bytes -= len(head)  # counted when it arrived; it is fed again below
         if kind == "sse":
             self._framer = SSEDecoder()
         elif kind == "ndjson":
@@ -283,6 +314,8 @@ class StreamFolder:
             raise self._attach(exc, raw) from None
 
     def _attach(self, exc: StreamfoldError, raw: Any = None) -> StreamfoldError:
+        if isinstance(exc, StreamLimitError):
+            exc.partial = self._acc.snapshot()
         if isinstance(exc, StreamProtocolError):
             if exc.provider is None:
                 exc.provider = self._provider
@@ -371,10 +404,11 @@ def fold(
     *,
     choice: int = 0,
     strict: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Fold:
     """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects."""
     source, provider = _source(chunks, provider)
-    return Fold(source, StreamFolder(provider, choice=choice, strict=strict))
+    return Fold(source, StreamFolder(provider, choice=choice, strict=strict, limits=limits))
 
 
 def fold_message(
@@ -383,10 +417,11 @@ def fold_message(
     *,
     choice: int = 0,
     strict: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Message:
     """Fold a stream and return only the final Message."""
     final: Message | None = None
-    for event in fold(chunks, provider, choice=choice, strict=strict):
+    for event in fold(chunks, provider, choice=choice, strict=strict, limits=limits):
         if isinstance(event, MessageCompleted):
             final = event.message
     assert final is not None  # a fold always ends with MessageCompleted
