@@ -94,3 +94,19 @@ async def test_completed_stream_is_not_marked_cancelled() -> None:
     assert isinstance(events[-1], MessageCompleted)
     await stream.aclose()
     assert stream.snapshot().status == "complete"
+
+
+async def test_source_is_closed_once_the_message_completes() -> None:
+    data = read(REL)
+    closed: list[bool] = []
+
+    async def source() -> AsyncIterator[bytes]:
+        try:
+            yield data
+            yield b"trailing bytes nobody needs"
+        finally:
+            closed.append(True)
+
+    events = [event async for event in afold(source())]
+    assert isinstance(events[-1], MessageCompleted)
+    assert closed == [True]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .accumulator import Accumulator
 from .aio import AsyncFold, afold, afold_message
+from .cli import event_to_json
 from .display import DisplayItem, extract_display_items
 from .errors import (
     IncompleteMessageError,
@@ -27,6 +28,7 @@ from .events import (
 )
 from .fold import Fold, StreamFolder, fold, fold_message
 from .framing import NDJSONDecoder, SSEDecoder, SSEEvent
+from .limits import Limits
 from .message import (
     Message,
     MessageDelta,
@@ -54,9 +56,17 @@ from .parts import (
 )
 from .providers import PROVIDERS, detect_provider
 from .recording import Recording, load_recording
+from .ui import (
+    UI_MESSAGE_STREAM_HEADERS,
+    aencode_sse,
+    ato_ui_message_stream,
+    encode_sse,
+    to_ui_message_stream,
+)
 
 __all__ = [
     "PROVIDERS",
+    "UI_MESSAGE_STREAM_HEADERS",
     "Accumulator",
     "AsyncFold",
     "Citation",
@@ -67,6 +77,7 @@ __all__ = [
     "Fold",
     "IncompleteMessageError",
     "InvalidModelError",
+    "Limits",
     "Message",
     "MessageCompleted",
     "MessageDelta",
@@ -90,11 +101,15 @@ __all__ = [
     "Usage",
     "UsageError",
     "UsageUpdated",
+    "aencode_sse",
     "afold",
     "afold_message",
+    "ato_ui_message_stream",
     "citations",
     "content_to_string",
     "detect_provider",
+    "encode_sse",
+    "event_to_json",
     "extract_display_items",
     "fold",
     "fold_message",
@@ -109,5 +124,6 @@ __all__ = [
     "put_utterance",
     "set_option_on_last_part",
     "to_message",
+    "to_ui_message_stream",
     "utterance",
 ]

@@ -59,6 +59,11 @@ class AsyncFold:
                     for event in folder.feed(chunk):
                         yield event
                     if folder.finished:
+                        # The message is over: release the source (an HTTP response, an
+                        # SDK stream) instead of leaving it half read.
+                        aclose = getattr(self._chunks, "aclose", None)
+                        if callable(aclose):
+                            await aclose()
                         return
             else:
                 for chunk in self._chunks:

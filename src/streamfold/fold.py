@@ -342,7 +342,7 @@ def _sdk_payload(obj: Any) -> dict[str, Any]:
     # SDK objects: dump with wire names (camelCase for google-genai) and only the fields
     # the server sent, so the decoder sees what it would have seen on the wire.
     try:
-        payload = obj.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        payload = obj.model_dump(mode="json", by_alias=True, exclude_unset=True, warnings=False)
     except TypeError:
         payload = obj.model_dump()
     if not isinstance(payload, dict):
@@ -380,6 +380,11 @@ class Fold:
             for chunk in self._chunks:
                 yield from folder.feed(chunk)
                 if folder.finished:
+                    # The message is over: release the source (an HTTP response, an SDK
+                    # stream) instead of leaving it half read.
+                    close = getattr(self._chunks, "close", None)
+                    if callable(close):
+                        close()
                     return
             yield from folder.close()
         except GeneratorExit:

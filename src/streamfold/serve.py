@@ -690,6 +690,9 @@ def create_app(directory: str | Path | None = None, *, speed: float = 1.0) -> St
         Route("/v1/models/{target}", server.gemini, methods=["POST"]),
         Route("/recordings", server.listing, methods=["GET"]),
     ]
+    from .web import ui_routes  # the demo page: /, /ui/*, /ui-recordings, /ui-stream
+
+    routes.extend(ui_routes(directory, speed=speed))
     app = Starlette(routes=routes)
     app.state.replay = server
     return app
