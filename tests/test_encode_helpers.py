@@ -35,7 +35,8 @@ def roundtrip_message(rel: str) -> Message:
 @cache
 def _adapter(tp: Any) -> pydantic.TypeAdapter[Any]:
     # extra="forbid": a key the SDK type does not know is an error, not silently ignored.
-    return pydantic.TypeAdapter(tp, config=pydantic.ConfigDict(extra="forbid"))
+    # Wrapped in a list: pydantic refuses `config` on a bare TypedDict, not on a container.
+    return pydantic.TypeAdapter(list[tp], config=pydantic.ConfigDict(extra="forbid"))
 
 
 def _materialize(value: Any) -> Any:
@@ -52,7 +53,7 @@ def _materialize(value: Any) -> Any:
 def validate(tp: Any, value: Any) -> Any:
     """Validate `value` (plain JSON) against an SDK TypedDict type, nested items included."""
     json.dumps(value)
-    return _materialize(_adapter(tp).validate_python(value))
+    return _materialize(_adapter(tp).validate_python([value]))[0]
 
 
 def validate_json(tp: Any, value: Any) -> Any:
