@@ -217,7 +217,8 @@ def common_problems(history: list[Message], target: str) -> list[Problem]:
                     )
         elif message.role == "tool":
             for result in message.tool_results:
-                if len(history) > 1 and result.tool_call_id not in known:
+                # A lone tool message has no history to check; Gemini checks names itself.
+                if by_id and len(history) > 1 and result.tool_call_id not in known:
                     problems.append(
                         Problem(
                             "tool_result_without_call",
