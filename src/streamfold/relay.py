@@ -1,0 +1,1018 @@
+"""Resumable streams over Redis: any worker can serve a client that (re)connects mid-answer.
+
+A *producer* folds a provider stream and publishes every event to a Redis Stream; any
+number of *consumers*, in any process, `subscribe(stream_id, after=None)` and get the
+message so far, then every later event, live, ending at MessageCompleted. Needs redis-py
+(`pip install 'streamfold[relay]'`, asyncio only: `redis.asyncio`).
+
+    relay = Relay.from_url("redis://127.0.0.1:6379")
+    await relay.publish("chat-42", response.aiter_bytes())        # worker A, in a task
+    async for item in relay.subscribe("chat-42"):                 # worker B, any time
+        ...  # item.event: a Snapshot first, then Events; item.id: where to resume
+
+Keys, for a stream id S under `RelayConfig.prefix` P:
+
+    P S:events      a Redis Stream, one entry per event. The entry id is `0-<seq>` (seq =
+                    1, 2, 3... in the fold's order) and the fields are `e` (the event as
+                    `streamfold.event_to_json` gives it, compact JSON) and `t` (the
+                    producer's wall clock, seconds, when it published). XADD ... MAXLEN ~.
+    P S:checkpoint  a hash: `seq` and `id` of the last entry it covers, `data` (JSON:
+                    {"v": 1, "message": <the Message so far>, "open": [slot indexes still
+                    being written], "state": <StreamFolder.save_state()>}), and, once the
+                    message is over, `end` (the seq of the MessageCompleted entry).
+    P S:lease       the producer's heartbeat: a token with a TTL (`lease_ttl`), refreshed
+                    every `lease_ttl / 3` seconds and with every write.
+
+Producer. It takes the lease (SET NX: one producer per stream id), writes checkpoint 0
+(the empty message), then, for each chunk the fold turns into events, one MULTI/EXEC:
+XADD of each event (explicit ids, so a write retried after a lost reply is recognised and
+never duplicated), the lease refresh, and every `checkpoint_every` events a new checkpoint
+covering exactly the entries written so far. The batch that holds MessageCompleted also
+sets `end`, deletes the lease and EXPIREs both keys after `expire_after` seconds. While it
+runs, the heartbeat also renews that expiry, so a stream whose producer died still expires.
+A fold that raises ends the stream with a MessageCompleted of status error (the partial
+message, metadata["error"]); a producer that is cancelled ends it with status cancelled.
+
+Consumer. Without `after`: read the checkpoint, XRANGE from exactly the entry after the one
+it covers (`(0-<seq>`), check that the first entry's seq is the checkpoint's + 1 (a trim
+raced the read: read the newer checkpoint again), yield a `Snapshot` then those entries,
+then tail with XREAD BLOCK from the last id. Nothing is lost or duplicated across the
+hand-over: the checkpoint and the entries it covers were written in one transaction, and
+each entry's seq must be the last one's + 1. With `after=<the id of the last item seen>`
+(an entry id "0-17", or the seq 17): no snapshot; exactly the entries after it. If they
+are no longer all there (trimmed: the consumer was away for more than `maxlen` events; or
+lost in a Redis restart without persistence), the consumer yields a fresh Snapshot
+instead, and the caller replaces what it had. A snapshot can also come mid-stream for the
+same reason (a consumer that fell behind by more than `maxlen` events).
+
+    Snapshot(message, open)   `message` is the Message so far (status incomplete while it
+                              streams); `open` lists the slot indexes of parts still being
+                              written. `events()` gives it as PartStarted / PartCompleted
+                              events, for a UI encoder that starts from nothing.
+    Relayed(id, seq, event, published_at, synthetic)
+                              what `subscribe` yields: a Snapshot (id and seq of the last
+                              entry it covers) or an Event with its entry id and seq.
+
+Liveness. A consumer that sees no new entry within `poll` seconds checks the lease. If the
+lease has been gone for `lease_ttl` more seconds (a grace period, so a Redis restart that
+outlived the lease does not count) and the message has no `end`, the producer is lost: the
+consumer yields a synthetic MessageCompleted (`synthetic=True`) holding the last checkpoint
+plus every entry after it, with status incomplete and metadata["error"] = {"type":
+"relay_producer_lost", ...}. So a crash is noticed within about 2 x lease_ttl + poll. A
+consumer also ends that way after `idle_timeout` seconds with no entry at all.
+
+Redis restarts. Every command is retried on connection errors with backoff (50 ms
+doubling to 1 s) for up to `reconnect_timeout` seconds, then RelayUnavailable is raised.
+Consumers resume from their last id. A producer re-sends its pending batch (already
+applied ones are recognised by their explicit ids) and then writes a fresh checkpoint, so
+a Redis that came back empty (no persistence) still has a snapshot for late joiners. What
+survives the restart itself is Redis's business: use AOF (`appendonly yes`) for streams
+that must outlive one.
+
+Bounds: every loop is bounded in count and in time (`idle_timeout`, `start_timeout`,
+`reconnect_timeout`, a fixed number of snapshot retries); the stream is capped at about
+`maxlen` entries (`checkpoint_every` must be at most half of it, so the newest checkpoint's
+entries are always kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import re
+import secrets
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeVar
+
+import jiter
+
+from .accumulator import Accumulator
+from .cli import event_to_json
+from .deltas import ClosePart, Delta, GrowPart, OpenPart, UpdateMessage
+from .display import DisplayItem
+from .errors import StreamfoldError, UsageError
+from .events import (
+    Event,
+    MessageCompleted,
+    PartCompleted,
+    PartDelta,
+    PartStarted,
+    ProviderErrored,
+    UsageUpdated,
+)
+from .fold import StreamFolder, _source
+from .limits import Limits
+from .message import Message, ToolCall, Usage
+from .parts import Citation, ContentPart
+
+T = TypeVar("T")
+
+CHECKPOINT_VERSION: Final = 1
+_STREAM_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,200}$")
+_ENTRY_ID = re.compile(r"^0-(\d+)$")
+_SNAPSHOT_RETRIES: Final = 8
+_MAX_ATTEMPTS: Final = 10_000  # with the time limit, bounds every retry loop
+_UNLIMITED = Limits(
+    max_bytes=2**62, max_parts=2**62, max_part_chars=2**62, max_tool_argument_chars=2**62
+)
+_INSTALL = "streamfold.relay needs redis-py: pip install 'streamfold[relay]'"
+
+
+# --- errors --------------------------------------------------------------------------
+
+
+class RelayError(StreamfoldError):
+    """A relayed stream could not be produced or read."""
+
+
+class RelayNotFound(RelayError):
+    """No stream with that id appeared within `start_timeout` (never started, or expired)."""
+
+
+class RelayUnavailable(RelayError):
+    """Redis stayed unreachable for longer than `reconnect_timeout`."""
+
+
+class RelayBusy(RelayError):
+    """Another producer holds the stream id (or a stream with that id already exists)."""
+
+
+# --- redis, lazily --------------------------------------------------------------------
+
+
+def _redis() -> Any:
+    try:
+        import redis.asyncio as aioredis
+    except ImportError as exc:
+        raise UsageError(_INSTALL) from exc
+    return aioredis
+
+
+def _retryable() -> tuple[type[BaseException], ...]:
+    import redis.exceptions as rexc
+
+    return (rexc.ConnectionError, rexc.TimeoutError, ConnectionError, OSError)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes | bytearray) else str(value)
+
+
+# --- configuration --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RelayConfig:
+    """Keys, bounds and timings of a relay (seconds for times)."""
+
+    prefix: str = "streamfold:relay:"
+    maxlen: int = 10_000
+    """About how many entries a stream keeps (XADD MAXLEN ~)."""
+    checkpoint_every: int = 64
+    """Events between checkpoints; at most maxlen / 2."""
+    save_state: bool = True
+    """Checkpoints carry the folder's whole state (`Checkpoint.folder()` restores it)."""
+    lease_ttl: float = 10.0
+    """How long a producer's lease outlives its last heartbeat."""
+    expire_after: float = 3600.0
+    """A finished (or abandoned) stream's keys expire this long after its last write."""
+    poll: float = 1.0
+    """How long a consumer blocks in XREAD before it checks the producer's lease."""
+    idle_timeout: float = 600.0
+    """A consumer that gets no entry for this long ends the message as incomplete."""
+    start_timeout: float = 10.0
+    """How long `subscribe` waits for a stream that does not exist yet."""
+    reconnect_timeout: float = 30.0
+    """How long a command is retried while Redis is unreachable."""
+    batch: int = 512
+    """Entries per XRANGE / XREAD call."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.prefix:
+            problems.append("prefix: expected a non-empty string")
+        if self.maxlen < 2:
+            problems.append(f"maxlen: expected at least 2, got {self.maxlen}")
+        if not 1 <= self.checkpoint_every <= self.maxlen // 2:
+            problems.append(
+                f"checkpoint_every: expected 1 to maxlen/2 ({self.maxlen // 2}), "
+                f"got {self.checkpoint_every}"
+            )
+        for name in (
+            "lease_ttl",
+            "expire_after",
+            "poll",
+            "idle_timeout",
+            "start_timeout",
+            "reconnect_timeout",
+        ):
+            value = getattr(self, name)
+            if not value > 0:
+                problems.append(f"{name}: expected a number of seconds > 0, got {value!r}")
+        if self.batch < 1:
+            problems.append(f"batch: expected at least 1, got {self.batch}")
+        if problems:
+            raise UsageError("RelayConfig: " + "; ".join(problems))
+
+    @property
+    def heartbeat(self) -> float:
+        """Seconds between a producer's lease renewals."""
+        return self.lease_ttl / 3
+
+
+# --- what a consumer gets -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    """The message so far, as a consumer that joins late first sees it."""
+
+    type: Literal["snapshot"] = field(default="snapshot", init=False)
+    message: Message
+    open: tuple[int, ...] = ()
+    """Slot indexes of the parts still being written (their later deltas follow)."""
+
+    def events(self) -> list[Event]:
+        """The snapshot as events: PartStarted for every part (with its content so far),
+        PartCompleted for those already finished. Feed them to a UI encoder that starts
+        from nothing, then the live events."""
+        return _Mirror(self).events
+
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """One item of a subscription: a Snapshot or an Event, with where it sits in the stream."""
+
+    id: str
+    """The stream entry id ("0-<seq>"): pass it as `after=` to resume right after it."""
+    seq: int
+    """The event's number (a Snapshot: the number of events it covers)."""
+    event: Event | Snapshot
+    published_at: float | None = None
+    """The producer's wall clock (time.time()) when it published the event."""
+    synthetic: bool = False
+    """True for the MessageCompleted a consumer makes when the producer was lost."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A stored checkpoint: the message after the first `seq` events, and the fold's state."""
+
+    seq: int
+    id: str
+    message: Message
+    open: tuple[int, ...]
+    state: dict[str, Any] | None
+    end: int | None = None
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(message=self.message, open=self.open)
+
+    def folder(self) -> StreamFolder:
+        """The producer's StreamFolder as it was at this checkpoint (needs `save_state`)."""
+        if self.state is None:
+            raise UsageError(
+                "Checkpoint.folder: expected a checkpoint saved with save_state=True, got none"
+            )
+        return StreamFolder.restore(self.state)
+
+
+# --- events from their JSON -----------------------------------------------------------
+
+
+def _part(data: Any, part_type: Any) -> ContentPart | ToolCall:
+    if part_type == "tool_call":
+        return ToolCall.model_validate(data)
+    return ContentPart.model_validate(data)
+
+
+def event_from_json(data: Any) -> Event:
+    """The Event that `streamfold.event_to_json` wrote (the inverse, up to JSON)."""
+    if not isinstance(data, dict):
+        raise RelayError(f"expected an event object, got {type(data).__name__}")
+    kind = data.get("type")
+    try:
+        if kind == "part_delta":
+            options = data.get("options")
+            return PartDelta(
+                index=data["index"],
+                part_type=data["part_type"],
+                content=data.get("content"),
+                options=options or None,
+                citations=tuple(Citation.model_validate(c) for c in data.get("citations", ())),
+            )
+        if kind == "part_started":
+            return PartStarted(index=data["index"], part=_part(data["part"], data["part_type"]))
+        if kind == "part_completed":
+            return PartCompleted(
+                index=data["index"],
+                part=_part(data["part"], data["part_type"]),
+                display_items=tuple(DisplayItem.model_validate(d) for d in data["display_items"]),
+                explicit=bool(data["explicit"]),
+            )
+        if kind == "usage_updated":
+            return UsageUpdated(usage=Usage.model_validate(data["usage"]))
+        if kind == "provider_errored":
+            return ProviderErrored(
+                error_type=data.get("error_type"),
+                message=data["message"],
+                raw=data.get("raw"),
+                partial=Message.model_validate(data["partial"]),
+            )
+        if kind == "message_completed":
+            return MessageCompleted(message=Message.model_validate(data["message"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RelayError(f"malformed {kind} event ({type(exc).__name__}: {exc})") from None
+    raise RelayError(f"expected a streamfold event type, got {kind!r}")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# --- a message rebuilt from a snapshot and the events after it ---------------------------
+
+
+class _Mirror:
+    """An Accumulator seeded from a Snapshot, fed the events after it."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        message = snapshot.message
+        self.acc = Accumulator(role=message.role, limits=_UNLIMITED)
+        open_slots = set(snapshot.open)
+        deltas: list[Delta] = []
+        for index, part in enumerate(message.stream_order()):
+            deltas.append(OpenPart(index, part))
+            if index not in open_slots:
+                deltas.append(ClosePart(index, explicit=True, final=part))
+        self.events = self.acc.apply_all(deltas)
+        self.acc.apply(
+            UpdateMessage(
+                status=message.status,
+                stop_reason=message.stop_reason,
+                raw_stop_reason=message.raw_stop_reason,
+                usage=_running(message.usage),
+                metadata=message.metadata,
+            )
+        )
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, PartStarted):
+            self.acc.apply(OpenPart(event.index, event.part))
+        elif isinstance(event, PartDelta):
+            self.acc.apply(GrowPart(event.index, event.content, event.options, event.citations))
+        elif isinstance(event, PartCompleted):
+            self.acc.apply(ClosePart(event.index, explicit=event.explicit, final=event.part))
+        elif isinstance(event, UsageUpdated):
+            self.acc.apply(UpdateMessage(usage=_running(event.usage)))
+
+    def message(self) -> Message:
+        return self.acc.snapshot()
+
+
+def _running(usage: Usage | None) -> Usage | None:
+    # A snapshot's or UsageUpdated's usage is the running total: it replaces, never adds.
+    return None if usage is None else usage.model_copy(update={"cumulative": True})
+
+
+# --- the relay ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    seq: int
+    id: str
+    event: Event
+    published_at: float | None
+
+    def relayed(self) -> Relayed:
+        return Relayed(self.id, self.seq, self.event, self.published_at)
+
+
+def _entry_id(seq: int) -> str:
+    return f"0-{seq}"
+
+
+def _parse_entries(raw: Any) -> list[_Entry]:
+    out: list[_Entry] = []
+    for entry_id, fields in raw or ():
+        eid = _text(entry_id)
+        match = _ENTRY_ID.match(eid)
+        if match is None:
+            raise RelayError(f"expected a streamfold relay entry id 0-<seq>, got {eid!r}")
+        values = {_text(k): v for k, v in fields.items()}
+        body = values.get("e")
+        if body is None:
+            raise RelayError(f"entry {eid}: expected an event field 'e', got {sorted(values)}")
+        stamp = values.get("t")
+        published = float(_text(stamp)) if stamp is not None else None
+        data = body if isinstance(body, bytes) else _text(body).encode()
+        out.append(
+            _Entry(int(match.group(1)), eid, event_from_json(jiter.from_json(data)), published)
+        )
+    return out
+
+
+def _xread_entries(raw: Any) -> list[_Entry]:
+    if not raw:
+        return []
+    streams = raw.items() if isinstance(raw, dict) else raw
+    out: list[_Entry] = []
+    for _key, entries in streams:
+        # RESP3 nests the entries one level deeper: [[(id, fields), ...]].
+        while entries and len(entries) == 1 and not isinstance(entries[0][0], bytes | str):
+            entries = entries[0]
+        out.extend(_parse_entries(entries))
+    return out
+
+
+def _after_seq(after: str | int | None) -> int | None:
+    if after is None:
+        return None
+    if isinstance(after, int) and not isinstance(after, bool) and after >= 0:
+        return after
+    if isinstance(after, str):
+        if after.isdigit():
+            return int(after)
+        match = _ENTRY_ID.match(after)
+        if match is not None:
+            return int(match.group(1))
+    raise UsageError(
+        f"subscribe: expected after= an entry id '0-<seq>' or a seq >= 0, got {after!r}"
+    )
+
+
+class Relay:
+    """Publish folds to Redis and subscribe to them, from any process (asyncio only)."""
+
+    def __init__(self, redis: Any, config: RelayConfig | None = None) -> None:
+        _redis()  # the extra must be installed even when a client is passed in
+        self.redis = redis
+        self.config = config or RelayConfig()
+        self._errors = _retryable()
+
+    @classmethod
+    def from_url(cls, url: str, config: RelayConfig | None = None, **options: Any) -> Relay:
+        """A relay on a new redis-py asyncio client for `url` (redis://127.0.0.1:6379/0)."""
+        aioredis = _redis()
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        config = config or RelayConfig()
+        options.setdefault("socket_timeout", config.poll + 10)
+        options.setdefault("socket_connect_timeout", 5)
+        options.setdefault("retry", Retry(NoBackoff(), 0))  # the relay retries, bounded
+        return cls(aioredis.Redis.from_url(url, **options), config)
+
+    async def aclose(self) -> None:
+        """Close the client's connections."""
+        close = getattr(self.redis, "aclose", None) or self.redis.close
+        await close()
+
+    async def __aenter__(self) -> Relay:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # --- keys and retries ---------------------------------------------------------------
+
+    def keys(self, stream_id: str) -> tuple[str, str, str]:
+        """The stream, checkpoint and lease keys of a stream id."""
+        if not isinstance(stream_id, str) or not _STREAM_ID.match(stream_id):
+            raise UsageError(
+                "relay: expected a stream id of 1-200 letters, digits or ._:@/+=-, "
+                f"got {stream_id!r}"
+            )
+        base = self.config.prefix + stream_id
+        return base + ":events", base + ":checkpoint", base + ":lease"
+
+    async def _retry(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Run `op`, retrying connection errors with backoff for `reconnect_timeout`."""
+        deadline: float | None = None
+        delay = 0.05
+        for _ in range(_MAX_ATTEMPTS):
+            try:
+                return await op()
+            except self._errors as exc:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.config.reconnect_timeout
+                if now >= deadline:
+                    raise RelayUnavailable(
+                        f"{what}: Redis unreachable for {self.config.reconnect_timeout:g} s "
+                        f"({type(exc).__name__}: {exc})"
+                    ) from exc
+                await asyncio.sleep(min(delay, deadline - now))
+                delay = min(delay * 2, 1.0)
+        raise RelayUnavailable(f"{what}: gave up after {_MAX_ATTEMPTS} attempts")
+
+    # --- reading ------------------------------------------------------------------------
+
+    async def checkpoint(self, stream_id: str) -> Checkpoint | None:
+        """The stream's latest checkpoint, or None if there is no such stream."""
+        _, ckpt_key, _ = self.keys(stream_id)
+        raw = await self._retry("read checkpoint", lambda: self.redis.hgetall(ckpt_key))
+        if not raw:
+            return None
+        values = {_text(k): v for k, v in raw.items()}
+        try:
+            data = jiter.from_json(
+                values["data"]
+                if isinstance(values["data"], bytes)
+                else _text(values["data"]).encode()
+            )
+            end = values.get("end")
+            return Checkpoint(
+                seq=int(_text(values["seq"])),
+                id=_text(values["id"]),
+                message=Message.model_validate(data["message"]),
+                open=tuple(int(i) for i in data.get("open", ())),
+                state=data.get("state"),
+                end=None if end is None else int(_text(end)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RelayError(
+                f"stream {stream_id!r}: malformed checkpoint ({type(exc).__name__}: {exc})"
+            ) from None
+
+    async def _range(self, key: str, after: int, count: int) -> list[_Entry]:
+        raw = await self._retry(
+            "read stream",
+            lambda: self.redis.xrange(key, min=f"({_entry_id(after)}", max="+", count=count),
+        )
+        return _parse_entries(raw)
+
+    async def delete(self, stream_id: str) -> None:
+        """Remove a stream's keys (its events, checkpoint and lease)."""
+        keys = self.keys(stream_id)
+        await self._retry("delete", lambda: self.redis.delete(*keys))
+
+    def subscribe(self, stream_id: str, after: str | int | None = None) -> AsyncIterator[Relayed]:
+        """The stream's items: without `after`, a Snapshot then every later event; with
+        `after` (the id of the last item seen), exactly the events after it. Ends at
+        MessageCompleted (a synthetic one, status incomplete, if the producer was lost)."""
+        keys = self.keys(stream_id)
+        return _Subscription(self, stream_id, keys, _after_seq(after)).run()
+
+    # --- producing ----------------------------------------------------------------------
+
+    def producer(
+        self,
+        stream_id: str,
+        *,
+        folder: StreamFolder | None = None,
+        provider: str | None = None,
+    ) -> RelayProducer:
+        """A producer for `stream_id` that folds with `folder` (default: a new StreamFolder)."""
+        if folder is not None and provider is not None:
+            raise UsageError("relay.producer: expected a folder or a provider, got both")
+        return RelayProducer(self, stream_id, folder or StreamFolder(provider))
+
+    async def publish(
+        self,
+        stream_id: str,
+        chunks: Any,
+        *,
+        provider: str | None = None,
+        folder: StreamFolder | None = None,
+    ) -> Message:
+        """Fold `chunks` (a sync or async iterable of bytes, str, dicts or SDK objects) and
+        publish every event under `stream_id`; return the final Message."""
+        source, provider = _source(chunks, provider)
+        async with self.producer(
+            stream_id, folder=folder, provider=None if folder else provider
+        ) as producer:
+            return await producer.pump(source)
+
+
+class RelayProducer:
+    """Publishes one fold: `start()`, `feed(chunk)` per chunk, `close()`; or `pump(chunks)`.
+
+    As an async context manager it starts, and on leaving finishes the message: closed
+    normally, cancelled if the block was cancelled, status error if the block raised.
+    """
+
+    def __init__(self, relay: Relay, stream_id: str, folder: StreamFolder) -> None:
+        self.relay = relay
+        self.stream_id = stream_id
+        self.folder = folder
+        self.events_key, self.checkpoint_key, self.lease_key = relay.keys(stream_id)
+        self.seq = 0
+        self.message: Message | None = None
+        self._token = secrets.token_hex(8)
+        self._open: dict[int, None] = {}
+        self._since_checkpoint = 0
+        self._force_checkpoint = False
+        self._started = False
+        self._done = False
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once MessageCompleted was published."""
+        return self._done
+
+    async def start(self) -> None:
+        """Take the stream id's lease and write checkpoint 0; start the heartbeat."""
+        if self._started:
+            return
+        relay, cfg = self.relay, self.relay.config
+        ttl_ms = int(cfg.lease_ttl * 1000)
+        taken = await relay._retry(
+            "take lease",
+            lambda: relay.redis.set(self.lease_key, self._token, nx=True, px=ttl_ms),
+        )
+        if not taken:
+            owner = await relay.redis.get(self.lease_key)
+            if owner is None or _text(owner) != self._token:  # not a retried SET of ours
+                raise RelayBusy(f"stream {self.stream_id!r} is being produced by another worker")
+        exists = await relay._retry(
+            "check stream", lambda: relay.redis.exists(self.checkpoint_key, self.events_key)
+        )
+        if exists:
+            await relay.redis.delete(self.lease_key)
+            raise RelayBusy(
+                f"stream {self.stream_id!r} already exists (finished or abandoned); "
+                "use a new id, or relay.delete() it first"
+            )
+        self._started = True
+        await self._write([], checkpoint=True)
+        self._heartbeat = asyncio.create_task(
+            self._beat(), name=f"relay-heartbeat-{self.stream_id}"
+        )
+
+    async def feed(self, chunk: Any) -> list[Event]:
+        """Fold one chunk and publish the events it gives."""
+        await self.start()
+        if self._done:
+            return []
+        try:
+            events = self.folder.feed(chunk)
+        except StreamfoldError as exc:
+            await self.fail(exc)
+            raise
+        await self.send(events)
+        return events
+
+    async def close(self) -> list[Event]:
+        """The input ended: finish the fold and publish the last events."""
+        await self.start()
+        if self._done:
+            return []
+        try:
+            events = self.folder.close()
+        except StreamfoldError as exc:
+            await self.fail(exc)
+            raise
+        await self.send(events)
+        return events
+
+    async def cancel(self) -> list[Event]:
+        """Stop early: the message ends with status cancelled, keeping what was received."""
+        await self.start()
+        if self._done:
+            return []
+        events = self.folder.cancel()
+        await self.send(events)
+        return events
+
+    async def fail(self, error: BaseException) -> None:
+        """The fold raised: end the stream with the partial message, status error."""
+        if self._done or not self._started:
+            return
+        partial = getattr(error, "partial", None)
+        message = partial if isinstance(partial, Message) else self.folder.snapshot()
+        metadata = dict(message.metadata)
+        metadata["error"] = {"type": type(error).__name__, "message": str(error)}
+        message = message.model_copy(
+            update={"status": "error", "stop_reason": "error", "metadata": metadata}
+        )
+        await self.send([MessageCompleted(message=message)])
+
+    async def pump(self, chunks: AsyncIterable[Any] | Iterable[Any]) -> Message:
+        """Feed every chunk, then close; return the final Message."""
+        await self.start()
+        if isinstance(chunks, AsyncIterable):
+            async for chunk in chunks:
+                await self.feed(chunk)
+                if self._done:
+                    break
+        else:
+            for chunk in chunks:
+                await self.feed(chunk)
+                if self._done:
+                    break
+                await asyncio.sleep(0)
+        await self.close()
+        assert self.message is not None
+        return self.message
+
+    async def send(self, events: list[Event]) -> None:
+        """Publish events folded elsewhere from this producer's folder (feed does it)."""
+        if not events or self._done:
+            return
+        for event in events:
+            if isinstance(event, PartStarted):
+                self._open[event.index] = None
+            elif isinstance(event, PartCompleted):
+                self._open.pop(event.index, None)
+            elif isinstance(event, MessageCompleted):
+                self._open.clear()
+        await self._write(events)
+
+    async def _write(self, events: list[Event], *, checkpoint: bool = False) -> None:
+        relay, cfg = self.relay, self.relay.config
+        first = self.seq + 1
+        self.seq += len(events)
+        final = next((e for e in events if isinstance(e, MessageCompleted)), None)
+        self._since_checkpoint += len(events)
+        checkpoint = checkpoint or (
+            final is None
+            and (self._force_checkpoint or self._since_checkpoint >= cfg.checkpoint_every)
+        )
+        now = f"{time.time():.6f}"
+        bodies = [_dumps(event_to_json(e)) for e in events]
+        ckpt: dict[str, Any] | None = None
+        if checkpoint:
+            data: dict[str, Any] = {
+                "v": CHECKPOINT_VERSION,
+                "message": self.folder.snapshot().model_dump(mode="json"),
+                "open": list(self._open),
+            }
+            if cfg.save_state:
+                data["state"] = self.folder.save_state()
+            ckpt = {"seq": self.seq, "id": _entry_id(self.seq), "data": _dumps(data)}
+        if final is not None:
+            self._done = True
+            self.message = final.message
+            await self._stop_heartbeat()
+        expire_ms = int(cfg.expire_after * 1000)
+
+        async def attempt() -> None:
+            pipe = relay.redis.pipeline(transaction=True)
+            for n, body in enumerate(bodies):
+                pipe.xadd(
+                    self.events_key,
+                    {"e": body, "t": now},
+                    id=_entry_id(first + n),
+                    maxlen=cfg.maxlen,
+                    approximate=True,
+                )
+            if ckpt is not None:
+                pipe.hset(self.checkpoint_key, mapping=ckpt)
+            if final is not None:
+                pipe.hset(self.checkpoint_key, "end", self.seq)
+                pipe.delete(self.lease_key)
+                pipe.pexpire(self.events_key, expire_ms)
+                pipe.pexpire(self.checkpoint_key, expire_ms)
+            else:
+                pipe.set(self.lease_key, self._token, px=int(cfg.lease_ttl * 1000))
+                if ckpt is not None:
+                    pipe.pexpire(self.checkpoint_key, expire_ms)
+            results = await pipe.execute(raise_on_error=False)
+            for result in results:
+                if isinstance(result, Exception):
+                    if "equal or smaller" in str(result):
+                        # An earlier try of this batch was applied; its reply was lost.
+                        self._force_checkpoint = True
+                        continue
+                    raise RelayError(f"stream {self.stream_id!r}: Redis refused a write: {result}")
+
+        retried = False
+
+        async def tracked() -> None:
+            nonlocal retried
+            if retried:
+                self._force_checkpoint = True  # Redis may have come back empty
+            retried = True
+            await attempt()
+
+        await relay._retry("publish", tracked)
+        if ckpt is not None:
+            self._since_checkpoint = 0
+            self._force_checkpoint = False
+        elif self._force_checkpoint and final is None and events:
+            await self._write([], checkpoint=True)
+
+    async def _beat(self) -> None:
+        relay, cfg = self.relay, self.relay.config
+        ttl_ms = int(cfg.lease_ttl * 1000)
+        expire_ms = int(cfg.expire_after * 1000)
+        while not self._done:
+            await asyncio.sleep(cfg.heartbeat)
+            with contextlib.suppress(*relay._errors):
+                pipe = relay.redis.pipeline(transaction=True)
+                pipe.set(self.lease_key, self._token, px=ttl_ms)
+                pipe.pexpire(self.events_key, expire_ms)
+                pipe.pexpire(self.checkpoint_key, expire_ms)
+                await pipe.execute()
+
+    async def _stop_heartbeat(self) -> None:
+        task, self._heartbeat = self._heartbeat, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def __aenter__(self) -> RelayProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if self._done:
+                return
+            if exc is None:
+                await self.close()
+            elif isinstance(exc, asyncio.CancelledError | GeneratorExit | KeyboardInterrupt):
+                # Bounded: a cancelled worker still says the message ended.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(self.cancel()), 5)
+            else:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(self.fail(exc)), 5)
+        finally:
+            await self._stop_heartbeat()
+
+
+class _Subscription:
+    def __init__(
+        self, relay: Relay, stream_id: str, keys: tuple[str, str, str], after: int | None
+    ) -> None:
+        self.relay = relay
+        self.cfg = relay.config
+        self.stream_id = stream_id
+        self.events_key, self.checkpoint_key, self.lease_key = keys
+        self.after = after
+        self.last = 0
+
+    async def _wait_checkpoint(self) -> Checkpoint:
+        deadline = time.monotonic() + self.cfg.start_timeout
+        delay = 0.02
+        for _ in range(_MAX_ATTEMPTS):
+            checkpoint = await self.relay.checkpoint(self.stream_id)
+            if checkpoint is not None:
+                return checkpoint
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            await asyncio.sleep(min(delay, deadline - now))
+            delay = min(delay * 2, 0.25)
+        raise RelayNotFound(
+            f"no relayed stream {self.stream_id!r} within {self.cfg.start_timeout:g} s "
+            "(never started, or expired)"
+        )
+
+    async def _from_checkpoint(self) -> list[Relayed]:
+        """A Snapshot and the entries right after it, with no gap between them."""
+        for _ in range(_SNAPSHOT_RETRIES):
+            checkpoint = await self._wait_checkpoint()
+            entries = await self.relay._range(self.events_key, checkpoint.seq, self.cfg.batch)
+            if entries and entries[0].seq != checkpoint.seq + 1:
+                continue  # trimmed past the checkpoint we read: a newer one exists
+            if not _contiguous(entries):
+                continue
+            snapshot = Relayed(checkpoint.id, checkpoint.seq, checkpoint.snapshot())
+            return [snapshot, *(e.relayed() for e in entries)]
+        raise RelayError(
+            f"stream {self.stream_id!r}: no consistent snapshot after {_SNAPSHOT_RETRIES} tries "
+            "(is maxlen far too small for the write rate?)"
+        )
+
+    async def _resume(self, after: int) -> list[Relayed]:
+        """Exactly the entries after `after`, or a fresh snapshot if some are gone."""
+        entries = await self.relay._range(self.events_key, after, self.cfg.batch)
+        if entries:
+            if entries[0].seq == after + 1 and _contiguous(entries):
+                return [e.relayed() for e in entries]
+            return await self._from_checkpoint()
+        checkpoint = await self._wait_checkpoint()
+        if checkpoint.seq > after:
+            return await self._from_checkpoint()  # the entries after `after` are gone
+        return []
+
+    async def run(self) -> AsyncIterator[Relayed]:
+        items = await (self._from_checkpoint() if self.after is None else self._resume(self.after))
+        self.last = self.after or 0
+        relay, cfg = self.relay, self.cfg
+        idle_since = time.monotonic()
+        lease_gone_since: float | None = None
+        for _ in range(_MAX_ATTEMPTS * 100):  # each turn takes a poll or brings events
+            for item in items:
+                self.last = item.seq
+                yield item
+                if isinstance(item.event, MessageCompleted):
+                    return
+            if items:
+                idle_since = time.monotonic()
+                lease_gone_since = None
+            raw = await relay._retry("read stream", self._xread)
+            entries = _xread_entries(raw)
+            if entries:
+                if entries[0].seq != self.last + 1 or not _contiguous(entries):
+                    items = await self._from_checkpoint()  # fell behind a trim: start over
+                else:
+                    items = [e.relayed() for e in entries]
+                continue
+            items = []
+            # Idle: is the producer still there?
+            lease, end = await relay._retry("check lease", self._liveness)
+            now = time.monotonic()
+            if end is not None:
+                if self.last >= end:
+                    return  # the caller saw MessageCompleted already (after=<its id>)
+                items = await self._resume(self.last)
+                if not items:
+                    lease_gone_since = lease_gone_since or now
+                    if now - lease_gone_since >= cfg.lease_ttl:
+                        yield await self._lost("its last entries are gone")
+                        return
+                continue
+            if lease:
+                lease_gone_since = None
+                if now - idle_since >= cfg.idle_timeout:
+                    yield await self._lost(f"no event for {cfg.idle_timeout:g} s")
+                    return
+                continue
+            if lease_gone_since is None:
+                lease_gone_since = now
+                continue
+            if now - lease_gone_since < cfg.lease_ttl:
+                continue
+            items = await self._resume(self.last)  # a last look before giving up
+            if items:
+                continue
+            yield await self._lost(
+                f"its lease expired and nothing came for {now - idle_since:.1f} s"
+            )
+            return
+        raise RelayError(f"stream {self.stream_id!r}: the subscription ran too long")
+
+    def _xread(self) -> Awaitable[Any]:
+        block_ms = max(1, int(self.cfg.poll * 1000))
+        streams = {self.events_key: _entry_id(self.last)}
+        reply: Awaitable[Any] = self.relay.redis.xread(
+            streams, count=self.cfg.batch, block=block_ms
+        )
+        return reply
+
+    async def _liveness(self) -> tuple[bool, int | None]:
+        pipe = self.relay.redis.pipeline(transaction=False)
+        pipe.exists(self.lease_key)
+        pipe.hget(self.checkpoint_key, "end")
+        lease, end = await pipe.execute()
+        return bool(lease), None if end is None else int(_text(end))
+
+    async def _lost(self, why: str) -> Relayed:
+        """The synthetic end: the last checkpoint and every entry after it, incomplete."""
+        checkpoint = await self.relay.checkpoint(self.stream_id)
+        if checkpoint is None:
+            mirror = _Mirror(Snapshot(message=Message(role="assistant", status="incomplete")))
+        else:
+            mirror = _Mirror(checkpoint.snapshot())
+            after = checkpoint.seq
+            for _ in range(self.cfg.maxlen // self.cfg.batch + 8):
+                if after >= self.last:
+                    break
+                entries = await self.relay._range(self.events_key, after, self.cfg.batch)
+                entries = [e for e in entries if e.seq <= self.last]
+                if not entries:
+                    break
+                for entry in entries:
+                    mirror.apply(entry.event)
+                after = entries[-1].seq
+        message = mirror.message()
+        metadata = dict(message.metadata)
+        metadata["error"] = {
+            "type": "relay_producer_lost",
+            "message": f"the producer of stream {self.stream_id!r} stopped: {why}",
+        }
+        message = message.model_copy(update={"status": "incomplete", "metadata": metadata})
+        return Relayed(
+            _entry_id(self.last), self.last, MessageCompleted(message=message), synthetic=True
+        )
+
+
+def _contiguous(entries: list[_Entry]) -> bool:
+    return all(b.seq == a.seq + 1 for a, b in itertools.pairwise(entries))
+
+
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "Checkpoint",
+    "Relay",
+    "RelayBusy",
+    "RelayConfig",
+    "RelayError",
+    "RelayNotFound",
+    "RelayProducer",
+    "RelayUnavailable",
+    "Relayed",
+    "Snapshot",
+    "event_from_json",
+]
