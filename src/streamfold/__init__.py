@@ -6,6 +6,7 @@ from .accumulator import Accumulator
 from .aio import AsyncFold, afold, afold_message
 from .cli import event_to_json
 from .display import DisplayItem, extract_display_items
+from .encode import EncodeError, Problem, ReplayWarning, check_replayable, encode
 from .errors import (
     IncompleteMessageError,
     InvalidModelError,
@@ -73,6 +74,7 @@ __all__ = [
     "CitationSource",
     "ContentPart",
     "DisplayItem",
+    "EncodeError",
     "Event",
     "Fold",
     "IncompleteMessageError",
@@ -87,8 +89,10 @@ __all__ = [
     "PartDelta",
     "PartMergeError",
     "PartStarted",
+    "Problem",
     "ProviderErrored",
     "Recording",
+    "ReplayWarning",
     "SSEDecoder",
     "SSEEvent",
     "StreamFolder",
@@ -105,9 +109,11 @@ __all__ = [
     "afold",
     "afold_message",
     "ato_ui_message_stream",
+    "check_replayable",
     "citations",
     "content_to_string",
     "detect_provider",
+    "encode",
     "encode_sse",
     "event_to_json",
     "extract_display_items",
