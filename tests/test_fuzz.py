@@ -730,3 +730,45 @@ def test_a_deep_wire_value_round_trips_or_is_rejected() -> None:
 def test_a_deep_decoded_object_round_trips_or_is_rejected() -> None:
     # PydanticSerializationError (not a StreamfoldError) when the host stores the Message.
     _round_trips_or_rejects(_anthropic_with_block(_deep(300, None, as_list=True)))
+
+
+# --- hostile shapes: cost must grow with the stream, not with its square ------------------
+
+
+class _CountingList(list):  # type: ignore[type-arg]
+    """A list that counts how often it is walked."""
+
+    walks = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        _CountingList.walks += 1
+        return super().__iter__()
+
+    def __reversed__(self) -> Iterator[Any]:
+        _CountingList.walks += 1
+        return super().__reversed__()
+
+
+def test_chat_fragment_matching_does_not_scan_every_call() -> None:
+    # Regression: every tool-call fragment scanned all earlier calls for its index, and
+    # every finish_reason chunk walked them all, so 10,000 calls (the part limit) and a
+    # stream of fragments cost calls x fragments (minutes of CPU from a few MB).
+    from streamfold.providers.openai_chat import OpenAIChatDecoder
+
+    decoder = OpenAIChatDecoder()
+    decoder._calls = _CountingList()
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return {"id": "c", "object": "chat.completion.chunk", "choices": [choice]}
+
+    n = 300
+    for i in range(n):
+        fragment = {"index": i, "id": f"call_{i}", "function": {"name": "f", "arguments": ""}}
+        decoder.decode(chunk({"tool_calls": [fragment]}))
+    for i in range(n):
+        fragment = {"index": i % n, "function": {"arguments": "{}"}}
+        decoder.decode(chunk({"tool_calls": [fragment]}))
+    for _ in range(n):
+        decoder.decode(chunk({}, "tool_calls"))
+    assert _CountingList.walks == 0

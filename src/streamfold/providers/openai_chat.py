@@ -86,6 +86,10 @@ class OpenAIChatDecoder(Decoder):
         self._saw_refusal = False
         self._calls: list[_Call] = []
         self._calls_by_id: dict[str, _Call] = {}
+        # The latest call at each index, and the calls finish_reason has not closed yet: a
+        # stream of many calls must not cost a scan of all of them per fragment.
+        self._latest_at: dict[int | None, _Call] = {}
+        self._unclosed: list[_Call] = []
         self._executed: dict[int, tuple[Hashable, dict[str, Any]]] = {}
         self._metadata: dict[str, Any] = {}
         self._usage: Usage | None = None
@@ -683,10 +687,7 @@ class OpenAIChatDecoder(Decoder):
         return candidate
 
     def _latest(self, index: int | None) -> _Call | None:
-        for call in reversed(self._calls):
-            if call.index == index:
-                return call
-        return None
+        return self._latest_at.get(index)
 
     def _latest_any(self) -> _Call | None:
         return self._calls[-1] if self._calls else None
@@ -707,6 +708,8 @@ class OpenAIChatDecoder(Decoder):
             key = self._new_key("tool")
             call = _Call(key, call_id, index, name)
             self._calls.append(call)
+            self._latest_at[index] = call
+            self._unclosed.append(call)
             if call_id is not None:
                 self._calls_by_id[call_id] = call
             self._open[key] = None
@@ -756,8 +759,9 @@ class OpenAIChatDecoder(Decoder):
     def _close_all(self, out: list[Delta]) -> None:
         for key in list(self._open):
             self._close(key, out)
-        for call in self._calls:
+        for call in self._unclosed:
             call.closed = True
+        self._unclosed.clear()
         self._thinking = self._thinking_slot = self._text = self._refusal = None
 
     # --- field checks ----------------------------------------------------------------------
