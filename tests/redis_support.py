@@ -1,8 +1,8 @@
 """A real `redis-server` for the relay tests and benchmark: on 127.0.0.1, a free port, a temp dir.
 
-    server = RedisServer(tmp_dir)            # --save '' --appendonly no (nothing on disk)
-    server = RedisServer(tmp_dir, persistent=True)   # AOF, fsync on every write
-    server.start(); server.url; server.stop(kill=True); server.start()  # same port, same dir
+server = RedisServer(tmp_dir)            # --save '' --appendonly no (nothing on disk)
+server = RedisServer(tmp_dir, persistent=True)   # AOF, fsync on every write
+server.start(); server.url; server.stop(kill=True); server.start()  # same port, same dir
 """
 
 from __future__ import annotations

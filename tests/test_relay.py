@@ -1,0 +1,619 @@
+"""Resumable streams over a real redis-server: join late, resume by id, crashes, restarts, scale.
+
+Every test compares what a consumer got with a plain in-process fold of the same chunks:
+the snapshot must equal the fold's snapshot after exactly the events it covers, and the
+events after it must be the fold's events from there on (as `event_to_json` gives them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis_support import REDIS_SERVER, SKIP_REASON, RedisServer
+from support import REAL
+
+from streamfold import (
+    Event,
+    MessageCompleted,
+    StreamFolder,
+    UsageError,
+    event_to_json,
+    fold,
+)
+from streamfold.record import split_frames
+from streamfold.recording import detect_recording
+
+if REDIS_SERVER is None:
+    pytest.skip(SKIP_REASON, allow_module_level=True)
+if importlib.util.find_spec("redis") is None:
+    pytest.skip(
+        "redis-py is not installed (pip install 'streamfold[relay]')", allow_module_level=True
+    )
+
+from streamfold.relay import (  # after the skips: needs redis-py
+    Relay,
+    RelayBusy,
+    RelayConfig,
+    Relayed,
+    RelayNotFound,
+    Snapshot,
+    event_from_json,
+)
+
+RECORDINGS = [
+    "anthropic/code-execution-bash-thinking.sse",  # thinking, text, server blocks, text
+    "anthropic/thinking-then-tool-use.sse",
+    "openai-chat/tool-calls-parallel-interleaved-args.sse",
+    "gemini/function-call-thought-signature.sse",
+    "bedrock/text-then-tool-use-nova.eventstream",
+    "groq/error-mid-stream-tool-use-failed.sse",  # ends with a provider error
+]
+SRC = str(Path(__file__).parent.parent / "src")
+
+
+def fast_config(**changes: Any) -> RelayConfig:
+    """Short timings, and a prefix of its own so tests never share keys."""
+    options: dict[str, Any] = {
+        "prefix": f"test-{uuid.uuid4().hex[:8]}:",
+        "checkpoint_every": 3,
+        "lease_ttl": 0.6,
+        "poll": 0.1,
+        "start_timeout": 10.0,
+        "reconnect_timeout": 15.0,
+    }
+    options.update(changes)
+    return RelayConfig(**options)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real redis-server for the session: 127.0.0.1, a free port, nothing kept on disk."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def relay(redis_server: RedisServer) -> AsyncIterator[Relay]:
+    async with Relay.from_url(redis_server.url, fast_config()) as r:
+        yield r
+
+
+# --- the reference: a plain fold, chunk by chunk -----------------------------------------
+
+
+@dataclass
+class Reference:
+    chunks: list[bytes]
+    events: list[dict[str, Any]]  # event_to_json of every event, in order
+    snapshots: dict[int, dict[str, Any]]  # events so far -> the fold's snapshot then
+    final: dict[str, Any]
+
+    def check(self, items: list[Relayed], *, joined: bool = True) -> int:
+        """Assert `items` (a Snapshot then events, or just events) are exactly the fold's.
+        Returns the seq the items started from."""
+        assert items, "no items"
+        start = 0
+        rest = items
+        if joined:
+            first = items[0]
+            assert isinstance(first.event, Snapshot), f"expected a snapshot, got {first.event}"
+            start = first.seq
+            assert start in self.snapshots, f"a snapshot at {start} is not at a chunk boundary"
+            assert first.event.message.model_dump(mode="json") == self.snapshots[start]
+            rest = items[1:]
+        got = [event_to_json(item.event) for item in rest]  # type: ignore[arg-type]
+        assert got == self.events[start:]
+        assert [item.seq for item in rest] == list(range(start + 1, len(self.events) + 1))
+        ids = [f"0-{n}" for n in range(start + 1, len(self.events) + 1)]
+        assert [item.id for item in rest] == ids
+        return start
+
+
+def reference(rel: str) -> Reference:
+    data = (REAL / rel).read_bytes()
+    kind, _provider = detect_recording(data)
+    assert kind is not None and kind != "objects"
+    chunks = split_frames(data, kind)
+    folder = StreamFolder()
+    events: list[Event] = []
+    snapshots = {0: folder.snapshot().model_dump(mode="json")}
+    for chunk in chunks:
+        events.extend(folder.feed(chunk))
+        # The first state with that many events: a chunk that gives none changes nothing
+        # a consumer sees (the producer checkpoints only with events).
+        snapshots.setdefault(len(events), folder.snapshot().model_dump(mode="json"))
+    events.extend(folder.close())
+    final = events[-1]
+    assert isinstance(final, MessageCompleted)
+    return Reference(
+        chunks, [event_to_json(e) for e in events], snapshots, final.message.model_dump(mode="json")
+    )
+
+
+async def drain(items: AsyncIterator[Relayed], first: list[Relayed] | None = None) -> list[Relayed]:
+    out = list(first or [])
+    async for item in items:
+        out.append(item)
+    return out
+
+
+def sid() -> str:
+    return f"s-{uuid.uuid4().hex[:10]}"
+
+
+# --- the JSON shape ---------------------------------------------------------------------
+
+
+def test_events_round_trip_through_their_json() -> None:
+    count = 0
+    for path in sorted(REAL.rglob("*")):
+        if path.suffix not in (".sse", ".ndjson", ".eventstream") or ".timing" in path.name:
+            continue
+        data = path.read_bytes()
+        kind, provider = detect_recording(data)
+        if kind is None or provider is None:
+            continue
+        for event in fold([data], provider):
+            shape = event_to_json(event)
+            back = event_to_json(event_from_json(json.loads(json.dumps(shape))))
+            assert back == shape
+            count += 1
+    assert count > 1000
+
+
+def test_missing_extra_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)
+    monkeypatch.setitem(sys.modules, "redis.asyncio", None)
+    with pytest.raises(UsageError, match=r"pip install 'streamfold\[relay\]'"):
+        Relay.from_url("redis://127.0.0.1:1")
+
+
+def test_config_is_checked() -> None:
+    with pytest.raises(UsageError, match="checkpoint_every"):
+        RelayConfig(maxlen=10, checkpoint_every=6)
+    with pytest.raises(UsageError, match="lease_ttl"):
+        RelayConfig(lease_ttl=0)
+
+
+# --- join late, resume by id -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rel", RECORDINGS)
+async def test_join_late_at_every_point(relay: Relay, rel: str) -> None:
+    ref = reference(rel)
+    stream = sid()
+    producer = relay.producer(stream)
+    await producer.start()
+    n = len(ref.chunks)
+    points = sorted({0, 1, n // 3, n // 2, (2 * n) // 3, n - 1})
+    tasks = []
+    for i, chunk in enumerate(ref.chunks):
+        if i in points:
+            items = relay.subscribe(stream)
+            first = await anext(items)  # joined here: the snapshot is read before going on
+            tasks.append(asyncio.create_task(drain(items, [first])))
+        await producer.feed(chunk)
+    await producer.close()
+    tasks.append(asyncio.create_task(drain(relay.subscribe(stream))))  # after the end
+    results = await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    starts = [ref.check(items) for items in results]
+    assert starts == sorted(starts)
+    # The joins really saw different checkpoints (one every 3 events).
+    assert len(set(starts)) >= min(3, len(ref.events) // relay.config.checkpoint_every)
+    for items in results:
+        last = items[-1]
+        assert isinstance(last.event, MessageCompleted) and not last.synthetic
+        assert last.event.message.model_dump(mode="json") == ref.final
+        # A Snapshot plus the events after it rebuilds the UI's view: its events() start
+        # every part it holds.
+        snap = items[0].event
+        assert isinstance(snap, Snapshot)
+        assert [e.index for e in snap.events() if e.type == "part_started"] == list(
+            range(len(snap.message.stream_order()))
+        )
+
+
+async def test_subscriber_that_comes_first_waits_for_the_producer(relay: Relay) -> None:
+    ref = reference(RECORDINGS[1])
+    stream = sid()
+    waiting = asyncio.create_task(drain(relay.subscribe(stream)))
+    await asyncio.sleep(0.2)
+    await relay.publish(stream, ref.chunks)  # at once: the waiter may see it done already
+    items = await asyncio.wait_for(waiting, 20)
+    ref.check(items)
+
+
+@pytest.mark.parametrize("rel", RECORDINGS[:4])
+async def test_reconnect_with_last_id_gets_exactly_what_was_missed(relay: Relay, rel: str) -> None:
+    ref = reference(rel)
+    stream = sid()
+    producer = relay.producer(stream)
+    await producer.start()
+    half = len(ref.chunks) // 2
+    produced = 0
+    for chunk in ref.chunks[:1]:
+        produced += len(await producer.feed(chunk))
+    # A consumer reads a few items and drops its connection (a page reload, say).
+    seen: list[Relayed] = []
+    items = relay.subscribe(stream)
+    seen.append(await asyncio.wait_for(anext(items), 10))
+    for chunk in ref.chunks[1:half]:
+        produced += len(await producer.feed(chunk))
+    for _ in range(min(3, produced - seen[0].seq)):
+        seen.append(await asyncio.wait_for(anext(items), 10))
+    await items.aclose()  # type: ignore[attr-defined]
+    for chunk in ref.chunks[half:]:
+        await producer.feed(chunk)
+    await producer.close()
+    # It comes back with the id of the last item it saw: no snapshot, only what it missed.
+    rest = await drain(relay.subscribe(stream, after=seen[-1].id))
+    assert not any(isinstance(item.event, Snapshot) for item in rest)
+    ref.check(seen + rest)
+    # By seq too, from every point; and after the end there is nothing left.
+    for k in (0, 1, len(ref.events) // 2, len(ref.events) - 1):
+        again = await drain(relay.subscribe(stream, after=k))
+        assert [event_to_json(i.event) for i in again] == ref.events[k:]  # type: ignore[arg-type]
+    assert await drain(relay.subscribe(stream, after=f"0-{len(ref.events)}")) == []
+
+
+async def test_resume_after_a_trim_starts_over_from_a_snapshot(redis_server: RedisServer) -> None:
+    # 600 deltas through a stream capped at ~100 entries: the ones a consumer missed are gone.
+    chunks = [
+        {"id": "c1", "object": "chat.completion.chunk", "model": "m",
+         "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+        *({"id": "c1", "object": "chat.completion.chunk", "model": "m",
+           "choices": [{"index": 0, "delta": {"content": f"w{i} "}}]} for i in range(600)),
+        {"id": "c1", "object": "chat.completion.chunk", "model": "m",
+         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]  # fmt: skip
+    async with Relay.from_url(
+        redis_server.url, fast_config(maxlen=100, checkpoint_every=40)
+    ) as relay:
+        stream = sid()
+        producer = relay.producer(stream, provider="openai-chat")
+        await producer.start()
+        for chunk in chunks[:5]:
+            await producer.feed(chunk)
+        seen = [item async for item in _take(relay.subscribe(stream), 3)]
+        for chunk in chunks[5:]:
+            await producer.feed(chunk)
+        await producer.close()
+        rest = await drain(relay.subscribe(stream, after=seen[-1].id))
+        assert isinstance(rest[0].event, Snapshot)
+        assert rest[0].seq > seen[-1].seq + 1  # really a gap, bridged by the snapshot
+        final = rest[-1].event
+        assert isinstance(final, MessageCompleted)
+        assert final.message.text == "".join(f"w{i} " for i in range(600))
+        stream_len = await relay.redis.xlen(relay.keys(stream)[0])
+        assert stream_len < 300
+
+
+async def _take(items: AsyncIterator[Relayed], n: int) -> AsyncIterator[Relayed]:
+    for _ in range(n):
+        yield await anext(items)
+    await items.aclose()  # type: ignore[attr-defined]
+
+
+async def test_one_producer_per_stream_id(relay: Relay) -> None:
+    stream = sid()
+    producer = relay.producer(stream)
+    await producer.start()
+    with pytest.raises(RelayBusy, match="another worker"):
+        await relay.producer(stream).start()
+    await producer.close()
+    with pytest.raises(RelayBusy, match="already exists"):
+        await relay.producer(stream).start()
+    await relay.delete(stream)
+    await relay.publish(stream, reference(RECORDINGS[1]).chunks)
+
+
+async def test_unknown_stream_is_not_found(redis_server: RedisServer) -> None:
+    async with Relay.from_url(redis_server.url, fast_config(start_timeout=0.3)) as relay:
+        with pytest.raises(RelayNotFound, match="never started, or expired"):
+            await drain(relay.subscribe(sid()))
+
+
+async def test_a_source_that_raises_ends_the_stream_with_status_error(relay: Relay) -> None:
+    ref = reference(RECORDINGS[0])
+
+    async def broken() -> AsyncIterator[bytes]:
+        for chunk in ref.chunks[:10]:
+            yield chunk
+        raise OSError("connection reset by the provider")
+
+    stream = sid()
+    with pytest.raises(OSError, match="connection reset"):
+        await relay.publish(stream, broken())
+    items = await drain(relay.subscribe(stream))
+    final = items[-1].event
+    assert isinstance(final, MessageCompleted) and not items[-1].synthetic
+    assert final.message.status == "error"
+    assert final.message.metadata["error"]["message"] == "connection reset by the provider"
+    assert await relay.redis.exists(relay.keys(stream)[2]) == 0  # the lease is gone
+    assert await relay.redis.ttl(relay.keys(stream)[0]) > 0  # the stream will expire
+
+
+async def test_finished_streams_expire(redis_server: RedisServer) -> None:
+    async with Relay.from_url(redis_server.url, fast_config(expire_after=0.5)) as relay:
+        stream = sid()
+        await relay.publish(stream, reference(RECORDINGS[1]).chunks)
+        events_key, checkpoint_key, lease_key = relay.keys(stream)
+        assert await relay.redis.pttl(events_key) > 0
+        assert await relay.redis.exists(lease_key) == 0
+        deadline = time.monotonic() + 5
+        while await relay.redis.exists(events_key, checkpoint_key) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert await relay.redis.exists(events_key, checkpoint_key) == 0
+
+
+# --- separate processes -----------------------------------------------------------------
+
+WORKER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from streamfold.record import split_frames
+    from streamfold.recording import detect_recording
+    from streamfold.relay import Relay, RelayConfig, Snapshot
+    from streamfold import event_to_json
+
+    role, url, config, stream, arg = sys.argv[1:6]
+    config = RelayConfig(**json.loads(config))
+
+    async def main():
+        async with Relay.from_url(url, config) as relay:
+            if role == "produce":
+                path, pace = arg.split("|")
+                data = open(path, "rb").read()
+                kind, _ = detect_recording(data)
+
+                async def paced():
+                    for chunk in split_frames(data, kind):
+                        await asyncio.sleep(float(pace))
+                        print("chunk", flush=True)
+                        yield chunk
+
+                await relay.publish(stream, paced())
+            else:
+                with open(arg, "w") as out:
+                    async for item in relay.subscribe(stream):
+                        event = item.event
+                        if isinstance(event, Snapshot):
+                            message = event.message.model_dump(mode="json")
+                            shape = {"type": "snapshot", "message": message}
+                        else:
+                            shape = event_to_json(event)
+                        out.write(json.dumps({"id": item.id, "seq": item.seq,
+                                              "synthetic": item.synthetic, "event": shape}) + "\\n")
+                        out.flush()
+
+    asyncio.run(main())
+    """
+)
+
+
+def _config_json(config: RelayConfig) -> str:
+    return json.dumps(
+        {
+            "prefix": config.prefix,
+            "checkpoint_every": config.checkpoint_every,
+            "lease_ttl": config.lease_ttl,
+            "poll": config.poll,
+            "start_timeout": config.start_timeout,
+        }
+    )
+
+
+def _spawn(script: Path, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen(
+        [sys.executable, str(script), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+
+
+def _read_items(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _check_lines(ref: Reference, lines: list[dict[str, Any]]) -> int:
+    assert lines[0]["event"]["type"] == "snapshot"
+    start: int = lines[0]["seq"]
+    assert lines[0]["event"]["message"] == ref.snapshots[start]
+    assert [line["event"] for line in lines[1:]] == ref.events[start:]
+    assert [line["seq"] for line in lines[1:]] == list(range(start + 1, len(ref.events) + 1))
+    return start
+
+
+def test_producers_and_consumers_in_separate_processes(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    config = fast_config()
+    conf = _config_json(config)
+    streams = {sid(): rel for rel in RECORDINGS[:3]}
+    procs: list[subprocess.Popen[bytes]] = []
+    outputs: dict[str, list[Path]] = {s: [] for s in streams}
+    try:
+        # Consumers that come before their producer, two per stream...
+        for stream in streams:
+            for n in range(2):
+                out = tmp_path / f"{stream}-early{n}.jsonl"
+                outputs[stream].append(out)
+                procs.append(_spawn(script, "consume", redis_server.url, conf, stream, str(out)))
+        producers = [
+            _spawn(script, "produce", redis_server.url, conf, stream, f"{REAL / rel}|0.03")
+            for stream, rel in streams.items()
+        ]
+        procs.extend(producers)
+        # ...and one that joins mid-stream, once its producer has sent a few chunks.
+        for producer, stream in zip(producers, streams, strict=True):
+            assert producer.stdout is not None
+            for _ in range(5):
+                producer.stdout.readline()
+            out = tmp_path / f"{stream}-late.jsonl"
+            outputs[stream].append(out)
+            procs.append(_spawn(script, "consume", redis_server.url, conf, stream, str(out)))
+        for proc in procs:
+            _out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err.decode()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    for stream, rel in streams.items():
+        ref = reference(rel)
+        starts = [_check_lines(ref, _read_items(path)) for path in outputs[stream]]
+        assert starts[0] == 0 and starts[1] == 0
+        assert starts[2] > 0  # the late one started from a real snapshot
+
+
+# --- a producer that dies -----------------------------------------------------------------
+
+
+def test_producer_crash_ends_consumers_incomplete(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    config = fast_config()
+    conf = _config_json(config)
+    rel = RECORDINGS[0]
+    ref = reference(rel)
+    stream = sid()
+    early = tmp_path / "early.jsonl"
+    late = tmp_path / "late.jsonl"
+    consumer = _spawn(script, "consume", redis_server.url, conf, stream, str(early))
+    producer = _spawn(script, "produce", redis_server.url, conf, stream, f"{REAL / rel}|0.05")
+    try:
+        assert producer.stdout is not None
+        for _ in range(len(ref.chunks) // 2):
+            producer.stdout.readline()
+        producer.send_signal(signal.SIGKILL)  # no goodbye: only the lease can tell
+        producer.wait(timeout=10)
+        late_consumer = _spawn(script, "consume", redis_server.url, conf, stream, str(late))
+        for proc in (consumer, late_consumer):
+            _out, err = proc.communicate(timeout=30)  # bounded: never waits forever
+            assert proc.returncode == 0, err.decode()
+    finally:
+        for proc in (consumer, producer):
+            if proc.poll() is None:
+                proc.kill()
+    finals = []
+    for path in (early, late):
+        lines = _read_items(path)
+        end = lines[-1]
+        assert end["synthetic"] is True
+        assert end["event"]["type"] == "message_completed"
+        message = end["event"]["message"]
+        assert message["status"] == "incomplete"
+        assert message["metadata"]["error"]["type"] == "relay_producer_lost"
+        body = lines[:-1]
+        start = body[0]["seq"]
+        assert [line["event"] for line in body[1:]] == ref.events[start : body[-1]["seq"]]
+        # Every part the fold had by the last published event, exactly: the producer
+        # publishes per chunk, so that is a chunk boundary of the reference.
+        upto = end["seq"]
+        assert 0 < upto < len(ref.events)
+        expected = ref.snapshots[upto]
+        assert message["content"] == expected["content"]
+        assert message["tool_calls"] == expected["tool_calls"]
+        assert message["metadata"]["model"] == expected["metadata"]["model"]
+        finals.append(message)
+    assert finals[0] == finals[1]
+
+
+# --- Redis restarts between events ---------------------------------------------------------
+
+
+async def test_redis_restart_between_events(tmp_path: Path) -> None:
+    # AOF with fsync on every write, so the stream outlives the restart (without
+    # persistence a restarted Redis is empty: consumers already reading still finish, but
+    # late joiners could only see what was written after it).
+    server = RedisServer(tmp_path / "aof", persistent=True)
+    server.start()
+    try:
+        ref = reference(RECORDINGS[0])
+        stream = sid()
+        config = fast_config(lease_ttl=1.0)
+        async with Relay.from_url(server.url, config) as relay:
+            published: list[int] = []
+
+            async def paced() -> AsyncIterator[bytes]:
+                for chunk in ref.chunks:
+                    await asyncio.sleep(0.02)
+                    yield chunk
+                    published.append(1)
+
+            producing = asyncio.create_task(relay.publish(stream, paced()))
+            early = asyncio.create_task(drain(relay.subscribe(stream)))
+            while len(published) < len(ref.chunks) // 3:
+                await asyncio.sleep(0.01)
+            await asyncio.to_thread(server.stop, kill=True)
+            assert not producing.done()
+            await asyncio.sleep(0.5)  # both clients hit a dead socket and back off
+            await asyncio.to_thread(server.start)
+            late = asyncio.create_task(drain(relay.subscribe(stream)))
+            await asyncio.wait_for(producing, 30)
+            results = await asyncio.wait_for(asyncio.gather(early, late), 30)
+            assert relay.retries > 0  # both sides really lost the connection and retried
+        assert ref.check(results[0]) == 0
+        ref.check(results[1])
+        for items in results:
+            assert not items[-1].synthetic
+    finally:
+        server.stop()
+
+
+# --- many streams at once -------------------------------------------------------------------
+
+
+async def test_fifty_streams_with_three_consumers_each(redis_server: RedisServer) -> None:
+    # The benchmark (benchmarks/relay_bench.py) runs 1,000 x 10; this is the same at 50 x 3.
+    refs = [reference(rel) for rel in RECORDINGS[:4]]
+    async with Relay.from_url(redis_server.url, fast_config(checkpoint_every=8)) as relay:
+        jobs = []
+        for n in range(50):
+            ref = refs[n % len(refs)]
+            stream = sid()
+
+            async def paced(ref: Reference = ref) -> AsyncIterator[bytes]:
+                for chunk in ref.chunks:
+                    await asyncio.sleep(0.005)
+                    yield chunk
+
+            async def consumer(stream: str = stream, delay: float = 0.0) -> list[Relayed]:
+                await asyncio.sleep(delay)
+                return await drain(relay.subscribe(stream))
+
+            jobs.append((ref, [consumer(stream, d) for d in (0.0, 0.03, 0.08)]))
+            jobs.append((None, [relay.publish(stream, paced())]))
+        flat = [c for _, cs in jobs for c in cs]
+        results = await asyncio.wait_for(asyncio.gather(*flat), 60)
+    at = 0
+    checked = 0
+    for ref, coros in jobs:
+        for items in results[at : at + len(coros)]:
+            if ref is not None:
+                ref.check(items)
+                checked += 1
+        at += len(coros)
+    assert checked == 150
