@@ -772,3 +772,49 @@ def test_chat_fragment_matching_does_not_scan_every_call() -> None:
     for _ in range(n):
         decoder.decode(chunk({}, "tool_calls"))
     assert _CountingList.walks == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    chunks=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=12),
+    data=st.data(),
+)
+def test_gemini_grounding_offsets_map_as_on_the_joined_text(
+    chunks: list[str], data: st.DataObject
+) -> None:
+    # Regression: each grounding report re-encoded the whole text to map its byte offsets
+    # to characters, so a report on every chunk of a long text was quadratic. The chunk
+    # index must map exactly as decoding the joined text's byte prefix did.
+    from streamfold.providers.gemini import _TextPart
+
+    part = _TextPart(0, [])
+    for chunk in chunks:
+        part.add(chunk)
+    encoded = "".join(chunks).encode()
+    offset = data.draw(st.integers(0, len(encoded)), label="offset")
+    assert part.size == len(encoded)
+    assert part.chars(offset) == len(encoded[:offset].decode("utf-8", errors="ignore"))
+
+
+def test_gemini_grounding_on_every_chunk_cites_the_right_text() -> None:
+    piece = "é" * 5 + "x" * 5  # 15 bytes, 10 characters
+    events = []
+    for i in range(200):
+        support = {
+            "segment": {"startIndex": i * 15 + 10, "endIndex": i * 15 + 15},
+            "groundingChunkIndices": [0],
+        }
+        grounding = {
+            "groundingChunks": [{"web": {"uri": "https://a.example", "title": "a"}}],
+            "groundingSupports": [support],
+        }
+        candidate = {"content": {"role": "model", "parts": [{"text": piece}]}}
+        events.append({"candidates": [{**candidate, "groundingMetadata": grounding}]})
+    outcome = run_fold(events, Mode("gemini"))
+    assert outcome is not None and outcome.error is None
+    (part,) = outcome.message.content
+    text = part.content or ""
+    assert len(part.citations) == 200
+    for i, citation in enumerate(part.citations):
+        assert (citation.start_index, citation.end_index) == (i * 10 + 5, i * 10 + 10)
+        assert text[citation.start_index : citation.end_index] == "xxxxx"

@@ -29,6 +29,7 @@ Parts:
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -103,6 +104,31 @@ class _TextPart:
     key: int
     chunks: list[str]
     cited: set[tuple[Any, ...]] = field(default_factory=set)
+    # Where each chunk ends, in UTF-8 bytes and in characters: a grounding offset maps to
+    # a character index by bisecting these, not by re-encoding the whole text per report
+    # (a stream of grounding reports on a long text was quadratic).
+    byte_ends: list[int] = field(default_factory=list)
+    char_ends: list[int] = field(default_factory=list)
+
+    def add(self, text: str) -> None:
+        self.chunks.append(text)
+        self.byte_ends.append((self.byte_ends[-1] if self.byte_ends else 0) + len(text.encode()))
+        self.char_ends.append((self.char_ends[-1] if self.char_ends else 0) + len(text))
+
+    @property
+    def size(self) -> int:
+        """The text's length in UTF-8 bytes."""
+        return self.byte_ends[-1] if self.byte_ends else 0
+
+    def chars(self, offset: int) -> int:
+        """The character index of a UTF-8 byte offset (a split character is not counted)."""
+        at = bisect.bisect_left(self.byte_ends, offset)
+        if at == len(self.chunks):
+            return self.char_ends[-1] if self.char_ends else 0
+        byte_base = self.byte_ends[at - 1] if at else 0
+        char_base = self.char_ends[at - 1] if at else 0
+        head = self.chunks[at].encode()[: offset - byte_base]
+        return char_base + len(head.decode("utf-8", errors="ignore"))
 
 
 class _ArgsWriter:
@@ -445,7 +471,7 @@ class GeminiDecoder(Decoder):
         if kind == "text":
             state = self._open_text.get(key)
             if state is not None:
-                state.chunks.append(text)
+                state.add(text)
 
     def _function_call(
         self,
@@ -622,7 +648,6 @@ class GeminiDecoder(Decoder):
         supports = _check(self, supports, list, "groundingSupports", grounding)
         sources = grounding.get("groundingChunks") or []
         _check(self, sources, list, "groundingChunks", grounding)
-        encoded = "".join(target.chunks).encode("utf-8")
         citations: list[Citation] = []
         for support in supports:
             support = _check(self, support, dict, "groundingSupports[]", grounding)
@@ -636,9 +661,9 @@ class GeminiDecoder(Decoder):
             _check(self, indices, list, "groundingChunkIndices", support)
             scores = support.get("confidenceScores") or []
             _check(self, scores, list, "confidenceScores", support)
-            in_range = 0 <= start <= end <= len(encoded)
-            char_start = _chars(encoded, start) if in_range else None
-            char_end = _chars(encoded, end) if in_range else None
+            in_range = 0 <= start <= end <= target.size
+            char_start = target.chars(start) if in_range else None
+            char_end = target.chars(end) if in_range else None
             for n, index in enumerate(indices):
                 _check(self, index, int, "groundingChunkIndices[]", support)
                 mark = (start, end, index, segment.get("partIndex"))
@@ -724,11 +749,6 @@ class GeminiDecoder(Decoder):
 
 
 # --- helpers -----------------------------------------------------------------------------
-
-
-def _chars(encoded: bytes, offset: int) -> int:
-    """The character index of a UTF-8 byte offset."""
-    return len(encoded[:offset].decode("utf-8", errors="ignore"))
 
 
 def _source(chunk: dict[str, Any]) -> CitationSource | None:
