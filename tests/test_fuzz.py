@@ -305,6 +305,10 @@ def _deep(depth: int, leaf: Any, as_list: bool) -> Any:
     return value
 
 
+# Hostile JSON paths (Gemini partialArgs): a far array index, a path deeper than any parser.
+_PATHS = ["$.a[4000000000]", "$" + ".a" * 300, "$['x'][0][2]"]
+
+
 def hostile_value(c: Chooser, stream: Stream) -> Any:
     """A value of the wrong type (or the right type with a hostile content)."""
     kind = c.integer(0, 9)
@@ -315,7 +319,7 @@ def hostile_value(c: Chooser, stream: Stream) -> Any:
     if kind == 2:
         return c.choice([0.5, -0.0, 1e308, -1e-308, 3.0])
     if kind == 3:
-        return c.choice(["", "x", "\x00", "é\u2028", "\ud7ff", "[DONE]", " " * 3, "{"])
+        return c.choice(["", "x", "\x00", "é\u2028", "\ud7ff", "[DONE]", " " * 3, "{", *_PATHS])
     if kind == 4:
         return c.choice(_strings(stream))
     if kind == 5:
@@ -818,3 +822,29 @@ def test_gemini_grounding_on_every_chunk_cites_the_right_text() -> None:
     for i, citation in enumerate(part.citations):
         assert (citation.start_index, citation.end_index) == (i * 10 + 5, i * 10 + 10)
         assert text[citation.start_index : citation.end_index] == "xxxxx"
+
+
+def _gemini_call(path: str) -> list[dict[str, Any]]:
+    args = [{"jsonPath": path, "numberValue": 1}]
+    part = {"functionCall": {"name": "f", "partialArgs": args, "willContinue": True}}
+    first = {"content": {"role": "model", "parts": [part]}}
+    last = {"content": {"role": "model", "parts": [{"text": "done"}]}, "finishReason": "STOP"}
+    return [{"candidates": [first]}, {"candidates": [last]}]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["$.a[4000000000]", "$.a[0].b[7]", "$" + ".a" * 3000],
+    ids=["far-index", "gap", "deep"],
+)
+def test_gemini_partial_args_paths_cannot_exhaust_the_host(path: str) -> None:
+    # Regression: `$.a[4000000000]` filled a list with 4e9 Nones (30 M took 12 s and
+    # 600 MB), and a 3000-deep path raised RecursionError when the call was rebuilt.
+    for chunks in (
+        _gemini_call(path),
+        [b"".join(b"data: " + _dump(e) + b"\n\n" for e in _gemini_call(path))],
+    ):
+        outcome = run_fold(chunks, Mode("gemini"))
+        assert outcome is not None
+        assert isinstance(outcome.error, StreamProtocolError)
+        assert "partialArgs[].jsonPath" in str(outcome.error)

@@ -131,6 +131,10 @@ class _TextPart:
         return char_base + len(head.decode("utf-8", errors="ignore"))
 
 
+# The deepest partialArgs path accepted: jiter reads JSON at most ~200 levels deep.
+_MAX_PATH_DEPTH = 128
+
+
 class _ArgsWriter:
     """Write Vertex's streamed `partialArgs` (JSON path + value) as argument JSON text.
 
@@ -270,13 +274,25 @@ def _child(node: Any, segment: str | int) -> Any:
     return None
 
 
+class _IndexGap(Exception):
+    """A path indexed an array past its next item (filling the gap could take any memory)."""
+
+    def __init__(self, index: int, length: int) -> None:
+        super().__init__(index, length)
+        self.index = index
+        self.length = length
+
+
 def _put(node: Any, segment: str | int, value: Any) -> None:
     if isinstance(node, dict):
         node[segment] = value
     elif isinstance(node, list) and isinstance(segment, int):
-        while len(node) <= segment:
-            node.append(None)
-        node[segment] = value
+        if segment > len(node):
+            raise _IndexGap(segment, len(node))
+        if segment == len(node):
+            node.append(value)
+        else:
+            node[segment] = value
 
 
 def _join_strings(value: Any) -> Any:
@@ -546,26 +562,43 @@ class GeminiDecoder(Decoder):
                 f"got {path_text!r}",
                 item,
             )
+        if len(path) > _MAX_PATH_DEPTH:
+            # Deeper than any JSON parser here reads back (and the rebuild would recurse).
+            raise self.protocol_error(
+                f"expected partialArgs[].jsonPath at most {_MAX_PATH_DEPTH} deep, "
+                f"got {len(path)} segments",
+                item,
+            )
         more = item.get("willContinue")
         if more is not None:
             _check(self, more, bool, "partialArgs[].willContinue", item)
+        value: Any
         if "stringValue" in item:
             value = _check(self, item["stringValue"], str, "partialArgs[].stringValue", item)
-            return writer.add(path, value, True, bool(more))
-        if "numberValue" in item:
-            number = item["numberValue"]
-            if isinstance(number, bool) or not isinstance(number, int | float):
+            is_string = True
+        elif "numberValue" in item:
+            value = item["numberValue"]
+            if isinstance(value, bool) or not isinstance(value, int | float):
                 raise self.protocol_error(
-                    f"expected partialArgs[].numberValue to be a number, got {_describe(number)}",
+                    f"expected partialArgs[].numberValue to be a number, got {_describe(value)}",
                     item,
                 )
-            return writer.add(path, number, False, False)
-        if "boolValue" in item:
-            flag = _check(self, item["boolValue"], bool, "partialArgs[].boolValue", item)
-            return writer.add(path, flag, False, False)
-        if "nullValue" in item:
-            return writer.add(path, None, False, False)
-        return ""  # a path with no value yet
+            is_string, more = False, False
+        elif "boolValue" in item:
+            value = _check(self, item["boolValue"], bool, "partialArgs[].boolValue", item)
+            is_string, more = False, False
+        elif "nullValue" in item:
+            value, is_string, more = None, False, False
+        else:
+            return ""  # a path with no value yet
+        try:
+            return writer.add(path, value, is_string, bool(more))
+        except _IndexGap as gap:
+            raise self.protocol_error(
+                f"expected partialArgs[].jsonPath {path_text!r} to index an array item "
+                f"at most {gap.length} (the next one), got {gap.index}",
+                item,
+            ) from None
 
     def _end_call(self, out: list[Delta], *, explicit: bool = False) -> None:
         streamed = self._call
