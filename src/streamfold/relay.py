@@ -84,6 +84,7 @@ import json
 import re
 import secrets
 import time
+import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
@@ -417,16 +418,16 @@ def _parse_entries(raw: Any) -> list[_Entry]:
     return out
 
 
-def _xread_entries(raw: Any) -> list[_Entry]:
+def _xread_entries(raw: Any) -> dict[str, list[_Entry]]:
     if not raw:
-        return []
+        return {}
     streams = raw.items() if isinstance(raw, dict) else raw
-    out: list[_Entry] = []
-    for _key, entries in streams:
+    out: dict[str, list[_Entry]] = {}
+    for key, entries in streams:
         # RESP3 nests the entries one level deeper: [[(id, fields), ...]].
         while entries and len(entries) == 1 and not isinstance(entries[0][0], bytes | str):
             entries = entries[0]
-        out.extend(_parse_entries(entries))
+        out[_text(key)] = _parse_entries(entries)
     return out
 
 
@@ -455,6 +456,9 @@ class Relay:
         self.config = config or RelayConfig()
         self._errors = _retryable()
         self.retries = 0
+        self._tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Tail] = (
+            weakref.WeakKeyDictionary()
+        )
         """How many commands failed on a connection error and were retried."""
 
     @classmethod
@@ -465,10 +469,14 @@ class Relay:
         from redis.backoff import NoBackoff
 
         config = config or RelayConfig()
-        options.setdefault("socket_timeout", config.poll + 10)
+        options.setdefault("socket_timeout", 10)
         options.setdefault("socket_connect_timeout", 5)
         options.setdefault("retry", Retry(NoBackoff(), 0))  # the relay retries, bounded
-        return cls(aioredis.Redis.from_url(url, **options), config)
+        # Many concurrent producers wait for a connection instead of failing at the cap.
+        options.setdefault("max_connections", 64)
+        options.setdefault("timeout", config.reconnect_timeout)
+        pool = aioredis.BlockingConnectionPool.from_url(url, **options)
+        return cls(aioredis.Redis.from_pool(pool), config)
 
     async def aclose(self) -> None:
         """Close the client's connections."""
@@ -515,6 +523,13 @@ class Relay:
         raise RelayUnavailable(f"{what}: gave up after {_MAX_ATTEMPTS} attempts")
 
     # --- reading ------------------------------------------------------------------------
+
+    def _tail(self) -> _Tail:
+        loop = asyncio.get_running_loop()
+        tail = self._tails.get(loop)
+        if tail is None:
+            tail = self._tails[loop] = _Tail(self)
+        return tail
 
     async def checkpoint(self, stream_id: str) -> Checkpoint | None:
         """The stream's latest checkpoint, or None if there is no such stream."""
@@ -843,6 +858,130 @@ class RelayProducer:
             await self._stop_heartbeat()
 
 
+class _Inbox:
+    """A subscription's share of the tail: batches of entries, or a note to re-read."""
+
+    __slots__ = ("batches", "error", "limit", "overflow", "pending", "ready")
+
+    def __init__(self, limit: int) -> None:
+        self.batches: list[list[_Entry]] = []
+        self.pending = 0
+        self.limit = limit
+        self.overflow = False
+        self.error: BaseException | None = None
+        self.ready = asyncio.Event()
+
+    def push(self, entries: list[_Entry]) -> None:
+        if self.pending + len(entries) > self.limit:
+            # A consumer that does not keep up: drop what it has not read (bounded memory);
+            # it re-reads from its last id, or from a snapshot if those are trimmed too.
+            self.batches.clear()
+            self.pending = 0
+            self.overflow = True
+        else:
+            self.batches.append(entries)
+            self.pending += len(entries)
+        self.ready.set()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.ready.set()
+
+    async def get(self, timeout: float) -> tuple[list[_Entry], bool] | None:
+        """(entries, overflowed) as soon as there are some; None after `timeout` seconds."""
+        if not self.ready.is_set():
+            try:
+                await asyncio.wait_for(self.ready.wait(), timeout)
+            except TimeoutError:
+                return None
+        self.ready.clear()
+        if self.error is not None:
+            raise self.error
+        entries = [e for batch in self.batches for e in batch]
+        overflow = self.overflow
+        self.batches.clear()
+        self.pending = 0
+        self.overflow = False
+        return entries, overflow
+
+
+_TAIL_BLOCK_MS: Final = 50
+
+
+class _Tail:
+    """One XREAD BLOCK loop per Relay (and event loop) for the live tail of every
+    subscription: a worker with thousands of readers holds one blocked connection, not
+    thousands, and one reply serves every reader of a stream."""
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self.inboxes: dict[str, set[_Inbox]] = {}
+        self.cursor: dict[str, int] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    def join(self, key: str, last: int, inbox: _Inbox) -> int:
+        """Follow `key` into `inbox` from after `last`; returns where the tail already is
+        (entries up to it that the caller has not read must be read with XRANGE)."""
+        readers = self.inboxes.setdefault(key, set())
+        readers.add(inbox)
+        cursor = self.cursor.setdefault(key, last)
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._run(), name="streamfold-relay-tail")
+        return cursor
+
+    def leave(self, key: str, inbox: _Inbox) -> None:
+        readers = self.inboxes.get(key)
+        if readers is None:
+            return
+        readers.discard(inbox)
+        if not readers:
+            del self.inboxes[key]
+            self.cursor.pop(key, None)
+
+    async def _run(self) -> None:
+        relay = self.relay
+        cfg = relay.config
+        failing_since: float | None = None
+        delay = 0.05
+        for _ in range(2**62):  # bounded by its readers: it stops when the last one leaves
+            if not self.inboxes:
+                return
+            streams = {key: _entry_id(self.cursor[key]) for key in self.inboxes}
+            try:
+                raw = await relay.redis.xread(streams, count=cfg.batch, block=_TAIL_BLOCK_MS)
+                batches = _xread_entries(raw)
+            except relay._errors as exc:
+                relay.retries += 1
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - failing_since >= cfg.reconnect_timeout:
+                    error = RelayUnavailable(
+                        f"read stream: Redis unreachable for {cfg.reconnect_timeout:g} s "
+                        f"({type(exc).__name__}: {exc})"
+                    )
+                    for readers in self.inboxes.values():
+                        for inbox in readers:
+                            inbox.fail(error)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            except Exception as exc:  # a malformed entry, say: every reader hears of it
+                for readers in self.inboxes.values():
+                    for inbox in readers:
+                        inbox.fail(exc)
+                return
+            failing_since = None
+            delay = 0.05
+            for key, entries in batches.items():
+                following = self.inboxes.get(key)
+                if not entries or not following:
+                    continue
+                self.cursor[key] = entries[-1].seq
+                for inbox in following:
+                    inbox.push(entries)
+
+
 class _Subscription:
     def __init__(
         self, relay: Relay, stream_id: str, keys: tuple[str, str, str], after: int | None
@@ -905,62 +1044,69 @@ class _Subscription:
         relay, cfg = self.relay, self.cfg
         idle_since = time.monotonic()
         lease_gone_since: float | None = None
-        for _ in range(_MAX_ATTEMPTS * 100):  # each turn takes a poll or brings events
-            for item in items:
-                self.last = item.seq
-                yield item
-                if isinstance(item.event, MessageCompleted):
-                    return
-            if items:
-                idle_since = time.monotonic()
-                lease_gone_since = None
-            raw = await relay._retry("read stream", self._xread)
-            entries = _xread_entries(raw)
-            if entries:
-                if entries[0].seq != self.last + 1 or not _contiguous(entries):
-                    items = await self._from_checkpoint()  # fell behind a trim: start over
-                else:
-                    items = [e.relayed() for e in entries]
-                continue
-            items = []
-            # Idle: is the producer still there?
-            lease, end = await relay._retry("check lease", self._liveness)
-            now = time.monotonic()
-            if end is not None:
-                if self.last >= end:
-                    return  # the caller saw MessageCompleted already (after=<its id>)
-                items = await self._resume(self.last)
-                if not items:
-                    lease_gone_since = lease_gone_since or now
-                    if now - lease_gone_since >= cfg.lease_ttl:
-                        yield await self._lost("its last entries are gone")
+        tail = relay._tail()
+        inbox: _Inbox | None = None
+        try:
+            for _ in range(_MAX_ATTEMPTS * 100):  # each turn takes a poll or brings events
+                for item in items:
+                    self.last = item.seq
+                    yield item
+                    if isinstance(item.event, MessageCompleted):
                         return
-                continue
-            if lease:
-                lease_gone_since = None
-                if now - idle_since >= cfg.idle_timeout:
-                    yield await self._lost(f"no event for {cfg.idle_timeout:g} s")
-                    return
-                continue
-            if lease_gone_since is None:
-                lease_gone_since = now
-                continue
-            if now - lease_gone_since < cfg.lease_ttl:
-                continue
-            items = await self._resume(self.last)  # a last look before giving up
-            if items:
-                continue
-            yield await self._lost("its lease expired with no end")
-            return
-        raise RelayError(f"stream {self.stream_id!r}: the subscription ran too long")
-
-    def _xread(self) -> Awaitable[Any]:
-        block_ms = max(1, int(self.cfg.poll * 1000))
-        streams = {self.events_key: _entry_id(self.last)}
-        reply: Awaitable[Any] = self.relay.redis.xread(
-            streams, count=self.cfg.batch, block=block_ms
-        )
-        return reply
+                if items:
+                    idle_since = time.monotonic()
+                    lease_gone_since = None
+                if inbox is None:
+                    inbox = _Inbox(max(cfg.maxlen, cfg.batch))
+                    cursor = tail.join(self.events_key, self.last, inbox)
+                    if cursor > self.last:  # the tail is ahead of us: read the difference
+                        items = await self._resume(self.last)
+                        continue
+                got = await inbox.get(cfg.poll)
+                if got is not None:
+                    entries, overflow = got
+                    entries = [e for e in entries if e.seq > self.last]
+                    if overflow or (
+                        entries and (entries[0].seq != self.last + 1 or not _contiguous(entries))
+                    ):
+                        items = await self._resume(self.last)  # fill the gap (or a new snapshot)
+                    else:
+                        items = [e.relayed() for e in entries]
+                    continue
+                items = []
+                # Idle: is the producer still there?
+                lease, end = await relay._retry("check lease", self._liveness)
+                now = time.monotonic()
+                if end is not None:
+                    if self.last >= end:
+                        return  # the caller saw MessageCompleted already (after=<its id>)
+                    items = await self._resume(self.last)
+                    if not items:
+                        lease_gone_since = lease_gone_since or now
+                        if now - lease_gone_since >= cfg.lease_ttl:
+                            yield await self._lost("its last entries are gone")
+                            return
+                    continue
+                if lease:
+                    lease_gone_since = None
+                    if now - idle_since >= cfg.idle_timeout:
+                        yield await self._lost(f"no event for {cfg.idle_timeout:g} s")
+                        return
+                    continue
+                if lease_gone_since is None:
+                    lease_gone_since = now
+                    continue
+                if now - lease_gone_since < cfg.lease_ttl:
+                    continue
+                items = await self._resume(self.last)  # a last look before giving up
+                if items:
+                    continue
+                yield await self._lost("its lease expired with no end")
+                return
+            raise RelayError(f"stream {self.stream_id!r}: the subscription ran too long")
+        finally:
+            if inbox is not None:
+                tail.leave(self.events_key, inbox)
 
     async def _liveness(self) -> tuple[bool, int | None]:
         pipe = self.relay.redis.pipeline(transaction=False)
