@@ -8,13 +8,17 @@ events after it must be the fold's events from there on (as `event_to_json` give
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -63,6 +67,7 @@ RECORDINGS = [
     "groq/error-mid-stream-tool-use-failed.sse",  # ends with a provider error
 ]
 SRC = str(Path(__file__).parent.parent / "src")
+ARTIFACTS = Path(__file__).parent.parent / "artifacts"
 
 
 def fast_config(**changes: Any) -> RelayConfig:
@@ -616,3 +621,158 @@ async def test_fifty_streams_with_three_consumers_each(redis_server: RedisServer
                 checked += 1
         at += len(coros)
     assert checked == 150
+
+
+# --- the demo page through the relay -----------------------------------------------------
+
+PAGE_RECORDING = "anthropic/code-execution-bash-thinking.sse"  # thinking, text, blocks, text
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@contextlib.contextmanager
+def _worker(redis_url: str, config: RelayConfig) -> Iterator[str]:
+    """One 'worker': a uvicorn server on a free 127.0.0.1 port with the page, its routes and
+    the relay routes, on its own thread and event loop, with its own Redis client."""
+    import uvicorn
+    from starlette.applications import Starlette
+
+    from streamfold.web import ui_routes
+    from streamfold.web.relay_routes import relay_routes
+
+    relay = Relay.from_url(redis_url, config)
+    app = Starlette(routes=[*ui_routes(REAL), *relay_routes(relay, REAL)])
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive(), "uvicorn stopped before it started"
+        assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def _sse_events(lines: Iterator[str], limit: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    for line in lines:
+        if line == "":
+            if current:
+                events.append(current)
+                current = {}
+                if len(events) >= limit:
+                    break
+        elif ":" in line:
+            name, _, value = line.partition(":")
+            current[name] = value.removeprefix(" ")
+    return events
+
+
+def test_event_source_route_resumes_with_last_event_id(redis_server: RedisServer) -> None:
+    import httpx
+
+    ref = reference(PAGE_RECORDING)
+    config = fast_config(checkpoint_every=4, lease_ttl=2.0)  # the workers share Redis keys
+    a_worker, b_worker = _worker(redis_server.url, config), _worker(redis_server.url, config)
+    with a_worker as a, b_worker as b, httpx.Client() as http:
+        started = http.post(f"{a}/relay/start", json={"recording": PAGE_RECORDING, "speed": 0})
+        assert started.status_code == 200
+        stream = started.json()["id"]
+        with http.stream("GET", f"{a}/relay/events/{stream}", timeout=20) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            first = _sse_events(response.iter_lines(), 6)
+        assert first[0]["event"] == "snapshot"
+        seen = [json.loads(e["data"]) for e in first[1:]]
+        start = int(first[0]["id"].split("-")[1])
+        assert seen == ref.events[start : start + 5]
+        # The browser's EventSource reconnects to any worker with the last id it saw.
+        headers = {"Last-Event-ID": first[-1]["id"]}
+        with http.stream("GET", f"{b}/relay/events/{stream}", headers=headers, timeout=20) as r:
+            rest = _sse_events(r.iter_lines(), 10_000)
+        assert [json.loads(e["data"]) for e in rest] == ref.events[start + 5 :]
+        assert rest[-1]["event"] == "message_completed"
+        # After the end there is nothing more: 204 tells an EventSource to stop.
+        over = http.get(f"{b}/relay/events/{stream}", headers={"Last-Event-ID": rest[-1]["id"]})
+        assert over.status_code == 204
+        assert http.get(f"{b}/relay/ui-stream/not%20an%20id").status_code == 400
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="no playwright")
+def test_page_reload_mid_stream_resumes_on_any_worker(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    ref = reference(PAGE_RECORDING)
+    final = ref.final
+    texts = [p["content"] or "" for p in final["content"] if p["type"] == "text"]
+    parts = len(final["content"]) + len(final["tool_calls"])
+    assert len(texts) >= 2
+    streaming_with_a_part = """() => document.body.dataset.stream === 'streaming'
+        && document.querySelector('.part') !== null"""
+
+    config = fast_config(checkpoint_every=4, lease_ttl=2.0)  # the workers share Redis keys
+    with (
+        _worker(redis_server.url, config) as a,
+        _worker(redis_server.url, config) as b,
+        sync_playwright() as pw,
+    ):
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1100, "height": 900},
+        )
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{a}/")
+            page.wait_for_selector(f'#recording option[value="{PAGE_RECORDING}"]', state="attached")
+            page.wait_for_selector("#relay", state="visible")  # the relay is there
+            page.select_option("#recording", PAGE_RECORDING)
+            page.select_option("#speed", "0.1")  # about 7 s of streaming
+            page.check("#relay")
+            page.click("#replay")
+            page.wait_for_function("new URL(location.href).searchParams.has('relay')")
+            stream = page.evaluate("new URL(location.href).searchParams.get('relay')")
+            page.wait_for_function(streaming_with_a_part, timeout=15_000)
+
+            # Reload mid-stream on the same worker: the message so far, then the rest.
+            page.reload()
+            page.wait_for_function(streaming_with_a_part, timeout=15_000)
+            # And again, landing on the other worker (a load balancer's choice).
+            page.goto(f"{b}/?relay={stream}")
+            page.wait_for_function(streaming_with_a_part, timeout=15_000)
+
+            page.wait_for_selector('#status[data-state="done"]', timeout=30_000)
+            shown = page.eval_on_selector_all(".part.text", "els => els.map(e => e.streamfoldText)")
+            assert shown == texts  # every text whole, each once
+            assert page.eval_on_selector_all(".part", "els => els.length") == parts
+            assert page.evaluate("document.body.dataset.relay") == stream
+            assert "stop" in page.inner_text("#finish")
+            assert errors == []
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "ui-demo-relay.png"), full_page=True)
+        finally:
+            context.close()

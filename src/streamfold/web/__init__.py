@@ -38,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 _SUFFIXES = (".sse", ".ndjson", ".jsonl", ".eventstream")
 _ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
+    "relay.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
 MAX_SPEED = 1000.0

@@ -21,7 +21,7 @@ function streamfoldMeta(chunk) {
 
 // --- SSE ----------------------------------------------------------------------------
 
-async function* sseData(body) {
+export async function* sseData(body) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   let data = [];
@@ -149,7 +149,7 @@ function markdown(text) {
 
 // --- rendering ------------------------------------------------------------------------
 
-class MessageView {
+export class MessageView {
   constructor(root, finish, counter) {
     this.root = root;
     this.finish = finish;
@@ -387,7 +387,7 @@ class MessageView {
 const status = $("#status");
 let current = null;
 
-function setStatus(state, label) {
+export function setStatus(state, label) {
   status.dataset.state = state;
   $(".label", status).textContent = label;
   document.body.dataset.stream = state;
@@ -446,8 +446,12 @@ async function replay(recording, speed) {
   }
 }
 
+// Another module (relay.js) may take a replay over: it returns true when it did.
+export const hooks = { submit: null };
+
 $("#controls").addEventListener("submit", (event) => {
   event.preventDefault();
+  if (hooks.submit && hooks.submit($("#recording").value, $("#speed").value)) return;
   replay($("#recording").value, $("#speed").value);
 });
 

@@ -1,0 +1,110 @@
+// Resumable replays through the Redis relay (streamfold.relay): the replay's stream id goes
+// in the page's URL (?relay=<id>), so a reload, served by any worker, follows the same
+// stream: the server sends the message so far, then the rest, live. The view is rebuilt
+// from that, so nothing shows twice.
+
+import { MessageView, hooks, setStatus, sseData } from "./app.js";
+
+const $ = (selector) => document.querySelector(selector);
+const RETRIES = 5; // reconnections of one stream after a network error, with backoff
+let current = null;
+
+function relayChecked() {
+  const box = $("#relay");
+  return Boolean(box && box.checked);
+}
+
+async function available() {
+  try {
+    return (await fetch("/relay/info")).ok;
+  } catch {
+    return false;
+  }
+}
+
+function setUrl(id, recording) {
+  const url = new URL(location.href);
+  if (id) url.searchParams.set("relay", id);
+  else url.searchParams.delete("relay");
+  if (recording) url.searchParams.set("recording", recording); // selected again on reload
+  history.replaceState(null, "", url);
+}
+
+// Follow a relayed stream to its end; after a dropped connection, start over from the
+// server's snapshot (a fresh view, so nothing is duplicated).
+async function follow(id) {
+  if (current) current.abort();
+  const controller = new AbortController();
+  current = controller;
+  document.body.dataset.relay = id;
+  for (let attempt = 0; attempt <= RETRIES; attempt++) {
+    const view = new MessageView($("#message"), $("#finish"), $("#counter"));
+    setStatus("streaming", attempt ? "reconnected…" : "streaming…");
+    let finished = false;
+    let sawError = false;
+    try {
+      const response = await fetch(`/relay/ui-stream/${encodeURIComponent(id)}`, { signal: controller.signal });
+      if (!response.ok) throw Object.assign(new Error((await response.json()).error?.message ?? response.statusText), { fatal: true });
+      for await (const data of sseData(response.body)) {
+        if (data === "[DONE]") { finished = true; break; }
+        const chunk = JSON.parse(data);
+        if (chunk.type === "error") sawError = true;
+        view.handle(chunk);
+      }
+      if (finished) {
+        if (current === controller) setStatus(sawError ? "error" : "done", sawError ? "ended with an error" : "done");
+        return;
+      }
+    } catch (error) {
+      if (controller.signal.aborted) return;
+      if (error.fatal || attempt === RETRIES) {
+        view.on_error({ errorText: String(error.message ?? error) });
+        setStatus("error", "failed");
+        return;
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
+  }
+}
+
+async function start(recording, speed) {
+  if (current) current.abort();
+  setStatus("streaming", "starting…");
+  try {
+    const response = await fetch("/relay/start", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ recording, speed: Number(speed) }),
+    });
+    const body = await response.json();
+    if (!response.ok) throw new Error(body.error?.message ?? response.statusText);
+    setUrl(body.id, body.recording);
+    await follow(body.id);
+  } catch (error) {
+    const view = new MessageView($("#message"), $("#finish"), $("#counter"));
+    view.on_error({ errorText: String(error.message ?? error) });
+    setStatus("error", "failed");
+  }
+}
+
+async function init() {
+  const wanted = new URLSearchParams(location.search).get("relay");
+  if (!(await available())) return;
+  const label = document.querySelector(".relay-switch");
+  if (label) label.style.display = "";
+  hooks.submit = (recording, speed) => {
+    if (!relayChecked()) {
+      if (current) current.abort();
+      setUrl(null);
+      return false;
+    }
+    start(recording, speed);
+    return true;
+  };
+  if (wanted) {
+    $("#relay").checked = true;
+    follow(wanted);
+  }
+}
+
+init();

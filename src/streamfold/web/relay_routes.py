@@ -1,0 +1,178 @@
+"""The demo page through the Redis relay: a replay any worker can serve, and a reload resumes it.
+
+    POST /relay/start               {"recording": <name>, "speed": <f>} -> {"id": <stream id>}
+                                    this worker folds the recording in a background task and
+                                    publishes it (streamfold.relay)
+    GET  /relay/ui-stream/{id}      the UI message stream (Vercel AI SDK v1) of that stream,
+                                    from any worker: the message so far (a Snapshot, as part
+                                    start/delta/end chunks), then the rest live
+    GET  /relay/events/{id}         the events as Server-Sent Events for an EventSource: each
+                                    with `id: <entry id>`; reconnecting with `Last-Event-ID`
+                                    (or `?after=<entry id>`) gets exactly the events missed.
+                                    The first one, without either, is `event: snapshot`.
+    GET  /relay/info                {"relay": true}: the page shows its "resumable" switch
+
+Two workers behind a load balancer, both with `relay_routes(Relay.from_url(REDIS))`: the
+page starts a replay on one, puts the stream id in its URL (`?relay=<id>`), and a reload
+(landing on either worker) follows the same stream from the start: its text complete, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from ..cli import event_to_json
+from ..errors import UsageError
+from ..events import Event
+from ..relay import Relay, Relayed, RelayError, RelayNotFound, Snapshot
+from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
+from . import _bundled, _error, _paced, _speed, find_recordings
+
+try:
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise UsageError(
+        "the streamfold demo page needs starlette: pip install 'streamfold[serve]'"
+    ) from exc
+
+SSE_HEADERS = {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    "x-accel-buffering": "no",
+}
+
+
+async def _first(items: AsyncIterator[Relayed]) -> Relayed | Response:
+    """The first item, or the error response when the stream is unknown."""
+    try:
+        return await anext(items)
+    except RelayNotFound as exc:
+        return _error(404, str(exc))
+    except StopAsyncIteration:
+        return _error(404, "the stream has no more events")
+    except RelayError as exc:
+        return _error(503, str(exc))
+
+
+async def _events(first: Relayed, items: AsyncIterator[Relayed]) -> AsyncIterator[Event]:
+    """A subscription as plain events: the first snapshot as the events that rebuild it."""
+    head = first.event
+    if isinstance(head, Snapshot):
+        for event in head.events():
+            yield event
+    else:
+        yield head
+    async for item in items:
+        if isinstance(item.event, Snapshot):
+            # The reader fell more than `maxlen` events behind: its view cannot be patched.
+            raise RelayError("the stream moved on too far to follow; reload to start over")
+        yield item.event
+
+
+def _sse(item: Relayed) -> bytes:
+    if isinstance(item.event, Snapshot):
+        kind = "snapshot"
+        data: dict[str, Any] = {
+            "type": "snapshot",
+            "message": item.event.message.model_dump(mode="json"),
+            "open": list(item.event.open),
+        }
+    else:
+        data = event_to_json(item.event)
+        kind = data["type"]
+        if item.synthetic:
+            data["synthetic"] = True
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {item.id}\nevent: {kind}\ndata: {body}\n\n".encode()
+
+
+def relay_routes(
+    relay: Relay, recordings_dir: str | Path | None = None, *, speed: float = 1.0
+) -> list[Route]:
+    """The relay routes for the demo page, replaying the recordings of `recordings_dir`."""
+    catalog = find_recordings(recordings_dir if recordings_dir is not None else _bundled())
+    by_name = {r.name: r for r in catalog}
+    default_speed = speed
+    running: set[asyncio.Task[Any]] = set()  # the replays this worker is publishing
+
+    async def info(request: Request) -> Response:
+        return JSONResponse({"relay": True})
+
+    async def start(request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+        wanted = body.get("recording") or request.query_params.get("recording")
+        recording = by_name.get(wanted) if isinstance(wanted, str) else None
+        if recording is None:
+            return _error(404, f"no recording named {wanted!r} (see /ui-recordings)")
+        raw_speed = body.get("speed", request.query_params.get("speed"))
+        try:
+            pace = _speed(None if raw_speed is None else str(raw_speed), default_speed)
+        except UsageError as exc:
+            return _error(400, str(exc))
+        stream_id = uuid.uuid4().hex
+        producer = relay.producer(stream_id, provider=recording.provider)
+        try:
+            await producer.start()  # the stream exists before anyone is told its id
+        except RelayError as exc:
+            return _error(503, str(exc))
+
+        async def publish() -> None:
+            async with producer:
+                await producer.pump(_paced(recording, pace))
+
+        task = asyncio.create_task(publish(), name=f"relay-replay-{stream_id}")
+        running.add(task)
+        task.add_done_callback(running.discard)
+        return JSONResponse({"id": stream_id, "recording": recording.name})
+
+    async def ui_stream(request: Request) -> Response:
+        try:
+            items = relay.subscribe(request.path_params["id"])
+        except UsageError as exc:
+            return _error(400, str(exc))
+        first = await _first(items)
+        if isinstance(first, Response):
+            return first
+        body = aencode_sse(ato_ui_message_stream(_events(first, items)))
+        headers = {**UI_MESSAGE_STREAM_HEADERS, "x-streamfold-relay": first.id}
+        return StreamingResponse(body, headers=headers)
+
+    async def events(request: Request) -> Response:
+        after = request.headers.get("last-event-id") or request.query_params.get("after")
+        try:
+            items = relay.subscribe(request.path_params["id"], after=after or None)
+        except UsageError as exc:
+            return _error(400, str(exc))
+        first = await _first(items)
+        if isinstance(first, Response):
+            if after and first.status_code == 404 and b"no more events" in first.body:
+                return Response(status_code=204)  # EventSource: the stream is over, stop
+            return first
+
+        async def body() -> AsyncIterator[bytes]:
+            yield _sse(first)
+            async for item in items:
+                yield _sse(item)
+
+        return StreamingResponse(body(), headers=SSE_HEADERS)
+
+    return [
+        Route("/relay/info", info, methods=["GET"]),
+        Route("/relay/start", start, methods=["POST"]),
+        Route("/relay/ui-stream/{id}", ui_stream, methods=["GET"]),
+        Route("/relay/events/{id}", events, methods=["GET"]),
+    ]
+
+
+__all__ = ["relay_routes"]
