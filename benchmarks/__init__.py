@@ -1,0 +1,1 @@
+"""Benchmarks: streamfold against the floor and the libraries users would pick instead."""

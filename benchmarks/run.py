@@ -1,0 +1,597 @@
+"""The one command: `python -m benchmarks.run [--quick] [--json out.json]`.
+
+For each provider (Anthropic, OpenAI Chat, OpenAI Responses), workload (mixed, bigargs)
+and size N, in one process, side by side: the SSE and dict floors, streamfold from SSE
+bytes and from dicts (every event produced, final Message), streamfold plus a live
+partial-arguments view (bigargs), and each installed peer. Every implementation's result
+is checked against the generator's expected result before it is timed; a wrong result is
+reported, never timed. Then the real recordings, then many concurrent streams.
+
+Columns: ns per delta (median of the runs / N), the ratio to the floor of the same input
+(SSE floor for SSE inputs, dict floor for dict inputs), growth t(100k)/t(10k) (10 is
+linear), peak memory (tracemalloc, a separate untimed pass) and its ratio to the floor's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import gc
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import concurrency
+from .floor import JSON_LIBRARY, Result, dict_floor, sse_floor
+from .generate import PROVIDERS, WORKLOADS, Stream, generate
+from .peers import PEERS
+from .subject import streamfold_dicts, streamfold_sse, streamfold_sse_live_args
+
+Runner = Callable[[], Result]
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = ROOT / "tests" / "fixtures" / "real"
+
+# Targets from the issue.
+SSE_RATIO = 1.3
+DICT_RATIO = 3.0
+GROWTH = 11.0
+MEMORY_RATIO = 1.5
+
+
+@dataclass
+class Impl:
+    """One implementation measured on one stream."""
+
+    name: str
+    input: str  # "sse" or "dicts"
+    checks: tuple[str, ...]
+    prepare: Callable[[Stream], Runner]
+    kind: str = "peer"  # floor / streamfold / peer
+    note: str = ""
+
+
+@dataclass
+class Row:
+    """One measurement: an implementation on one (provider, workload, N)."""
+
+    provider: str
+    workload: str
+    impl: str
+    kind: str
+    input: str
+    n: int
+    status: str  # ok / wrong / missing / skipped / error
+    runs: int = 0
+    median_s: float | None = None
+    ns_per_delta: float | None = None
+    ratio: float | None = None
+    peak_bytes: int | None = None
+    memory_ratio: float | None = None
+    note: str = ""
+    samples_s: list[float] = field(default_factory=list)
+
+
+def _subject_impls() -> list[Impl]:
+    full = ("text", "thinking", "signature", "tools")
+    return [
+        Impl("floor", "sse", full, lambda s: lambda: sse_floor(s.provider, s.sse), "floor"),
+        Impl("floor", "dicts", full, lambda s: lambda: dict_floor(s.provider, s.dicts), "floor"),
+        Impl(
+            "streamfold",
+            "sse",
+            full,
+            lambda s: lambda: streamfold_sse(s.provider, s.sse),
+            "streamfold",
+        ),
+        Impl(
+            "streamfold",
+            "dicts",
+            full,
+            lambda s: lambda: streamfold_dicts(s.provider, s.dicts),
+            "streamfold",
+        ),
+    ]
+
+
+_LIVE = Impl(
+    "streamfold + live args (jiter on prefix)",
+    "sse",
+    ("text", "tools"),
+    lambda s: lambda: streamfold_sse_live_args(s.provider, s.sse),
+    "streamfold",
+    "no partial-arguments API yet: the consumer re-parses the prefix per delta",
+)
+
+
+def check(result: Result, stream: Stream, fields: tuple[str, ...]) -> str | None:
+    """None when `result` holds what `stream` should fold to (in `fields`), else why not."""
+    expected = stream.expected
+    if "text" in fields and result.text != expected.text:
+        return f"text differs ({len(result.text)} vs {len(expected.text)} chars)"
+    if "thinking" in fields and (result.thinking or None) != expected.thinking:
+        return "thinking differs"
+    if "signature" in fields and (result.signature or None) != expected.signature:
+        return "signature differs"
+    if "tools" in fields:
+        want = {k: json.loads(v) for k, v in expected.tools.items()}
+        got = {}
+        for k, v in result.tools.items():
+            try:
+                got[k] = json.loads(v) if isinstance(v, str) else v
+            except ValueError:
+                return f"tool {k} arguments are not JSON"
+        if got != want:
+            return "tool arguments differ"
+    return None
+
+
+def _time(run: Runner) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def _peak(run: Runner) -> int:
+    gc.collect()
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _projected(history: list[tuple[int, float]], n: int) -> float | None:
+    """A guess at one run's seconds at size n from the smaller sizes (None: no history)."""
+    if not history:
+        return None
+    n1, t1 = history[-1]
+    scale = n / n1
+    if len(history) >= 2:
+        n0, t0 = history[-2]
+        # Observed exponent between the last two sizes (1 = linear), never below linear.
+        growth = (t1 / t0) if t0 > 0 else 1.0
+        exponent = max(1.0, _log(growth) / _log(n1 / n0))
+        return t1 * scale**exponent
+    return t1 * scale
+
+
+def _log(x: float) -> float:
+    import math
+
+    return math.log(x) if x > 0 else 0.0
+
+
+def measure_impl(
+    impl: Impl,
+    streams: dict[int, Stream],
+    *,
+    repeats: int,
+    budget: float,
+    memory: bool,
+) -> list[Row]:
+    """Check, then time (median of `repeats`), then measure peak memory, at each size."""
+    rows: list[Row] = []
+    history: list[tuple[int, float]] = []
+    for n, stream in sorted(streams.items()):
+        row = Row(stream.provider, stream.workload, impl.name, impl.kind, impl.input, n, "ok")
+        row.note = impl.note
+        rows.append(row)
+        guess = _projected(history, n)
+        if guess is not None and guess > budget:
+            row.status = "skipped"
+            row.note = f"one run projected at {guess:.0f} s (budget {budget:.0f} s)"
+            continue
+        try:
+            run = impl.prepare(stream)
+            # Imports and inputs move to the permanent generation: a collection then
+            # scans only what the fold itself allocates, whatever was imported before.
+            gc.collect()
+            gc.freeze()
+            start = time.perf_counter()
+            result = run()  # the checked run (also the warm-up)
+            first = time.perf_counter() - start
+            problem = check(result, stream, impl.checks)
+            del result
+        except Exception as exc:  # a peer that breaks on a stream is reported, not fatal
+            row.status = "error"
+            row.note = f"{type(exc).__name__}: {exc}"[:200]
+            continue
+        if problem is not None:
+            row.status = "wrong"
+            row.note = problem
+            continue
+        runs = max(1, min(repeats, int(budget // max(first, 1e-9))))
+        samples = [first] if runs == 1 else [_time(run) for _ in range(runs)]
+        row.runs = len(samples)
+        row.samples_s = samples
+        row.median_s = statistics.median(samples)
+        row.ns_per_delta = row.median_s * 1e9 / n
+        history.append((n, row.median_s))
+        if row.runs < repeats:
+            row.note = (row.note + "; " if row.note else "") + f"only {row.runs} run(s): slow"
+        if memory and row.median_s * 5 < budget:
+            row.peak_bytes = _peak(run)
+    return rows
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def benchmark(
+    sizes: list[int],
+    *,
+    repeats: int,
+    budget: float,
+    memory: bool = True,
+    providers: tuple[str, ...] = PROVIDERS,
+    workloads: tuple[str, ...] = WORKLOADS,
+    peers: bool = True,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+) -> list[Row]:
+    """Every implementation on every generated stream."""
+    rows: list[Row] = []
+    for provider in providers:
+        for workload in workloads:
+            streams = {n: generate(provider, workload, n, seed) for n in sizes}
+            impls = _subject_impls()
+            if workload == "bigargs":
+                impls.append(_LIVE)
+            if peers:
+                for peer in PEERS:
+                    if provider not in peer.providers or workload not in peer.workloads:
+                        continue
+                    if not _installed(peer.module):
+                        rows.extend(
+                            Row(provider, workload, peer.name, "peer", peer.input, n, "missing",
+                                note=f"{peer.module} not installed (pip install -e '.[bench]')")
+                            for n in sizes
+                        )  # fmt: skip
+                        continue
+                    impls.append(
+                        Impl(peer.name, peer.input, peer.checks, peer.prepare, "peer", peer.note)
+                    )
+            group: list[Row] = []
+            for impl in impls:
+                log(f"  {provider}/{workload}: {impl.name} ({impl.input})")
+                group.extend(
+                    measure_impl(impl, streams, repeats=repeats, budget=budget, memory=memory)
+                )
+            _relate(group)
+            rows.extend(group)
+    return rows
+
+
+def _relate(rows: list[Row]) -> None:
+    """Fill in each row's ratios to the floor of the same input and size."""
+    floors = {(r.input, r.n): r for r in rows if r.kind == "floor" and r.median_s}
+    for r in rows:
+        floor = floors.get((r.input, r.n))
+        if floor is None or r.median_s is None or floor.median_s is None:
+            continue
+        r.ratio = r.median_s / floor.median_s
+        if r.peak_bytes is not None and floor.peak_bytes:
+            r.memory_ratio = r.peak_bytes / floor.peak_bytes
+
+
+# --- real recordings -------------------------------------------------------------------
+
+
+_API = {"messages": "anthropic", "chat-completions": "openai-chat", "responses": "openai-responses"}
+
+
+def _real_recordings() -> list[tuple[str, str]]:
+    index = json.loads((REAL / "INDEX.json").read_text())
+    return sorted(
+        (entry["file"], _API[entry["api"]])
+        for entry in index
+        if entry.get("format") == "sse" and entry.get("api") in _API
+    )
+
+
+def recordings(
+    repeats: int, loop_s: float = 0.02, log: Callable[[str], None] = print
+) -> list[dict[str, Any]]:
+    """Floor vs streamfold on each real SSE recording of the three providers' APIs."""
+    out = []
+    for rel, provider in _real_recordings():
+        data = (REAL / rel).read_bytes()
+        entry: dict[str, Any] = {"file": rel, "provider": provider, "bytes": len(data)}
+        try:
+            floor_result = sse_floor(provider, data)
+        except Exception as exc:
+            floor_result = None
+            entry["floor_note"] = f"floor cannot read it: {type(exc).__name__}"
+        try:
+            ours = streamfold_sse(provider, data)
+        except Exception as exc:
+            entry["status"] = f"error: {type(exc).__name__}: {exc}"[:200]
+            out.append(entry)
+            continue
+        entry["text_matches_floor"] = (
+            None if floor_result is None else ours.text == (floor_result.text)
+        )
+        # Tiny streams: time a loop of enough folds to last `loop_s`, median of `repeats`.
+        impls: list[tuple[str, Runner]] = [
+            ("streamfold", functools.partial(streamfold_sse, provider, data))
+        ]
+        if floor_result is not None:
+            impls.insert(0, ("floor", functools.partial(sse_floor, provider, data)))
+        for name, run in impls:
+            once = _time(run)
+            loops = max(1, int(loop_s / max(once, 1e-7)))
+            samples = []
+            for _ in range(repeats):
+                gc.collect()
+                start = time.perf_counter()
+                for _ in range(loops):
+                    run()
+                samples.append((time.perf_counter() - start) / loops)
+            entry[f"{name}_us"] = statistics.median(samples) * 1e6
+        if "floor_us" in entry:
+            entry["ratio"] = entry["streamfold_us"] / entry["floor_us"]
+        entry["status"] = "ok"
+        out.append(entry)
+    log(f"  {len(out)} recordings")
+    return out
+
+
+# --- output ----------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, spec: str, width: int) -> str:
+    return f"{value:{spec}}".rjust(width) if value is not None else "-".rjust(width)
+
+
+def table(rows: list[Row], sizes: list[int]) -> str:
+    """The side-by-side table: one line per implementation and input."""
+    big, mid = sizes[-1], sizes[-2] if len(sizes) > 1 else None
+    head = (
+        f"{'implementation':42} {'in':5} "
+        + " ".join(f"{_size(n) + ' ns/Δ':>11}" for n in sizes)
+        + " "
+        + " ".join(f"{'x fl ' + _size(n):>9}" for n in sizes)
+        + f" {'growth':>7} {'peak MiB':>9} {'x fl mem':>8}  note"
+    )
+    lines: list[str] = []
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.provider, r.workload), []).append(r)
+    for (provider, workload), group in groups.items():
+        lines.append("")
+        lines.append(f"== {provider} / {workload}")
+        lines.append(head)
+        by_impl: dict[tuple[str, str], dict[int, Row]] = {}
+        for r in group:
+            by_impl.setdefault((r.impl, r.input), {})[r.n] = r
+        for (impl, inp), per_n in by_impl.items():
+            line = f"{impl[:42]:42} {inp:5} "
+            line += " ".join(_fmt(per_n[n].ns_per_delta if n in per_n else None, ",.0f", 11)
+                             for n in sizes)  # fmt: skip
+            line += " " + " ".join(
+                _fmt(per_n[n].ratio if n in per_n else None, ".2f", 9) for n in sizes
+            )
+            growth = _growth(per_n, mid, big)
+            line += " " + _fmt(growth, ".1f", 7)
+            last = per_n.get(big)
+            peak = last.peak_bytes / 2**20 if last and last.peak_bytes else None
+            line += " " + _fmt(peak, ".2f", 9)
+            line += " " + _fmt(last.memory_ratio if last else None, ".2f", 8)
+            notes: list[str] = []
+            for r in per_n.values():
+                for note in [*r.note.split("; "), r.status if r.status != "ok" else ""]:
+                    if note and note not in notes:
+                        notes.append(note)
+            line += "  " + "; ".join(notes)
+            lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+def _growth(per_n: dict[int, Row], mid: int | None, big: int) -> float | None:
+    if mid is None or mid not in per_n or big not in per_n:
+        return None
+    a, b = per_n[mid].median_s, per_n[big].median_s
+    return b / a if a and b else None
+
+
+def targets(rows: list[Row], sizes: list[int]) -> list[tuple[str, bool | None, str]]:
+    """Each target of the issue: (what, met?, the measured values)."""
+    out: list[tuple[str, bool | None, str]] = []
+    mid, big = (sizes[-2], sizes[-1]) if len(sizes) > 1 else (None, sizes[-1])
+    ours = [r for r in rows if r.kind == "streamfold"]
+
+    def judge(what: str, values: list[tuple[str, float | None]], limit: float) -> None:
+        known = [(k, v) for k, v in values if v is not None]
+        if not known:
+            out.append((what, None, "not measured"))
+            return
+        worst = max(v for _, v in known)
+        detail = ", ".join(f"{k} {v:.2f}" for k, v in known)
+        out.append((what, worst <= limit and len(known) == len(values), detail))
+
+    def rows_of(name: str, inp: str) -> list[Row]:
+        return [r for r in ours if r.impl == name and r.input == inp]
+
+    judge(
+        f"SSE -> Message ≤ {SSE_RATIO}x SSE floor (every workload, every N)",
+        [
+            (f"{r.provider}/{r.workload}/{_size(r.n)}", r.ratio)
+            for r in rows_of("streamfold", "sse")
+        ],
+        SSE_RATIO,
+    )
+    judge(
+        f"dicts -> Message ≤ {DICT_RATIO}x dict floor",
+        [(f"{r.provider}/{r.workload}/{_size(r.n)}", r.ratio)
+         for r in rows_of("streamfold", "dicts")],
+        DICT_RATIO,
+    )  # fmt: skip
+    growth_rows: list[tuple[str, float | None]] = []
+    by: dict[tuple[str, str, str, str], dict[int, Row]] = {}
+    for r in ours:
+        by.setdefault((r.provider, r.workload, r.impl, r.input), {})[r.n] = r
+    for (provider, workload, impl, inp), per_n in by.items():
+        label = f"{provider}/{workload}/{inp}" + (" live" if "live" in impl else "")
+        growth_rows.append((label, _growth(per_n, mid, big)))
+    judge(
+        f"t({_size(big)})/t({_size(mid or big)}) ≤ {GROWTH:g} (incl. bigargs live)",
+        growth_rows,
+        GROWTH,
+    )
+    judge(
+        f"peak memory at N={_size(big)} ≤ {MEMORY_RATIO}x the floor's",
+        [(f"{r.provider}/{r.workload}/{r.input}", r.memory_ratio)
+         for r in ours if r.n == big and "live" not in r.impl],
+        MEMORY_RATIO,
+    )  # fmt: skip
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmarks, print the table, optionally write it as JSON."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="N = 1k, 10k; 5 runs; short budget")
+    parser.add_argument("--json", type=Path, help="write the table and metadata here")
+    parser.add_argument("--sizes", help="comma-separated N (default 1000,10000,100000)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per median (default 5)")
+    parser.add_argument("--budget", type=float, help="seconds one implementation may take at one N")
+    parser.add_argument("--provider", action="append", choices=PROVIDERS)
+    parser.add_argument("--workload", action="append", choices=WORKLOADS)
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--no-recordings", action="store_true")
+    parser.add_argument(
+        "--streams", type=int, help="concurrent streams (default 10000; quick 1000)"
+    )
+    parser.add_argument("--no-concurrency", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny loops everywhere (the test suite's run)"
+    )
+    args = parser.parse_args(argv)
+
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (
+        [1000, 10000] if args.quick else [1000, 10000, 100000]
+    )  # fmt: skip
+    budget = args.budget if args.budget is not None else (10.0 if args.quick else 60.0)
+    streams = args.streams if args.streams is not None else (1000 if args.quick else 10000)
+    log: Callable[[str], None] = (lambda _: None) if args.quiet else (
+        lambda s: print(s, file=sys.stderr, flush=True)
+    )  # fmt: skip
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+    started = time.time()
+    log(
+        f"benchmarks: N = {sizes}, {args.repeats} runs, "
+        f"budget {budget:g} s per implementation and N"
+    )
+    rows = benchmark(
+        sizes,
+        repeats=args.repeats,
+        budget=budget,
+        memory=not args.no_memory,
+        providers=tuple(args.provider or PROVIDERS),
+        workloads=tuple(args.workload or WORKLOADS),
+        peers=not args.no_peers,
+        log=log,
+    )
+    print(table(rows, sizes))
+    goals = targets(rows, sizes)
+    print("\nTargets:")
+    for what, met, detail in goals:
+        mark = "n/a " if met is None else ("MET " if met else "NOT ")
+        print(f"  {mark} {what}\n        {detail}")
+
+    real: list[dict[str, Any]] = []
+    if not args.no_recordings:
+        log("real recordings")
+        real = recordings(args.repeats, 0.0 if args.smoke else 0.02, log)
+        ok = [e for e in real if e.get("ratio") is not None]
+        if ok:
+            ratios = sorted(e["ratio"] for e in ok)
+            total = sum(e["streamfold_us"] for e in ok) / sum(e["floor_us"] for e in ok)
+            print(
+                f"\nReal recordings ({len(ok)} SSE files of the three APIs): streamfold/floor "
+                f"median {statistics.median(ratios):.2f}x, min {ratios[0]:.2f}x, "
+                f"max {ratios[-1]:.2f}x, over all {total:.2f}x; text equal to the floor's: "
+                f"{sum(bool(e.get('text_matches_floor')) for e in ok)}/{len(ok)}"
+            )
+
+    conc: dict[str, Any] | None = None
+    if not args.no_concurrency:
+        log(f"concurrency: {streams} streams")
+        conc = concurrency.measure(
+            streams=streams,
+            n=20 if args.smoke else 100,
+            repeats=min(args.repeats, 3),
+            single_runs=2 if args.smoke else None,
+        )
+        print("\n" + concurrency.report(conc))
+        print(
+            f"  targets: overhead ≤ 20 KiB/stream: "
+            f"{'MET' if conc['overhead_bytes_per_stream'] <= 20 * 1024 else 'NOT'}; "
+            f"aggregate ≥ 0.7x single: "
+            f"{'MET' if conc['streamfold']['throughput_ratio'] >= 0.7 else 'NOT'}"
+        )
+
+    meta = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_start_end": None,
+        "json_library": JSON_LIBRARY,
+        "sizes": sizes,
+        "repeats": args.repeats,
+        "budget_s": budget,
+        "seconds": round(time.time() - started, 1),
+        "versions": _versions(),
+    }
+    with contextlib.suppress(OSError):
+        meta["loadavg_start_end"] = os.getloadavg()
+    out = {
+        "meta": meta,
+        "rows": [asdict(r) for r in rows],
+        "targets": [{"target": w, "met": m, "detail": d} for w, m, d in goals],
+        "recordings": real,
+        "concurrency": conc,
+    }
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+        log(f"wrote {args.json}")
+    return out
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("streamfold", "orjson", "jiter", "pydantic", "pydantic-ai-slim", "anthropic",
+                 "openai", "langchain-core", "litellm"):  # fmt: skip
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "missing"
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""The benchmark harness runs at tiny N and every implementation folds correctly.
+
+Timing is never asserted (shared, noisy machines); this only keeps the harness from
+rotting: generators, floors, streamfold, every installed peer, recordings, concurrency.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import concurrency, run  # noqa: E402
+from benchmarks.floor import dict_floor, sse_floor  # noqa: E402
+from benchmarks.generate import PROVIDERS, WORKLOADS, count_deltas, generate  # noqa: E402
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_generator_is_seeded_and_counts_its_deltas(provider: str, workload: str) -> None:
+    a = generate(provider, workload, 300, seed=1)
+    b = generate(provider, workload, 300, seed=1)
+    c = generate(provider, workload, 300, seed=2)
+    assert a.sse == b.sse
+    assert a.sse != c.sse
+    assert count_deltas(a) == 300
+    # The SSE bytes and the dicts are the same stream.
+    assert sse_floor(provider, a.sse) == dict_floor(provider, a.dicts)
+    for args in a.expected.tools.values():
+        json.loads(args)
+
+
+def test_check_rejects_a_wrong_result() -> None:
+    stream = generate("anthropic", "mixed", 200)
+    good = sse_floor("anthropic", stream.sse)
+    assert run.check(good, stream, ("text", "thinking", "signature", "tools")) is None
+    good.text += "x"
+    assert run.check(good, stream, ("text",)) == "text differs (1001 vs 1000 chars)".replace(
+        "1001", str(len(good.text))
+    ).replace("1000", str(len(good.text) - 1))
+
+
+def test_whole_harness_at_tiny_n(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    result = run.main(
+        [
+            "--sizes", "40,120", "--repeats", "1", "--budget", "30",
+            "--streams", "20", "--json", str(out), "--quiet", "--smoke",
+        ]
+    )  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "Targets:" in printed and "concurrent anthropic streams" in printed
+    rows = result["rows"]
+    assert json.loads(out.read_text())["rows"] == rows
+    measured = {(r["provider"], r["workload"], r["impl"], r["input"]) for r in rows}
+    for provider in PROVIDERS:
+        for workload in WORKLOADS:
+            for impl, inp in (("floor", "sse"), ("floor", "dicts"),
+                              ("streamfold", "sse"), ("streamfold", "dicts")):  # fmt: skip
+                assert (provider, workload, impl, inp) in measured
+    # Every implementation that ran produced the expected text, thinking and tool
+    # arguments; a peer may only be missing (package not installed), never wrong.
+    bad = [r for r in rows if r["status"] not in ("ok", "missing")]
+    assert bad == []
+    assert all(r["median_s"] is not None for r in rows if r["status"] == "ok")
+    assert result["concurrency"]["correct"] is True
+    recordings = result["recordings"]
+    assert recordings and all(e["status"] == "ok" for e in recordings)
+    assert all(e["text_matches_floor"] is not False for e in recordings)
+
+
+def test_concurrency_folds_every_stream() -> None:
+    result = concurrency.measure(streams=10, n=30, repeats=1, single_runs=2)
+    assert result["correct"] is True
+    for name in ("streamfold", "floor"):
+        assert result[name]["aggregate_deltas_per_s"] > 0
