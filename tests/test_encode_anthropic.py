@@ -9,7 +9,7 @@ from anthropic.types import MessageParam
 from test_encode_helpers import validate
 
 from streamfold import ContentPart, Message, ToolCall, ToolResult
-from streamfold.encode import EncodeError, ReplayWarning, check_replayable, encode
+from streamfold.encoding import EncodeError, ReplayWarning, check_replayable, encode
 
 SIG = "EqQBCkYIBxgCKkB"
 REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy"}

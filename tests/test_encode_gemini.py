@@ -9,7 +9,7 @@ from google.genai import types as genai
 from test_encode_helpers import validate_json
 
 from streamfold import ContentPart, Message, ToolCall, ToolResult
-from streamfold.encode import EncodeError, ReplayWarning, check_replayable, encode
+from streamfold.encoding import EncodeError, ReplayWarning, check_replayable, encode
 
 
 def gemini(messages: object, **params: object) -> dict[str, object]:

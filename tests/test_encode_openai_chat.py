@@ -7,7 +7,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from test_encode_helpers import validate
 
 from streamfold import ContentPart, Message, ToolCall, ToolResult
-from streamfold.encode import EncodeError, ReplayWarning, check_replayable, encode
+from streamfold.encoding import EncodeError, ReplayWarning, check_replayable, encode
 
 
 def test_assistant_turn_with_refusal_text_and_calls() -> None:

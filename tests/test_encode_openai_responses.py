@@ -9,7 +9,7 @@ from openai.types.responses import FunctionToolParam, ResponseInputItemParam
 from test_encode_helpers import validate
 
 from streamfold import ContentPart, Message, ToolCall, ToolResult
-from streamfold.encode import ReplayWarning, check_replayable, encode
+from streamfold.encoding import ReplayWarning, check_replayable, encode
 
 
 def responses(messages: object, **params: object) -> dict[str, object]:

@@ -22,7 +22,7 @@ from openai.types.responses import ResponseInputItemParam
 from test_encode_helpers import roundtrip_message, target_recordings, validate, validate_json
 
 from streamfold import ContentPart, Message, ToolCall, ToolResult
-from streamfold.encode import EncodeError, ReplayWarning, check_replayable, encode
+from streamfold.encoding import EncodeError, ReplayWarning, check_replayable, encode
 
 TOOLS = [{"name": "lookup", "description": "Look it up", "parameters": {"type": "object"}}]
 

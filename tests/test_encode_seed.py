@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from streamfold import ContentPart, Message, ToolCall
-from streamfold.encode import EncodeError, encode
+from streamfold.encoding import EncodeError, encode
 from streamfold.providers.openai_chat import (
     CHAT_DEFAULTS,
     cleanup_chat_request,

@@ -6,7 +6,7 @@ from .accumulator import Accumulator
 from .aio import AsyncFold, afold, afold_message
 from .cli import event_to_json
 from .display import DisplayItem, extract_display_items
-from .encode import EncodeError, Problem, ReplayWarning, check_replayable, encode
+from .encoding import EncodeError, Problem, ReplayWarning, check_replayable, encode
 from .errors import (
     IncompleteMessageError,
     InvalidModelError,

@@ -493,7 +493,7 @@ def _index(dec: Decoder, payload: dict[str, Any]) -> int:
 
 import warnings  # noqa: E402
 
-from .. import encode as _enc  # noqa: E402
+from .. import encoding as _enc  # noqa: E402
 from ..message import Message  # noqa: E402
 
 # Citation fields the request accepts, per citation type (responses add e.g. file_id).

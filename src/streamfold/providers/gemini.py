@@ -882,7 +882,7 @@ def _check(dec: Decoder, value: Any, kind: type[T], name: str, raw: Any) -> T:
 # call of the turn). Call ids streamfold generated (metadata["generated_id"]) are not sent.
 # Signatures and blocks folded from another provider are left out with a ReplayWarning.
 
-from .. import encode as _enc  # noqa: E402
+from .. import encoding as _enc  # noqa: E402
 from ..message import Message, ToolResult  # noqa: E402
 
 

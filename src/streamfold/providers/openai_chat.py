@@ -804,7 +804,7 @@ class OpenAIChatDecoder(Decoder):
 # `web_search_options` stays when set. Chat has no field for thinking, signatures or other
 # providers' blocks: those are left out with a ReplayWarning (see encode.check_replayable).
 
-from .. import encode as _enc  # noqa: E402
+from .. import encoding as _enc  # noqa: E402
 from ..message import Message  # noqa: E402
 
 # Request parameters whose value equals the API default are left out (the seed's cleanup).

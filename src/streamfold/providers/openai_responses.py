@@ -928,7 +928,7 @@ _HANDLERS: dict[str, _Handler] = {
 # input message (phase kept). Thinking without a reasoning item id, or folded from another
 # provider, is left out with a ReplayWarning.
 
-from .. import encode as _enc  # noqa: E402
+from .. import encoding as _enc  # noqa: E402
 from ..message import Message  # noqa: E402
 from ..parts import utterance as _utterance  # noqa: E402
 
