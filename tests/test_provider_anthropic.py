@@ -108,9 +108,9 @@ def block_starts(data: bytes) -> int:
     return sum(1 for p in payloads(data) if p["type"] == "content_block_start")
 
 
-def protocol_error(data: bytes) -> StreamProtocolError:
+def protocol_error(data: bytes, *, strict: bool = False) -> StreamProtocolError:
     with pytest.raises(StreamProtocolError) as info:
-        list(streamfold.fold([data], "anthropic"))
+        list(streamfold.fold([data], "anthropic", strict=strict))
     return info.value
 
 
@@ -516,7 +516,8 @@ def _assert_partial_holds(error: StreamProtocolError, data: bytes, blocks: int) 
     assert error.partial.status == "incomplete"
 
 
-BAD_EVENTS = {
+# Out of order but recoverable: strict raises, lenient (the default) repairs and counts.
+OUT_OF_ORDER = {
     "delta before its start": b'{"type":"content_block_delta","index":2,'
     b'"delta":{"type":"text_delta","text":"x"}}',
     "delta for a block never started": b'{"type":"content_block_delta","index":99,'
@@ -526,6 +527,10 @@ BAD_EVENTS = {
     "block started twice": b'{"type":"content_block_start","index":1,'
     b'"content_block":{"type":"text","text":""}}',
     "stop for a block never started": b'{"type":"content_block_stop","index":7}',
+}
+
+# Broken data: a protocol error in every mode.
+BAD_EVENTS = {
     "start without index": b'{"type":"content_block_start","content_block":{"type":"text"}}',
     "start without content_block": b'{"type":"content_block_start","index":5}',
     "index of the wrong type": b'{"type":"content_block_start","index":"5",'
@@ -543,19 +548,67 @@ BAD_EVENTS = {
 }
 
 
-@pytest.mark.parametrize("case", list(BAD_EVENTS))
-def test_protocol_errors_are_typed_and_keep_the_partial(case: str) -> None:
+def _inject_case(case: str, payload: bytes) -> bytes:
     data = read("anthropic/thinking-then-tool-use.sse")
     at = _after_block(data, 1)  # thinking block 0 complete, tool_use block 1 not started
-    payload = BAD_EVENTS[case]
     if case == "block started twice":
         at = data.index(b"event: content_block_delta", at)  # tool_use block 1 is open
-    name = json.loads(payload).get("type")
-    error = protocol_error(_inject(data, at, payload, name))
+    return _inject(data, at, payload, json.loads(payload).get("type"))
+
+
+@pytest.mark.parametrize("case", [*OUT_OF_ORDER, *BAD_EVENTS])
+def test_protocol_errors_are_typed_and_keep_the_partial(case: str) -> None:
+    data = read("anthropic/thinking-then-tool-use.sse")
+    error = protocol_error(_inject_case(case, {**OUT_OF_ORDER, **BAD_EVENTS}[case]), strict=True)
     assert error.provider == "anthropic"
     assert error.raw is not None
     assert str(error).startswith("expected")
     _assert_partial_holds(error, data, 1)
+
+
+@pytest.mark.parametrize("case", list(BAD_EVENTS))
+def test_broken_events_raise_when_lenient_too(case: str) -> None:
+    data = read("anthropic/thinking-then-tool-use.sse")
+    error = protocol_error(_inject_case(case, BAD_EVENTS[case]))
+    _assert_partial_holds(error, data, 1)
+
+
+# What lenient makes of each OUT_OF_ORDER case: the repairs counted, and the text parts
+# added to the original message's (a stray delta opens an implicit part of its kind).
+REPAIRED = {
+    "delta before its start": ({"delta_before_block_start": 1}, ["x"]),
+    "delta for a block never started": ({"delta_before_block_start": 1}, ["x"]),
+    "delta after its stop": ({"delta_after_block_stop": 1}, []),
+    "stop for a block never started": ({"stop_for_unknown_block": 1}, []),
+}
+
+
+@pytest.mark.parametrize("case", list(REPAIRED))
+def test_out_of_order_events_are_repaired_when_lenient(case: str) -> None:
+    original = final_message(fold_bytes(read("anthropic/thinking-then-tool-use.sse")))
+    message = final_message(fold_bytes(_inject_case(case, OUT_OF_ORDER[case])))
+    repairs, extra_text = REPAIRED[case]
+    assert message.metadata.pop("repairs") == repairs
+    assert message.status == "complete"
+    assert message.tool_calls == original.tool_calls
+    assert message.content[: len(original.content)] == original.content
+    assert [p.content for p in message.content[len(original.content) :]] == extra_text
+
+
+def test_a_second_start_on_an_open_index_starts_a_new_block_when_lenient() -> None:
+    original = final_message(fold_bytes(read("anthropic/thinking-then-tool-use.sse")))
+    data = _inject_case("block started twice", OUT_OF_ORDER["block started twice"])
+    message = final_message(fold_bytes(data))
+    repairs = message.metadata["repairs"]
+    assert repairs.pop("reused_block_index") == 1
+    # The tool_use block is ended by the new start; its input deltas then land in a
+    # nameless call beside the new text block: every byte kept, the id and name not.
+    assert set(repairs) == {"delta_type_mismatch"}
+    assert message.content[0] == original.content[0]
+    first, stray = message.tool_calls
+    (want,) = original.tool_calls
+    assert (first.call_id, first.name) == (want.call_id, want.name)
+    assert (stray.call_id, stray.name, stray.arguments) == (None, None, want.arguments)
 
 
 DELTA_MISMATCHES = [
@@ -586,16 +639,44 @@ def test_delta_that_does_not_fit_its_block(
     label: str, block: dict[str, Any], bad: dict[str, Any]
 ) -> None:
     data = sse(message_start(), *text_block(0, "kept"), start(1, block), delta(1, **bad))
-    error = protocol_error(data)
+    error = protocol_error(data, strict=True)
     assert "expected" in str(error)
     assert isinstance(error.partial, Message)
     assert error.partial.content[0].content == "kept"
     assert error.partial.content[0].type == "text"
 
 
+@pytest.mark.parametrize(("label", "block", "bad"), DELTA_MISMATCHES)
+def test_delta_that_does_not_fit_its_block_when_lenient(
+    label: str, block: dict[str, Any], bad: dict[str, Any]
+) -> None:
+    data = sse(message_start(), *text_block(0, "kept"), start(1, block), delta(1, **bad))
+    data += sse(stop(1), message_delta(), MESSAGE_STOP)
+    if not isinstance(bad.get("text", ""), str) or bad.get("citation") == "c":
+        protocol_error(data)  # a value of the wrong type is broken data, not disorder
+        return
+    message = final_message(fold_bytes(data))
+    assert message.metadata["repairs"] == {"delta_type_mismatch": 1}
+    assert message.content[0].content == "kept"
+    # The delta grew an implicit part of the kind it grows, after the block it missed.
+    stray = message.stream_order()[-1]
+    kind = bad["type"]
+    if kind == "input_json_delta":
+        assert isinstance(stray, ToolCall) and stray.arguments == "{"
+    else:
+        assert isinstance(stray, ContentPart)
+        want = {"thinking_delta": "thinking", "signature_delta": "thinking"}.get(kind, "text")
+        assert stray.type == want
+        assert stray.content == bad.get("text", bad.get("thinking", ""))
+        if kind == "signature_delta":
+            assert stray.options == {"signature": "x"}
+        if kind == "citations_delta":
+            assert len(stray.citations) == 1
+
+
 def test_mismatch_message_names_block_and_delta() -> None:
     data = sse(message_start(), *text_block(0, "a"), start(1, {"type": "text", "text": ""}))
-    error = protocol_error(data + sse(delta(1, type="thinking_delta", thinking="x")))
+    error = protocol_error(data + sse(delta(1, type="thinking_delta", thinking="x")), strict=True)
     assert "text block at index 1" in str(error) and "thinking_delta" in str(error)
 
 

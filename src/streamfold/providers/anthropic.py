@@ -14,6 +14,7 @@ message_stop) next to the raw ones; they repeat what the raw events said and are
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -94,11 +95,21 @@ class _Block:
     kind: BlockKind
     type: str
     block: dict[str, Any]
+    # The accumulator's key: the index, or (index, n) for a block that reused an index.
+    key: Hashable = None
+    # The content_block as its start carried it (to tell a duplicated start from a new one).
+    origin: dict[str, Any] | None = None
     open: bool = True
     # buffered blocks (server_tool_use, mcp_tool_use): their input JSON, joined at stop.
     json_chunks: list[str] = field(default_factory=list)
     # A non-empty input_json_delta arrived (else tool_use keeps its start's input).
     got_json: bool = False
+    # Lenient: implicit parts for deltas that did not fit this block, by the kind they grow.
+    strays: dict[str, _Block] = field(default_factory=dict)
+
+
+# A validated content_block_delta: (delta type, its value, the raw event).
+_EarlyDelta = tuple[str, Any, dict[str, Any]]
 
 
 class AnthropicDecoder(Decoder):
@@ -114,6 +125,10 @@ class AnthropicDecoder(Decoder):
         self._usage_raw: dict[str, Any] = {}
         self._status: Status | None = None
         self._ended = False
+        self._started = False
+        # Lenient: deltas that came before their block's start, replayed when it starts.
+        self._early: dict[int, list[_EarlyDelta]] = {}
+        self._restarts = 0
 
     # --- dispatch ------------------------------------------------------------------
 
@@ -159,10 +174,18 @@ class AnthropicDecoder(Decoder):
                 metadata[key] = _check(self, value, str, f"message.{key}", payload)
         usage_raw = message.get("usage")
         usage: Usage | None = None
+        running = self._usage_raw
         if usage_raw is not None:
             usage_raw = _check(self, usage_raw, dict, "message.usage", payload)
             self._usage_raw = dict(usage_raw)
             usage = self._usage(payload)
+        if self._started:
+            # A repeat (checked like the first) would reset the running usage.
+            self._usage_raw = running
+            return self.repair(
+                "duplicate_message_start", "expected one message_start, got a second", payload
+            )
+        self._started = True
         return [UpdateMessage(usage=usage, metadata=metadata or None)]
 
     def _message_delta(self, payload: dict[str, Any]) -> list[Delta]:
@@ -239,18 +262,28 @@ class AnthropicDecoder(Decoder):
         index = _index(self, payload)
         block = _field(self, payload, "content_block", dict)
         btype = _check(self, block.get("type"), str, "content_block.type", payload)
-        if index in self._blocks:
-            state = "is still open" if self._blocks[index].open else "has already stopped"
-            raise self.protocol_error(
+        out: list[Delta] = []
+        key: Hashable = index
+        old = self._blocks.get(index)
+        if old is not None:
+            state = "is still open" if old.open else "has already stopped"
+            reason = (
                 f"expected a new content block index, got a second content_block_start for "
-                f"index {index}, which {state}",
-                payload,
+                f"index {index}, which {state}"
             )
+            if old.open and block == old.origin:
+                return self.repair("duplicate_block_start", reason, payload)
+            # A new block on a used index (proxies that number every block 0): the old
+            # one ends here, the new one gets a key of its own.
+            out = self.repair("reused_block_index", reason, payload)
+            out.extend(self._close_block(old, explicit=False))
+            self._restarts += 1
+            key = (index, self._restarts)
         part: ContentPart | ToolCall
         if btype == "text":
             text = _optional(self, block, "text", str, payload)
             citations = _optional(self, block, "citations", list, payload) or []
-            self._blocks[index] = _Block("text", btype, block)
+            blk = _Block("text", btype, block)
             part = ContentPart(
                 type="text",
                 content=text if text is not None else "",
@@ -259,7 +292,7 @@ class AnthropicDecoder(Decoder):
         elif btype == "thinking":
             thinking = _optional(self, block, "thinking", str, payload)
             signature = _optional(self, block, "signature", str, payload)
-            self._blocks[index] = _Block("thinking", btype, block)
+            blk = _Block("thinking", btype, block)
             # An empty signature is not replayable: only a non-empty one is an option.
             part = ContentPart(
                 type="thinking",
@@ -270,7 +303,7 @@ class AnthropicDecoder(Decoder):
             call_id = _optional(self, block, "id", str, payload)
             name = _optional(self, block, "name", str, payload)
             _optional(self, block, "input", dict, payload)
-            self._blocks[index] = _Block("tool_use", btype, block)
+            blk = _Block("tool_use", btype, block)
             extra = {k: v for k, v in block.items() if k not in ("type", "id", "name", "input")}
             part = ToolCall(call_id=call_id, name=name, arguments="", metadata=extra)
         else:
@@ -280,80 +313,150 @@ class AnthropicDecoder(Decoder):
                 kind = "buffered"
             else:
                 kind = "opaque"
-            self._blocks[index] = _Block(kind, btype, dict(block))
+            blk = _Block(kind, btype, dict(block))
             part = _opaque_part(block)
-        return [OpenPart(index, part)]
+        blk.key = key
+        blk.origin = block
+        self._blocks[index] = blk
+        out.append(OpenPart(key, part))
+        for dtype, value, raw in self._early.pop(index, ()):
+            out.extend(self._apply_delta(index, blk, dtype, value, raw))
+        return out
 
     def _block_delta(self, payload: dict[str, Any]) -> list[Delta]:
         index = _index(self, payload)
         delta = _field(self, payload, "delta", dict)
         dtype = _check(self, delta.get("type"), str, "delta.type", payload)
-        blk = self._open_block(index, f"a {dtype}", payload)
+        value = self._delta_value(dtype, delta, payload)
+        blk = self._blocks.get(index)
+        if blk is None:
+            out = self.repair(
+                "delta_before_block_start",
+                f"expected a {dtype} for a started content block, got one for index {index}, "
+                "which was never started (no content_block_start)",
+                payload,
+            )
+            # Held until the block starts (or stops, or the message ends without it).
+            self._early.setdefault(index, []).append((dtype, value, payload))
+            return out
+        if not blk.open:
+            return self.repair(
+                "delta_after_block_stop",
+                f"expected a {dtype} for an open content block, got one for index {index}, "
+                "after its content_block_stop",
+                payload,
+            )
+        return self._apply_delta(index, blk, dtype, value, payload)
+
+    def _delta_value(self, dtype: str, delta: dict[str, Any], payload: dict[str, Any]) -> Any:
+        """What a delta carries, type-checked (wrong types raise in every mode)."""
+        if dtype == "text_delta":
+            return _field(self, delta, "text", str, payload)
+        if dtype == "thinking_delta":
+            return _field(self, delta, "thinking", str, payload)
+        if dtype == "signature_delta":
+            return _field(self, delta, "signature", str, payload)
+        if dtype == "citations_delta":
+            return _citation(self, delta.get("citation"), payload)
+        if dtype == "input_json_delta":
+            return _field(self, delta, "partial_json", str, payload)
+        if dtype == "compaction_delta":
+            return {k: v for k, v in delta.items() if k != "type"}
+        return None
+
+    def _apply_delta(
+        self, index: int, blk: _Block, dtype: str, value: Any, payload: dict[str, Any]
+    ) -> list[Delta]:
         wants = _DELTA_KIND.get(dtype)
         if wants is None:
             # A delta type newer than this decoder: counted, never fatal.
             return [SkipEvent(f"content_block_delta.{dtype}")]
-        fits = {
-            "text": blk.kind == "text",
-            "thinking": blk.kind == "thinking",
-            "tool input": blk.kind in ("tool_use", "buffered"),
-            "compaction": blk.kind == "compaction",
-        }[wants]
-        if not fits:
-            raise self.protocol_error(
+        out: list[Delta] = []
+        if not _fits(blk, wants):
+            out = self.repair(
+                "delta_type_mismatch",
                 f"expected a delta that fits the {blk.type} block at index {index}, got a "
                 f"{dtype} (which only grows {wants} blocks)",
                 payload,
             )
-        if dtype == "text_delta":
-            return [GrowPart(index, content=_field(self, delta, "text", str, payload))]
-        if dtype == "thinking_delta":
-            return [GrowPart(index, content=_field(self, delta, "thinking", str, payload))]
-        if dtype == "signature_delta":
-            signature = _field(self, delta, "signature", str, payload)
-            return [GrowPart(index, options={"signature": signature})]
-        if dtype == "citations_delta":
-            citation = _citation(self, delta.get("citation"), payload)
-            return [GrowPart(index, citations=(citation,))]
-        if dtype == "input_json_delta":
-            chunk = _field(self, delta, "partial_json", str, payload)
-            if chunk:
+            # Kept in an implicit part of the kind the delta grows, next to the block.
+            stray = blk.strays.get(wants)
+            if stray is None:
+                stray, part = _implicit(wants, (blk.key, wants))
+                blk.strays[wants] = stray
+                out.append(OpenPart(stray.key, part))
+            blk = stray
+        key = blk.key
+        if dtype in ("text_delta", "thinking_delta"):
+            out.append(GrowPart(key, content=value))
+        elif dtype == "signature_delta":
+            out.append(GrowPart(key, options={"signature": value}))
+        elif dtype == "citations_delta":
+            out.append(GrowPart(key, citations=(value,)))
+        elif dtype == "input_json_delta":
+            if value:
                 blk.got_json = True
             if blk.kind == "buffered":
-                blk.json_chunks.append(chunk)
-                return []
-            return [GrowPart(index, content=chunk)]
-        # compaction_delta: like the SDK, each field it carries replaces the block's.
-        blk.block.update((k, v) for k, v in delta.items() if k != "type")
-        return []
+                blk.json_chunks.append(value)
+            else:
+                out.append(GrowPart(key, content=value))
+        else:
+            # compaction_delta: like the SDK, each field it carries replaces the block's.
+            blk.block.update(value)
+        return out
 
     def _block_stop(self, payload: dict[str, Any]) -> list[Delta]:
         index = _index(self, payload)
-        blk = self._open_block(index, "a content_block_stop", payload)
-        return [self._close_block(index, blk, explicit=True)]
-
-    def _open_block(self, index: int, what: str, payload: dict[str, Any]) -> _Block:
         blk = self._blocks.get(index)
+        if blk is None and index in self._early:
+            # Its deltas came (and were counted) but its start never did.
+            out = self._start_implicit(index)
+            blk = self._blocks.get(index)
+            if blk is not None:
+                out.extend(self._close_block(blk, explicit=True))
+            return out
         if blk is None:
-            raise self.protocol_error(
-                f"expected {what} for a started content block, got one for index {index}, "
-                "which was never started (no content_block_start)",
+            return self.repair(
+                "stop_for_unknown_block",
+                f"expected a content_block_stop for a started content block, got one for "
+                f"index {index}, which was never started (no content_block_start)",
                 payload,
             )
         if not blk.open:
-            raise self.protocol_error(
-                f"expected {what} for an open content block, got one for index {index}, "
-                "after its content_block_stop",
+            return self.repair(
+                "duplicate_block_stop",
+                f"expected a content_block_stop for an open content block, got one for index "
+                f"{index}, after its content_block_stop",
                 payload,
             )
-        return blk
+        return self._close_block(blk, explicit=True)
 
-    def _close_block(self, index: int, blk: _Block, *, explicit: bool) -> ClosePart:
+    def _start_implicit(self, index: int) -> list[Delta]:
+        """Open a block that never started, of the kind its early deltas grow, and fill it."""
+        early = self._early.pop(index, [])
+        wants = next((w for d, _, _ in early if (w := _DELTA_KIND.get(d)) is not None), None)
+        if wants is None:
+            return [SkipEvent(f"content_block_delta.{d}") for d, _, _ in early]
+        blk, part = _implicit(wants, index)
+        self._blocks[index] = blk
+        out: list[Delta] = [OpenPart(index, part)]
+        for dtype, value, raw in early:
+            out.extend(self._apply_delta(index, blk, dtype, value, raw))
+        return out
+
+    def _close_block(self, blk: _Block, *, explicit: bool) -> list[Delta]:
+        """Close a block and the implicit parts that grew beside it."""
+        out: list[Delta] = [self._close_one(blk, explicit=explicit)] if blk.open else []
+        out.extend(self._close_one(s, explicit=explicit) for s in blk.strays.values() if s.open)
+        return out
+
+    def _close_one(self, blk: _Block, *, explicit: bool) -> ClosePart:
         blk.open = False
+        key = blk.key
         if blk.kind == "buffered":
-            return ClosePart(index, explicit, _opaque_part(*_with_input(blk)))
+            return ClosePart(key, explicit, _opaque_part(*_with_input(blk)))
         if blk.kind == "compaction":
-            return ClosePart(index, explicit, _opaque_part(blk.block))
+            return ClosePart(key, explicit, _opaque_part(blk.block))
         if blk.kind == "tool_use" and not blk.got_json:
             start_input = blk.block.get("input")
             if isinstance(start_input, dict) and start_input:
@@ -367,20 +470,46 @@ class AnthropicDecoder(Decoder):
                     status="complete",
                     metadata=extra,
                 )
-                return ClosePart(index, explicit, final)
-        return ClosePart(index, explicit)
+                return ClosePart(key, explicit, final)
+        return ClosePart(key, explicit)
 
     def _flush_open(self) -> list[Delta]:
+        # Blocks that never started but got deltas open now, so nothing streamed is lost.
+        out: list[Delta] = []
+        for index in sorted(self._early):
+            out.extend(self._start_implicit(index))
         # Blocks whose final form lives in this decoder (buffered input, compaction)
         # must be closed here; the accumulator infers the end of the others itself.
-        return [
-            self._close_block(index, blk, explicit=False)
-            for index, blk in self._blocks.items()
-            if blk.open and blk.kind in ("buffered", "compaction")
-        ]
+        for blk in list(self._blocks.values()):
+            for one in (blk, *blk.strays.values()):
+                if one.open and one.kind in ("buffered", "compaction"):
+                    out.append(self._close_one(one, explicit=False))
+        return out
 
 
 # --- helpers ---------------------------------------------------------------------------
+
+
+def _fits(blk: _Block, wants: str) -> bool:
+    """Whether a delta that grows `wants` blocks may grow this one."""
+    if wants == "tool input":
+        return blk.kind in ("tool_use", "buffered")
+    return blk.kind == wants
+
+
+def _implicit(wants: str, key: Hashable) -> tuple[_Block, ContentPart | ToolCall]:
+    """A block the wire never started, of the kind a delta grows (lenient repairs)."""
+    if wants == "tool input":
+        return _Block("tool_use", "tool_use", {"type": "tool_use"}, key), ToolCall(
+            call_id=None, name=None, arguments=""
+        )
+    if wants == "compaction":
+        block = {"type": "compaction"}
+        return _Block("compaction", "compaction", dict(block), key), _opaque_part(block)
+    part_type: Literal["text", "thinking"] = "thinking" if wants == "thinking" else "text"
+    return _Block(part_type, part_type, {"type": part_type}, key), ContentPart(
+        type=part_type, content=""
+    )
 
 
 def _with_input(blk: _Block) -> tuple[dict[str, Any], dict[str, Any]]:

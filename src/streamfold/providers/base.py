@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..deltas import Delta, EndMessage
+from ..deltas import Delta, EndMessage, Repair
 from ..errors import StreamProtocolError
 
 
@@ -37,3 +37,14 @@ class Decoder:
     def protocol_error(self, reason: str, raw: Any = None) -> StreamProtocolError:
         """A StreamProtocolError naming this provider."""
         return StreamProtocolError(reason, provider=self.provider, raw=raw)
+
+    def repair(self, kind: str, reason: str, raw: Any = None) -> list[Delta]:
+        """An out-of-spec but recoverable event: raise when strict, else count the repair.
+
+        `reason` is the strict error's message ("expected X, got Y"); `kind` is the short
+        snake_case name the lenient fold counts in metadata["repairs"]. The caller makes
+        the repair itself (drops a duplicate, opens an implicit part...).
+        """
+        if self.strict:
+            raise self.protocol_error(reason, raw)
+        return [Repair(kind)]
