@@ -238,7 +238,11 @@ def test_usage_updates_and_skipped_events_are_counted() -> None:
 def test_bad_tool_arguments_keep_the_raw_text() -> None:
     acc = Accumulator()
     events = acc.apply_all(
-        [OpenPart(0, ToolCall(call_id="c", name="f", arguments="")), GrowPart(0, content='{"a": ')]
+        [
+            OpenPart(0, ToolCall(call_id="c", name="f", arguments="")),
+            GrowPart(0, content='{"a": '),
+            UpdateMessage(status="length"),
+        ]
     )
     events += acc.close()
     call = next(e.part for e in events if isinstance(e, PartCompleted))
@@ -307,3 +311,24 @@ def test_limits_raise_at_once_and_the_partial_stays_readable() -> None:
     with pytest.raises(StreamLimitError, match="option 'signature'"):
         signature.apply(GrowPart(0, options={"signature": "cd"}))
     assert acc.snapshot().content[0].content == "0123456789"
+
+
+def test_a_call_the_stream_never_finished_stays_incomplete_even_when_empty() -> None:
+    acc = Accumulator()
+    acc.apply(OpenPart(0, ToolCall(call_id="c", name="f", arguments="")))
+    final = acc.close()[-1]
+    assert isinstance(final, MessageCompleted)
+    call = final.message.tool_calls[0]
+    assert (call.status, call.arguments) == ("incomplete", "")
+
+
+def test_values_nested_past_the_depth_limit_are_refused() -> None:
+    deep: object = None
+    for _ in range(10):
+        deep = [deep]
+    acc = Accumulator(limits=Limits(max_depth=5))
+    acc.apply(OpenPart(0, ContentPart(type="unsupported", options={"block": deep})))
+    with pytest.raises(StreamLimitError, match="max_depth"):
+        acc.apply(ClosePart(0))
+    with pytest.raises(StreamLimitError, match="message metadata is nested too deep"):
+        acc.apply(UpdateMessage(metadata={"x": deep}))

@@ -218,7 +218,6 @@ def test_which_event_gives_a_cut_stream_its_status(rel: str) -> None:
         assert (step.status != "incomplete") == seen
 
 
-@pytest.mark.xfail(strict=True, reason="accumulator parses a cut call's empty arguments as {}")
 @pytest.mark.parametrize(
     "stream",
     [

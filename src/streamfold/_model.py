@@ -42,6 +42,23 @@ def _check_json(value: object, path: str) -> None:
     )
 
 
+def json_depth_over(value: object, limit: int) -> int | None:
+    """The nesting depth of a JSON value if it passes `limit`, else None (iterative)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return depth
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return None
+
+
 def check_json_object(value: object, name: str = "options") -> dict[str, Any]:
     """Return `value` if it is a str-keyed dict of JSON values, else raise OptionsError."""
     if not isinstance(value, dict):

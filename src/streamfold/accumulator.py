@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from typing import Any, Literal, assert_never
 
+from ._model import json_depth_over
 from .deltas import (
     ClosePart,
     Delta,
@@ -133,15 +134,20 @@ class _Slot:
             options[key] = chunks[0]
         return options
 
-    def build(self, *, final: bool) -> ContentPart | ToolCall:
-        """The part as accumulated; `final` parses a tool call's arguments."""
+    def build(self, *, final: bool, cut: bool = False) -> ContentPart | ToolCall:
+        """The part as accumulated; `final` parses a tool call's arguments.
+
+        `cut`: the stream ended without finishing this part. A JSON object that parses
+        is still whole (no valid text could follow it), but empty text is not "no
+        arguments": the arguments may never have started.
+        """
         start = self.start
         if isinstance(start, ToolCall):
             text = self._text()
             metadata = self._options()
             arguments: str | dict[str, Any] | None = text
             status: Any = "incomplete"
-            if final:
+            if final and not (cut and not (text or "").strip()):
                 try:
                     arguments = parse_tool_arguments(start.call_id, start.name, text or "")
                     status = "complete"
@@ -227,7 +233,7 @@ class Accumulator:
         if isinstance(delta, ReportError):
             return self._error(delta)
         if isinstance(delta, EndMessage):
-            return self._finish()
+            return self._finish(cut=False)
         if isinstance(delta, SkipEvent):
             self._skipped[delta.event_type] = self._skipped.get(delta.event_type, 0) + 1
             return []
@@ -245,7 +251,7 @@ class Accumulator:
 
     def close(self) -> list[Event]:
         """The input ended: finish the message with the status it has (incomplete if cut)."""
-        return [] if self._finished else self._finish()
+        return [] if self._finished else self._finish(cut=True)
 
     def cancel(self) -> list[Event]:
         """The consumer stopped reading: finish the message with status cancelled."""
@@ -253,7 +259,7 @@ class Accumulator:
             return []
         self._status = forward_status(self._status, "cancelled")
         self._stop_reason = "cancelled"
-        return self._finish()
+        return self._finish(cut=True)
 
     def note_truncated_tail(self) -> None:
         """The input ended inside an event; its fragment was dropped."""
@@ -326,15 +332,20 @@ class Accumulator:
         slot: _Slot,
         explicit: bool,
         final: ContentPart | ToolCall | None = None,
+        cut: bool = False,
     ) -> PartCompleted:
         del self._open[key]
         self._closed_keys.add(key)
         if final is None:
-            part = slot.build(final=True)
+            part = slot.build(final=True, cut=cut)
         elif isinstance(final, ToolCall):
             part = final.model_copy(update={"index": slot.index})
         else:
             part = final
+        self._check_depth(
+            part.options if isinstance(part, ContentPart) else [part.arguments, part.metadata],
+            f"part {slot.index}",
+        )
         slot.done = part
         slot.chunks = []  # the built part holds the text now
         return PartCompleted(
@@ -352,8 +363,10 @@ class Accumulator:
         if delta.raw_stop_reason is not None:
             self._raw_stop_reason = delta.raw_stop_reason
         if delta.metadata:
+            self._check_depth(delta.metadata, "message metadata")
             self._metadata.update(delta.metadata)
         if delta.usage is not None:
+            self._check_depth(delta.usage.raw, "usage")
             self._usage = merge_usage(self._usage, delta.usage)
             assert self._usage is not None
             return [UsageUpdated(usage=self._usage)]
@@ -363,7 +376,7 @@ class Accumulator:
         self._status = forward_status(self._status, "error")
         self._stop_reason = "error"
         self._metadata["error"] = {"type": delta.error_type, "message": delta.message}
-        events: list[Event] = self._close_open()
+        events: list[Event] = self._close_open(cut=True)
         events.append(
             ProviderErrored(
                 error_type=delta.error_type,
@@ -372,16 +385,24 @@ class Accumulator:
                 partial=self.snapshot(),
             )
         )
-        events.extend(self._finish())
+        events.extend(self._finish(cut=True))
         return events
 
-    def _close_open(self) -> list[Event]:
-        # A part still open when the message ends was never closed on the wire: its end
-        # is inferred.
-        return [self._close(key, slot, False) for key, slot in list(self._open.items())]
+    def _check_depth(self, value: object, what: str) -> None:
+        depth = json_depth_over(value, self.limits.max_depth)
+        if depth is not None:
+            raise StreamLimitError(
+                "max_depth", self.limits.max_depth, depth, f"{what} is nested too deep"
+            )
 
-    def _finish(self) -> list[Event]:
-        events: list[Event] = self._close_open()
+    def _close_open(self, *, cut: bool) -> list[Event]:
+        # A part still open when the message ends was never closed on the wire: its end
+        # is inferred. `cut`: the message did not end on the wire either (input ran out,
+        # the consumer cancelled, the provider failed), so the part was cut short.
+        return [self._close(key, slot, False, cut=cut) for key, slot in list(self._open.items())]
+
+    def _finish(self, *, cut: bool) -> list[Event]:
+        events: list[Event] = self._close_open(cut=cut)
         message = self._message([slot.done for slot in self._slots if slot.done is not None])
         self._final = message
         self._finished = True

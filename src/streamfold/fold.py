@@ -5,13 +5,14 @@ framing -> JSON -> provider decoder -> accumulator. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, Literal
 
 import jiter
 
 from .accumulator import Accumulator
-from .deltas import Delta
+from .deltas import ClosePart, Delta, GrowPart, OpenPart
 from .errors import StreamfoldError, StreamLimitError, StreamProtocolError, UsageError
 from .events import Event, MessageCompleted
 from .framing import NDJSONDecoder, SSEDecoder, SSEEvent
@@ -160,7 +161,16 @@ class StreamFolder:
     def cancel(self) -> list[Event]:
         """The consumer gave up: finish with status cancelled, keeping all received."""
         self._closed = True
-        return self._acc.cancel()
+        events: list[Event] = []
+        if self._decoder is not None and not self._acc.finished:
+            # What the decoder still holds (a server tool's buffered input) is part of
+            # "everything received"; a broken remainder must not stop the cancel.
+            held = [
+                d for d in self._decoder.close() if isinstance(d, OpenPart | GrowPart | ClosePart)
+            ]
+            with contextlib.suppress(StreamfoldError):
+                events.extend(self._acc.apply_all(held))
+        return events + self._acc.cancel()
 
     # --- bytes -------------------------------------------------------------------------
 

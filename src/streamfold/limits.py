@@ -23,6 +23,9 @@ class Limits:
     """Characters of one part's text, or of one streamed option such as a signature."""
     max_tool_argument_chars: int = 16 * MiB
     """Characters of one tool call's argument text."""
+    max_depth: int = 128
+    """Nesting of a JSON value kept in the message (a provider block, tool arguments,
+    metadata): deeper values could not be stored and read back."""
 
 
 DEFAULT_LIMITS = Limits()

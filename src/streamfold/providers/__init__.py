@@ -92,6 +92,8 @@ def detect_provider(payload: Any, event: str | None = None) -> str | None:
     if not isinstance(payload, dict):
         return None
     kind = payload.get("type")
+    if not isinstance(kind, str):
+        kind = None  # a hostile {"type": {}} must not reach a set lookup
     if event in _ANTHROPIC_EVENTS or kind in _ANTHROPIC_EVENTS:
         return "anthropic"
     if isinstance(kind, str) and kind.startswith("response."):
