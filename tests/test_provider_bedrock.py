@@ -30,8 +30,8 @@ def _lines(rel: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in read(rel).decode().splitlines() if line.strip()]
 
 
-def _fold(events: list[dict[str, Any]]) -> Message:
-    return fold_message(events, "bedrock")
+def _fold(events: list[dict[str, Any]], *, strict: bool = False) -> Message:
+    return fold_message(events, "bedrock", strict=strict)
 
 
 def _start(index: int = 0) -> dict[str, Any]:
@@ -573,10 +573,6 @@ BAD_EVENTS: list[tuple[dict[str, Any], str]] = [
         "signature to be a string",
     ),
     (
-        {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{}"}}}},
-        "contentBlockStart with toolUse",
-    ),
-    (
         {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"toolResult": "x"}}},
         "toolResult to be a list",
     ),
@@ -607,25 +603,65 @@ def test_wrong_field_types_are_protocol_errors_with_the_partial(
     assert info.value.partial.text == "kept"
 
 
+def test_tool_input_for_a_text_block_is_a_protocol_error_when_strict() -> None:
+    bad = {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{}"}}}}
+    with pytest.raises(StreamProtocolError, match="contentBlockStart with toolUse") as info:
+        _fold([_start(), _text(0, "kept"), bad], strict=True)
+    assert info.value.partial is not None
+    assert info.value.partial.text == "kept"
+
+
+def test_tool_input_for_a_text_block_grows_a_nameless_call_when_lenient() -> None:
+    bad = {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{}"}}}}
+    message = _fold([_start(), _text(0, "kept"), bad, _stop(0), *_end()])
+    assert message.text == "kept"
+    (call,) = message.tool_calls
+    assert (call.call_id, call.name, call.arguments) == (None, None, {})
+    assert message.metadata["repairs"] == {"delta_type_mismatch": 1}
+
+
 def test_a_delta_after_its_block_stopped_is_a_protocol_error() -> None:
     with pytest.raises(StreamProtocolError, match="after its contentBlockStop"):
-        _fold([_start(), _text(0, "a"), _stop(0), _text(0, "b")])
+        _fold([_start(), _text(0, "a"), _stop(0), _text(0, "b")], strict=True)
+
+
+def test_a_delta_after_its_block_stopped_is_dropped_when_lenient() -> None:
+    message = _fold([_start(), _text(0, "a"), _stop(0), _text(0, "b"), *_end()])
+    assert message.text == "a"
+    assert message.status == "complete"
+    assert message.metadata["repairs"] == {"delta_after_block_stop": 1}
 
 
 def test_a_delta_of_another_kind_for_a_block_is_a_protocol_error() -> None:
     with pytest.raises(StreamProtocolError, match="expected a text delta for block 0"):
-        _fold([_start(), _text(0, "a"), _reasoning(0, text="b")])
+        _fold([_start(), _text(0, "a"), _reasoning(0, text="b")], strict=True)
+
+
+def test_a_delta_of_another_kind_grows_a_part_of_its_own_when_lenient() -> None:
+    message = _fold([_start(), _text(0, "a"), _reasoning(0, text="b"), _stop(0), *_end()])
+    assert [(p.type, p.content) for p in message.content] == [("text", "a"), ("thinking", "b")]
+    assert message.metadata["repairs"] == {"delta_type_mismatch": 1}
+
+
+_TOOL_START = {
+    "contentBlockStart": {
+        "contentBlockIndex": 0,
+        "start": {"toolUse": {"toolUseId": "a", "name": "f"}},
+    }
+}
 
 
 def test_a_second_start_for_a_block_is_a_protocol_error() -> None:
-    start = {
-        "contentBlockStart": {
-            "contentBlockIndex": 0,
-            "start": {"toolUse": {"toolUseId": "a", "name": "f"}},
-        }
-    }
     with pytest.raises(StreamProtocolError, match="one contentBlockStart per block"):
-        _fold([_start(), start, start])
+        _fold([_start(), _TOOL_START, _TOOL_START], strict=True)
+
+
+def test_a_repeated_start_is_ignored_when_lenient() -> None:
+    grow = {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{}"}}}}
+    message = _fold([_start(), _TOOL_START, _TOOL_START, grow, _stop(0), *_end("tool_use")])
+    (call,) = message.tool_calls
+    assert (call.call_id, call.name, call.arguments) == ("a", "f", {})
+    assert message.metadata["repairs"] == {"duplicate_block_start": 1}
 
 
 def test_broken_tool_input_keeps_the_raw_text() -> None:

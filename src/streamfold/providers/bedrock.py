@@ -13,6 +13,7 @@ that carries something. Every block ends with an explicit `contentBlockStop`. Th
 from __future__ import annotations
 
 import base64
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -70,12 +71,20 @@ class _Block:
     """What the decoder knows of one contentBlockIndex."""
 
     kind: BlockKind | None = None
+    # The accumulator's key: the index, or (index, n) for a block that reused an index.
+    key: Hashable = None
     opened: bool = False  # a part was opened for it
     stopped: bool = False
     # Opaque blocks (replayed whole) are assembled here and handed over at their end.
     start: dict[str, Any] = field(default_factory=dict)
     chunks: list[str] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
+    # The contentBlockStart's `start`, to tell a repeated start from a new block.
+    origin: dict[str, Any] | None = None
+    # Lenient: toolUse input that came before its contentBlockStart.
+    early: list[str] = field(default_factory=list)
+    # Lenient: implicit parts for deltas of another kind than the block's, by kind.
+    strays: dict[str, _Block] = field(default_factory=dict)
 
 
 class BedrockDecoder(Decoder):
@@ -89,6 +98,7 @@ class BedrockDecoder(Decoder):
         self._stopped = False  # messageStop seen
         self._metadata_seen = False
         self._ended = False
+        self._restarts = 0
 
     # --- entry points ------------------------------------------------------------------
 
@@ -136,17 +146,18 @@ class BedrockDecoder(Decoder):
             )
         return index
 
-    def _live_block(self, index: int, event: str, body: dict[str, Any]) -> _Block:
+    def _block(self, index: int) -> _Block:
         block = self._blocks.get(index)
         if block is None:
-            block = self._blocks[index] = _Block()
-        elif block.stopped:
-            raise self.protocol_error(
-                f"expected {event} for an open content block, got one for block {index} "
-                "after its contentBlockStop",
-                {event: body},
-            )
+            block = self._blocks[index] = _Block(key=index)
         return block
+
+    def _after_stop(self, index: int, event: str, kind: str, raw: Any) -> list[Delta]:
+        reason = (
+            f"expected {event} for an open content block, got one for block {index} "
+            "after its contentBlockStop"
+        )
+        return self.repair(kind, reason, raw)
 
     def _block_start(self, body: dict[str, Any]) -> list[Delta]:
         raw = {"contentBlockStart": body}
@@ -157,12 +168,37 @@ class BedrockDecoder(Decoder):
                 f"expected contentBlockStart.start to be an object, got {type(start).__name__}",
                 raw,
             )
-        block = self._live_block(index, "contentBlockStart", body)
-        if block.kind is not None:
-            raise self.protocol_error(
-                f"expected one contentBlockStart per block, got a second for block {index}",
-                raw,
-            )
+        block = self._block(index)
+        out: list[Delta] = []
+        if block.stopped or block.kind is not None:
+            if not block.stopped and start == block.origin:
+                return self.repair(
+                    "duplicate_block_start",
+                    f"expected one contentBlockStart per block, got a second for block {index}",
+                    raw,
+                )
+            # A new block on a used index: the old one ends, the new one gets its own key.
+            if block.stopped:
+                out = self._after_stop(index, "contentBlockStart", "reused_block_index", raw)
+            else:
+                out = self.repair(
+                    "reused_block_index",
+                    f"expected one contentBlockStart per block, got a second for block {index}",
+                    raw,
+                )
+                out.extend(self._flush_early(block))
+                block.stopped = True
+                out.extend(self._close(block, explicit=False))
+            self._restarts += 1
+            block = self._blocks[index] = _Block(key=(index, self._restarts))
+        out.extend(self._start_block(index, block, start, raw))
+        # toolUse input (or results) that came before this start.
+        out.extend(self._flush_early(block))
+        return out
+
+    def _start_block(
+        self, index: int, block: _Block, start: dict[str, Any], raw: Any
+    ) -> list[Delta]:
         if "toolUse" in start:
             tool = _object(self, start["toolUse"], "contentBlockStart.start.toolUse", raw)
             call_id = _string(self, tool.get("toolUseId"), "toolUse.toolUseId", raw)
@@ -171,9 +207,11 @@ class BedrockDecoder(Decoder):
                 # Bedrock runs this tool itself (e.g. Nova's code interpreter): not a call
                 # for the client, but a block to send back whole with the history.
                 block.kind = "server_tool_use"
+                block.origin = start
                 block.start = dict(tool)
-                return [self._open(index, block, self._server_tool_part(block, final=False))]
+                return [self._open(block, self._server_tool_part(block, final=False))]
             block.kind = "tool_call"
+            block.origin = start
             metadata = {"type": tool["type"]} if isinstance(tool.get("type"), str) else {}
             call = ToolCall.model_construct(
                 call_id=call_id,
@@ -183,13 +221,14 @@ class BedrockDecoder(Decoder):
                 status="incomplete",
                 metadata=metadata,
             )
-            return [self._open(index, block, call)]
+            return [self._open(block, call)]
         if "toolResult" in start:
             result = _object(self, start["toolResult"], "contentBlockStart.start.toolResult", raw)
             _string(self, result.get("toolUseId"), "toolResult.toolUseId", raw)
             block.kind = "tool_result"
+            block.origin = start
             block.start = dict(result)
-            return [self._open(index, block, self._tool_result_part(block))]
+            return [self._open(block, self._tool_result_part(block))]
         kinds = ", ".join(sorted(start)) or "nothing"
         return [SkipEvent(f"contentBlockStart.{kinds}")]
 
@@ -202,7 +241,9 @@ class BedrockDecoder(Decoder):
                 f"expected contentBlockDelta.delta to be an object, got {type(delta).__name__}",
                 raw,
             )
-        block = self._live_block(index, "contentBlockDelta", body)
+        block = self._block(index)
+        if block.stopped:
+            return self._after_stop(index, "contentBlockDelta", "delta_after_block_stop", raw)
         out: list[Delta] = []
         for member, value in delta.items():
             if member == "text":
@@ -221,12 +262,15 @@ class BedrockDecoder(Decoder):
 
     def _block_stop(self, body: dict[str, Any]) -> list[Delta]:
         index = self._index(body, "contentBlockStop")
-        block = self._live_block(index, "contentBlockStop", body)
+        block = self._block(index)
+        if block.stopped:
+            raw = {"contentBlockStop": body}
+            return self._after_stop(index, "contentBlockStop", "duplicate_block_stop", raw)
+        # Only empty deltas (or none) arrived: there is no part to end.
+        out = self._flush_early(block)
         block.stopped = True
-        if not block.opened:
-            # Only empty deltas (or none) arrived: there is no part to end.
-            return []
-        return [self._close(index, block, explicit=True)]
+        out.extend(self._close(block, explicit=True))
+        return out
 
     def _message_stop(self, body: dict[str, Any]) -> list[Delta]:
         raw = {"messageStop": body}
@@ -240,6 +284,10 @@ class BedrockDecoder(Decoder):
         extra = body.get("additionalModelResponseFields")
         if extra is not None:
             metadata["additional_model_response_fields"] = extra
+        if self._stopped:
+            return self.repair(
+                "duplicate_message_stop", "expected one messageStop, got a second", raw
+            )
         self._stopped = True
         out: list[Delta] = [
             UpdateMessage(
@@ -285,6 +333,11 @@ class BedrockDecoder(Decoder):
         ):
             if body.get(key) is not None:
                 metadata[name] = body[key]
+        if self._metadata_seen:
+            # A repeat would count its usage twice (Bedrock's usage is not a running total).
+            return self.repair(
+                "duplicate_metadata", "expected one metadata event, got a second", raw
+            )
         self._metadata_seen = True
         out: list[Delta] = [UpdateMessage(usage=usage, metadata=metadata or None)]
         if self._stopped:
@@ -310,25 +363,36 @@ class BedrockDecoder(Decoder):
 
     # --- block contents ----------------------------------------------------------------
 
-    def _claim(self, index: int, block: _Block, kind: BlockKind, raw: Any) -> None:
+    def _claim(
+        self, index: int, block: _Block, kind: BlockKind, raw: Any, out: list[Delta]
+    ) -> _Block:
+        """The block a delta of `kind` grows: this one, or (lenient) an implicit one beside it."""
         if block.kind is None:
             block.kind = kind
         elif block.kind != kind:
-            raise self.protocol_error(
-                f"expected a {_describe(block.kind)} delta for block {index}, got a "
-                f"{_describe(kind)} delta",
-                raw,
+            out.extend(
+                self.repair(
+                    "delta_type_mismatch",
+                    f"expected a {_describe(block.kind)} delta for block {index}, got a "
+                    f"{_describe(kind)} delta",
+                    raw,
+                )
             )
+            stray = block.strays.get(kind)
+            if stray is None:
+                stray = block.strays[kind] = _Block(kind=kind, key=(block.key, kind))
+            return stray
+        return block
 
     def _text(self, index: int, block: _Block, text: Any, raw: Any) -> list[Delta]:
         text = _string(self, text, "contentBlockDelta.delta.text", raw)
         if not text:
             return []
-        self._claim(index, block, "text", raw)
         out: list[Delta] = []
+        block = self._claim(index, block, "text", raw, out)
         if not block.opened:
-            out.append(self._open(index, block, _part("text")))
-        out.append(GrowPart(index, content=text))
+            out.append(self._open(block, _part("text")))
+        out.append(GrowPart(block.key, content=text))
         return out
 
     def _reasoning(self, index: int, block: _Block, value: Any, raw: Any) -> list[Delta]:
@@ -341,10 +405,10 @@ class BedrockDecoder(Decoder):
                 # base64.
                 data = base64.b64encode(data).decode("ascii")
             data = _string(self, data, "reasoningContent.redactedContent", raw)
-            self._claim(index, block, "redacted", raw)
-            block.chunks.append(data)
-            if not block.opened:
-                out.append(self._open(index, block, self._redacted_part(block)))
+            redacted = self._claim(index, block, "redacted", raw, out)
+            redacted.chunks.append(data)
+            if not redacted.opened:
+                out.append(self._open(redacted, self._redacted_part(redacted)))
         text = reasoning.get("text")
         signature = reasoning.get("signature")
         if text is not None:
@@ -354,12 +418,12 @@ class BedrockDecoder(Decoder):
         if not text and not signature:
             # An empty reasoning delta (gpt-oss sends them) says nothing: no part, no delta.
             return out
-        self._claim(index, block, "thinking", raw)
+        block = self._claim(index, block, "thinking", raw, out)
         if not block.opened:
-            out.append(self._open(index, block, _part("thinking")))
+            out.append(self._open(block, _part("thinking")))
         out.append(
             GrowPart(
-                index,
+                block.key,
                 content=text or None,
                 options={"signature": signature} if signature else None,
             )
@@ -372,13 +436,22 @@ class BedrockDecoder(Decoder):
         if block.kind == "server_tool_use":
             block.chunks.append(fragment)
             return []
-        if block.kind != "tool_call":
-            raise self.protocol_error(
-                f"expected a contentBlockStart with toolUse before toolUse deltas for block "
-                f"{index}, got {_describe(block.kind)}",
-                raw,
-            )
-        return [GrowPart(index, content=fragment)] if fragment else []
+        if block.kind == "tool_call":
+            return [GrowPart(block.key, content=fragment)] if fragment else []
+        reason = (
+            f"expected a contentBlockStart with toolUse before toolUse deltas for block "
+            f"{index}, got {_describe(block.kind)}"
+        )
+        if block.kind is None:
+            # Held until the start comes (or the block stops without one).
+            out = self.repair("delta_before_block_start", reason, raw)
+            block.early.append(fragment)
+            return out
+        out = self.repair("delta_type_mismatch", reason, raw)
+        stray = self._stray_call(block, out)
+        if fragment:
+            out.append(GrowPart(stray.key, content=fragment))
+        return out
 
     def _tool_result(self, index: int, block: _Block, value: Any, raw: Any) -> list[Delta]:
         if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
@@ -387,12 +460,18 @@ class BedrockDecoder(Decoder):
                 f"{value!r}",
                 raw,
             )
+        out: list[Delta] = []
         if block.kind != "tool_result":
-            raise self.protocol_error(
+            reason = (
                 f"expected a contentBlockStart with toolResult before toolResult deltas for "
-                f"block {index}, got {_describe(block.kind)}",
-                raw,
+                f"block {index}, got {_describe(block.kind)}"
             )
+            if block.kind is None:
+                # Kept in the block's results until its start (or its stop) comes.
+                out = self.repair("delta_before_block_start", reason, raw)
+            else:
+                out = self.repair("delta_type_mismatch", reason, raw)
+                block = self._stray_result(block, out)
         for item in value:
             text = item.get("text")
             last = block.results[-1] if block.results else None
@@ -402,24 +481,76 @@ class BedrockDecoder(Decoder):
                 last["text"] = last["text"] + text
             else:
                 block.results.append(dict(item))
-        return []
+        return out
 
     def _citation(self, index: int, block: _Block, value: Any, raw: Any) -> list[Delta]:
         data = _object(self, value, "contentBlockDelta.delta.citation", raw)
-        self._claim(index, block, "text", raw)
         out: list[Delta] = []
+        block = self._claim(index, block, "text", raw, out)
         if not block.opened:
-            out.append(self._open(index, block, _part("text")))
-        out.append(GrowPart(index, citations=(_citation(data),)))
+            out.append(self._open(block, _part("text")))
+        out.append(GrowPart(block.key, citations=(_citation(data),)))
         return out
 
     # --- parts -------------------------------------------------------------------------
 
-    def _open(self, index: int, block: _Block, part: ContentPart | ToolCall) -> OpenPart:
+    def _open(self, block: _Block, part: ContentPart | ToolCall) -> OpenPart:
         block.opened = True
-        return OpenPart(index, part)
+        return OpenPart(block.key, part)
 
-    def _close(self, index: int, block: _Block, *, explicit: bool) -> ClosePart:
+    def _stray_call(self, block: _Block, out: list[Delta]) -> _Block:
+        """A nameless tool call beside `block`, for toolUse input its start never named."""
+        stray = block.strays.get("tool_call")
+        if stray is None:
+            stray = block.strays["tool_call"] = _Block(kind="tool_call", key=(block.key, "tool"))
+        if not stray.opened:
+            out.append(self._open(stray, ToolCall(call_id=None, name=None, arguments="")))
+        return stray
+
+    def _stray_result(self, block: _Block, out: list[Delta]) -> _Block:
+        """A toolResult block beside `block`, for results its start never announced."""
+        stray = block.strays.get("tool_result")
+        if stray is None:
+            stray = block.strays["tool_result"] = _Block(
+                kind="tool_result", key=(block.key, "tool_result")
+            )
+        if not stray.opened:
+            out.append(self._open(stray, self._tool_result_part(stray)))
+        return stray
+
+    def _flush_early(self, block: _Block) -> list[Delta]:
+        """Hand over what came before a start that is here now, or that never came."""
+        out: list[Delta] = []
+        if block.early:
+            text = "".join(block.early)
+            block.early = []
+            if block.kind == "server_tool_use":
+                block.chunks.insert(0, text)
+            else:
+                if block.kind is None:
+                    block.kind = "tool_call"
+                    out.append(self._open(block, ToolCall(call_id=None, name=None, arguments="")))
+                target = block if block.kind == "tool_call" else self._stray_call(block, out)
+                if text:
+                    out.append(GrowPart(target.key, content=text))
+        if block.results and block.kind is None:
+            block.kind = "tool_result"
+            out.append(self._open(block, self._tool_result_part(block)))
+        elif block.results and block.kind != "tool_result":
+            stray = self._stray_result(block, out)
+            stray.results.extend(block.results)
+            block.results = []
+        return out
+
+    def _close(self, block: _Block, *, explicit: bool) -> list[Delta]:
+        """Close a block and the implicit parts that grew beside it."""
+        return [
+            self._close_one(one, explicit=explicit)
+            for one in (block, *block.strays.values())
+            if one.opened
+        ]
+
+    def _close_one(self, block: _Block, *, explicit: bool) -> ClosePart:
         final: ContentPart | None = None
         if block.kind == "redacted":
             final = self._redacted_part(block)
@@ -428,16 +559,18 @@ class BedrockDecoder(Decoder):
         elif block.kind == "tool_result":
             final = self._tool_result_part(block)
         block.opened = False
-        return ClosePart(index, explicit=explicit, final=final)
+        return ClosePart(block.key, explicit=explicit, final=final)
 
     def _flush_open(self) -> list[Delta]:
         # A message that ends (error, cut-off) with opaque blocks still open: hand over what
         # was assembled; the accumulator closes the rest itself.
         out: list[Delta] = []
-        for index, block in self._blocks.items():
-            if block.opened and block.kind in ("redacted", "server_tool_use", "tool_result"):
-                block.stopped = True
-                out.append(self._close(index, block, explicit=False))
+        for block in list(self._blocks.values()):
+            out.extend(self._flush_early(block))
+            for one in (block, *block.strays.values()):
+                if one.opened and one.kind in ("redacted", "server_tool_use", "tool_result"):
+                    one.stopped = True
+                    out.append(self._close_one(one, explicit=False))
         return out
 
     def _end(self) -> list[Delta]:
