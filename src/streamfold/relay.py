@@ -16,19 +16,24 @@ Keys, for a stream id S under `RelayConfig.prefix` P:
                     1, 2, 3... in the fold's order) and the fields are `e` (the event as
                     `streamfold.event_to_json` gives it, compact JSON) and `t` (the
                     producer's wall clock, seconds, when it published). XADD ... MAXLEN ~.
-    P S:checkpoint  a hash: `seq` and `id` of the last entry it covers, `data` (JSON:
-                    {"v": 1, "message": <the Message so far>, "open": [slot indexes still
-                    being written], "state": <StreamFolder.save_state()>}), and, once the
-                    message is over, `end` (the seq of the MessageCompleted entry).
+    P S:checkpoint  a hash, written whole by one HSET: `seq` and `id` of the last entry it
+                    covers, `data` (JSON: {"v": 1, "message": <the Message so far>,
+                    "open": [slot indexes still being written]}), `state` (JSON: the
+                    StreamFolder.save_state(), unless save_state=False; consumers never
+                    fetch it), and, once the message is over, `end` (the seq of the
+                    MessageCompleted entry).
     P S:lease       the producer's heartbeat: a token with a TTL (`lease_ttl`), refreshed
-                    every `lease_ttl / 3` seconds and with every write.
+                    every `lease_ttl / 3` seconds (by a task, and by writes).
 
 Producer. It takes the lease (SET NX: one producer per stream id), writes checkpoint 0
-(the empty message), then, for each chunk the fold turns into events, one MULTI/EXEC:
-XADD of each event (explicit ids, so a write retried after a lost reply is recognised and
-never duplicated), the lease refresh, and every `checkpoint_every` events a new checkpoint
-covering exactly the entries written so far. The batch that holds MessageCompleted also
-sets `end`, deletes the lease and EXPIREs both keys after `expire_after` seconds. While it
+(the empty message), then, for each chunk the fold turns into events, one pipeline (one
+round trip, commands applied in order): XADD of each event (explicit ids, so a write
+retried after a lost reply is recognised and never duplicated), then, every
+`checkpoint_every` events, the checkpoint covering exactly the entries written so far.
+Order is what makes it safe without MULTI: a checkpoint is only written after every entry
+it covers, so whichever checkpoint a consumer reads, the entries after it are there (or
+were trimmed, which the consumer sees). The batch that holds MessageCompleted then sets
+`end`, deletes the lease and EXPIREs both keys after `expire_after` seconds. While it
 runs, the heartbeat also renews that expiry, so a stream whose producer died still expires.
 A fold that raises ends the stream with a MessageCompleted of status error (the partial
 message, metadata["error"]); a producer that is cancelled ends it with status cancelled.
@@ -37,8 +42,8 @@ Consumer. Without `after`: read the checkpoint, XRANGE from exactly the entry af
 it covers (`(0-<seq>`), check that the first entry's seq is the checkpoint's + 1 (a trim
 raced the read: read the newer checkpoint again), yield a `Snapshot` then those entries,
 then tail with XREAD BLOCK from the last id. Nothing is lost or duplicated across the
-hand-over: the checkpoint and the entries it covers were written in one transaction, and
-each entry's seq must be the last one's + 1. With `after=<the id of the last item seen>`
+hand-over: the checkpoint was written after the entries it covers, and each entry's seq
+must be the last one's + 1. With `after=<the id of the last item seen>`
 (an entry id "0-17", or the seq 17): no snapshot; exactly the entries after it. If they
 are no longer all there (trimmed: the consumer was away for more than `maxlen` events; or
 lost in a Redis restart without persistence), the consumer yields a fresh Snapshot
@@ -68,6 +73,16 @@ applied ones are recognised by their explicit ids) and then writes a fresh check
 a Redis that came back empty (no persistence) still has a snapshot for late joiners. What
 survives the restart itself is Redis's business: use AOF (`appendonly yes`) for streams
 that must outlive one.
+
+Per worker (one Relay, one event loop): the live tails of all its subscriptions share one
+XREAD BLOCK over every followed stream (one blocked connection, one reply for all readers
+of a stream, entries handed out to per-subscription inboxes bounded at `maxlen` entries:
+a reader that falls further behind re-reads from its last id); every other command its
+producers and consumers issue in one turn of the event loop goes out as one pipeline
+(idempotent, so retried whole); parsed entries and checkpoints are cached by key and raw
+bytes, so ten readers of one stream parse each entry once. `Relay.from_url` uses a
+BlockingConnectionPool (64 connections) so a burst waits for a connection instead of
+failing. asyncio only (redis.asyncio); hiredis, if installed, parses replies faster.
 
 Bounds: every loop is bounded in count and in time (`idle_timeout`, `start_timeout`,
 `reconnect_timeout`, a fixed number of snapshot retries); the stream is capped at about
@@ -331,6 +346,10 @@ def event_from_json(data: Any) -> Event:
     raise RelayError(f"expected a streamfold event type, got {kind!r}")
 
 
+def _json(value: Any) -> Any:
+    return jiter.from_json(value if isinstance(value, bytes) else _text(value).encode())
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -398,10 +417,38 @@ def _entry_id(seq: int) -> str:
     return f"0-{seq}"
 
 
-def _parse_entries(raw: Any) -> list[_Entry]:
+class _Cache:
+    """Recently parsed entries and checkpoints, by key: the readers of one stream in one
+    process (ten tabs, a reconnect) parse each entry and checkpoint once, not each."""
+
+    __slots__ = ("items", "size")
+
+    def __init__(self, size: int) -> None:
+        self.items: dict[Any, Any] = {}
+        self.size = size
+
+    def get(self, key: Any, raw: Any) -> Any:
+        """The value parsed from `raw` under `key`; None unless `raw` is the same bytes (a
+        stream deleted and made again under the same id must not read the old one)."""
+        known = self.items.get(key)
+        return known[1] if known is not None and known[0] == raw else None
+
+    def put(self, key: Any, raw: Any, value: Any) -> None:
+        if len(self.items) >= self.size:
+            # Drop the oldest eighth (dicts keep insertion order): amortised O(1).
+            for old in list(itertools.islice(self.items, self.size // 8 or 1)):
+                del self.items[old]
+        self.items[key] = (raw, value)
+
+
+def _parse_entries(raw: Any, key: str, cache: _Cache) -> list[_Entry]:
     out: list[_Entry] = []
     for entry_id, fields in raw or ():
         eid = _text(entry_id)
+        known = cache.get((key, eid), fields)
+        if known is not None:
+            out.append(known)
+            continue
         match = _ENTRY_ID.match(eid)
         if match is None:
             raise RelayError(f"expected a streamfold relay entry id 0-<seq>, got {eid!r}")
@@ -411,14 +458,13 @@ def _parse_entries(raw: Any) -> list[_Entry]:
             raise RelayError(f"entry {eid}: expected an event field 'e', got {sorted(values)}")
         stamp = values.get("t")
         published = float(_text(stamp)) if stamp is not None else None
-        data = body if isinstance(body, bytes) else _text(body).encode()
-        out.append(
-            _Entry(int(match.group(1)), eid, event_from_json(jiter.from_json(data)), published)
-        )
+        entry = _Entry(int(match.group(1)), eid, event_from_json(_json(body)), published)
+        cache.put((key, eid), fields, entry)
+        out.append(entry)
     return out
 
 
-def _xread_entries(raw: Any) -> dict[str, list[_Entry]]:
+def _xread_entries(raw: Any, cache: _Cache) -> dict[str, list[_Entry]]:
     if not raw:
         return {}
     streams = raw.items() if isinstance(raw, dict) else raw
@@ -427,7 +473,8 @@ def _xread_entries(raw: Any) -> dict[str, list[_Entry]]:
         # RESP3 nests the entries one level deeper: [[(id, fields), ...]].
         while entries and len(entries) == 1 and not isinstance(entries[0][0], bytes | str):
             entries = entries[0]
-        out[_text(key)] = _parse_entries(entries)
+        name = _text(key)
+        out[name] = _parse_entries(entries, name, cache)
     return out
 
 
@@ -456,7 +503,11 @@ class Relay:
         self.config = config or RelayConfig()
         self._errors = _retryable()
         self.retries = 0
+        self._cache = _Cache(65_536)
         self._tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Tail] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = (
             weakref.WeakKeyDictionary()
         )
         """How many commands failed on a connection error and were retried."""
@@ -524,6 +575,20 @@ class Relay:
 
     # --- reading ------------------------------------------------------------------------
 
+    async def _commands(self, *commands: Command) -> list[Any]:
+        results, _retried = await self._batcher().run(list(commands))
+        for result in results:
+            if isinstance(result, Exception):
+                raise RelayError(f"Redis refused a command: {result}")
+        return results
+
+    def _batcher(self) -> _Batcher:
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            batcher = self._batchers[loop] = _Batcher(self)
+        return batcher
+
     def _tail(self) -> _Tail:
         loop = asyncio.get_running_loop()
         tail = self._tails.get(loop)
@@ -531,39 +596,43 @@ class Relay:
             tail = self._tails[loop] = _Tail(self)
         return tail
 
-    async def checkpoint(self, stream_id: str) -> Checkpoint | None:
-        """The stream's latest checkpoint, or None if there is no such stream."""
+    async def checkpoint(self, stream_id: str, *, state: bool = False) -> Checkpoint | None:
+        """The stream's latest checkpoint (with the folder state if `state`), or None if
+        there is no such stream."""
         _, ckpt_key, _ = self.keys(stream_id)
-        raw = await self._retry("read checkpoint", lambda: self.redis.hgetall(ckpt_key))
-        if not raw:
+        fields = ["seq", "id", "data", "end", *(["state"] if state else [])]
+        (raw,) = await self._commands(("hmget", (ckpt_key, fields), {}))
+        values = dict(zip(fields, raw, strict=True))
+        if values["data"] is None:
             return None
-        values = {_text(k): v for k, v in raw.items()}
+        cache_key = ("checkpoint", ckpt_key, state)
+        known: Checkpoint | None = self._cache.get(cache_key, raw)
+        if known is not None:
+            return known
         try:
-            data = jiter.from_json(
-                values["data"]
-                if isinstance(values["data"], bytes)
-                else _text(values["data"]).encode()
-            )
-            end = values.get("end")
-            return Checkpoint(
+            data = _json(values["data"])
+            end = values["end"]
+            saved = values.get("state")
+            checkpoint = Checkpoint(
                 seq=int(_text(values["seq"])),
                 id=_text(values["id"]),
                 message=Message.model_validate(data["message"]),
                 open=tuple(int(i) for i in data.get("open", ())),
-                state=data.get("state"),
+                state=None if saved is None else _json(saved),
                 end=None if end is None else int(_text(end)),
             )
+            self._cache.put(cache_key, raw, checkpoint)
+            return checkpoint
         except (KeyError, TypeError, ValueError) as exc:
             raise RelayError(
                 f"stream {stream_id!r}: malformed checkpoint ({type(exc).__name__}: {exc})"
             ) from None
 
     async def _range(self, key: str, after: int, count: int) -> list[_Entry]:
-        raw = await self._retry(
-            "read stream",
-            lambda: self.redis.xrange(key, min=f"({_entry_id(after)}", max="+", count=count),
+        (raw,) = await self._commands(
+            ("xrange", (key,), {"min": f"({_entry_id(after)}", "max": "+", "count": count})
         )
-        return _parse_entries(raw)
+        return _parse_entries(raw, key, self._cache)
 
     async def delete(self, stream_id: str) -> None:
         """Remove a stream's keys (its events, checkpoint and lease)."""
@@ -629,6 +698,7 @@ class RelayProducer:
         self._started = False
         self._done = False
         self._heartbeat: asyncio.Task[None] | None = None
+        self._lease_at = time.monotonic()
 
     @property
     def finished(self) -> bool:
@@ -762,55 +832,50 @@ class RelayProducer:
                 "message": self.folder.snapshot().model_dump(mode="json"),
                 "open": list(self._open),
             }
-            if cfg.save_state:
-                data["state"] = self.folder.save_state()
             ckpt = {"seq": self.seq, "id": _entry_id(self.seq), "data": _dumps(data)}
+            if cfg.save_state:
+                ckpt["state"] = _dumps(self.folder.save_state())
         if final is not None:
             self._done = True
             self.message = final.message
             await self._stop_heartbeat()
         expire_ms = int(cfg.expire_after * 1000)
 
-        async def attempt() -> None:
-            pipe = relay.redis.pipeline(transaction=True)
-            for n, body in enumerate(bodies):
-                pipe.xadd(
-                    self.events_key,
-                    {"e": body, "t": now},
-                    id=_entry_id(first + n),
-                    maxlen=cfg.maxlen,
-                    approximate=True,
-                )
+        lease_due = time.monotonic() - self._lease_at >= cfg.heartbeat
+
+        commands: list[Command] = [
+            (
+                "xadd",
+                (self.events_key, {"e": body, "t": now}),
+                {"id": _entry_id(first + n), "maxlen": cfg.maxlen, "approximate": True},
+            )
+            for n, body in enumerate(bodies)
+        ]
+        if ckpt is not None:
+            commands.append(("hset", (self.checkpoint_key,), {"mapping": ckpt}))
+        if final is not None:
+            commands.append(("hset", (self.checkpoint_key, "end", self.seq), {}))
+            commands.append(("delete", (self.lease_key,), {}))
+            commands.append(("pexpire", (self.events_key, expire_ms), {}))
+            commands.append(("pexpire", (self.checkpoint_key, expire_ms), {}))
+        else:
+            if lease_due or not events:
+                ttl_ms = int(cfg.lease_ttl * 1000)
+                commands.append(("set", (self.lease_key, self._token), {"px": ttl_ms}))
             if ckpt is not None:
-                pipe.hset(self.checkpoint_key, mapping=ckpt)
-            if final is not None:
-                pipe.hset(self.checkpoint_key, "end", self.seq)
-                pipe.delete(self.lease_key)
-                pipe.pexpire(self.events_key, expire_ms)
-                pipe.pexpire(self.checkpoint_key, expire_ms)
-            else:
-                pipe.set(self.lease_key, self._token, px=int(cfg.lease_ttl * 1000))
-                if ckpt is not None:
-                    pipe.pexpire(self.checkpoint_key, expire_ms)
-            results = await pipe.execute(raise_on_error=False)
-            for result in results:
-                if isinstance(result, Exception):
-                    if "equal or smaller" in str(result):
-                        # An earlier try of this batch was applied; its reply was lost.
-                        self._force_checkpoint = True
-                        continue
-                    raise RelayError(f"stream {self.stream_id!r}: Redis refused a write: {result}")
-
-        retried = False
-
-        async def tracked() -> None:
-            nonlocal retried
-            if retried:
-                self._force_checkpoint = True  # Redis may have come back empty
-            retried = True
-            await attempt()
-
-        await relay._retry("publish", tracked)
+                commands.append(("pexpire", (self.checkpoint_key, expire_ms), {}))
+        results, retried = await relay._batcher().run(commands)
+        if retried:
+            self._force_checkpoint = True  # Redis may have come back empty
+        for result in results:
+            if isinstance(result, Exception):
+                if "equal or smaller" in str(result):
+                    # An earlier try of this batch was applied; its reply was lost.
+                    self._force_checkpoint = True
+                    continue
+                raise RelayError(f"stream {self.stream_id!r}: Redis refused a write: {result}")
+        if lease_due or not events:
+            self._lease_at = time.monotonic()
         if ckpt is not None:
             self._since_checkpoint = 0
             self._force_checkpoint = False
@@ -824,11 +889,12 @@ class RelayProducer:
         while not self._done:
             await asyncio.sleep(cfg.heartbeat)
             with contextlib.suppress(*relay._errors):
-                pipe = relay.redis.pipeline(transaction=True)
+                pipe = relay.redis.pipeline(transaction=False)
                 pipe.set(self.lease_key, self._token, px=ttl_ms)
                 pipe.pexpire(self.events_key, expire_ms)
                 pipe.pexpire(self.checkpoint_key, expire_ms)
                 await pipe.execute()
+                self._lease_at = time.monotonic()
 
     async def _stop_heartbeat(self) -> None:
         task, self._heartbeat = self._heartbeat, None
@@ -858,10 +924,67 @@ class RelayProducer:
             await self._stop_heartbeat()
 
 
+Command = tuple[str, tuple[Any, ...], dict[str, Any]]
+
+
+class _Batcher:
+    """Every command the relay's coroutines issue in one turn of the event loop goes to
+    Redis in one pipeline (one round trip), retried whole on a connection error: a
+    thousand producers cost one write per turn, not a thousand. Safe to retry because
+    every write is idempotent (explicit entry ids; SET, HSET, DEL, PEXPIRE)."""
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self.pending: list[tuple[list[Command], asyncio.Future[tuple[list[Any], bool]]]] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def run(self, commands: list[Command]) -> tuple[list[Any], bool]:
+        """The commands' results (exceptions in place of errors) and whether the
+        pipeline they went in had to be retried."""
+        future: asyncio.Future[tuple[list[Any], bool]] = asyncio.get_running_loop().create_future()
+        self.pending.append((commands, future))
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._flush(), name="streamfold-relay-batch")
+        return await future
+
+    async def _flush(self) -> None:
+        for _ in range(2**62):  # until nothing is pending
+            await asyncio.sleep(0)  # let this turn's callers queue up
+            batch, self.pending = self.pending, []
+            if not batch:
+                return
+            attempts = 0
+
+            async def execute(batch: list[Any] = batch) -> list[Any]:
+                nonlocal attempts
+                attempts += 1
+                pipe = self.relay.redis.pipeline(transaction=False)
+                for commands, _future in batch:
+                    for name, args, kwargs in commands:
+                        getattr(pipe, name)(*args, **kwargs)
+                results: list[Any] = await pipe.execute(raise_on_error=False)
+                return results
+
+            try:
+                results = await self.relay._retry("redis", execute)
+            except BaseException as exc:
+                for _commands, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            at = 0
+            for commands, future in batch:
+                if not future.done():
+                    future.set_result((results[at : at + len(commands)], attempts > 1))
+                at += len(commands)
+
+
 class _Inbox:
     """A subscription's share of the tail: batches of entries, or a note to re-read."""
 
-    __slots__ = ("batches", "error", "limit", "overflow", "pending", "ready")
+    __slots__ = ("batches", "error", "limit", "overflow", "pending", "waiter")
 
     def __init__(self, limit: int) -> None:
         self.batches: list[list[_Entry]] = []
@@ -869,7 +992,11 @@ class _Inbox:
         self.limit = limit
         self.overflow = False
         self.error: BaseException | None = None
-        self.ready = asyncio.Event()
+        self.waiter: asyncio.Future[None] | None = None
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
 
     def push(self, entries: list[_Entry]) -> None:
         if self.pending + len(entries) > self.limit:
@@ -881,28 +1008,38 @@ class _Inbox:
         else:
             self.batches.append(entries)
             self.pending += len(entries)
-        self.ready.set()
+        self._wake()
 
     def fail(self, error: BaseException) -> None:
         self.error = error
-        self.ready.set()
+        self._wake()
 
     async def get(self, timeout: float) -> tuple[list[_Entry], bool] | None:
         """(entries, overflowed) as soon as there are some; None after `timeout` seconds."""
-        if not self.ready.is_set():
+        if not self.batches and not self.overflow and self.error is None:
+            loop = asyncio.get_running_loop()
+            waiter = self.waiter = loop.create_future()
+            timer = loop.call_later(timeout, _expire, waiter)
             try:
-                await asyncio.wait_for(self.ready.wait(), timeout)
-            except TimeoutError:
-                return None
-        self.ready.clear()
+                await waiter
+            finally:
+                timer.cancel()
+                self.waiter = None
         if self.error is not None:
             raise self.error
+        if not self.batches and not self.overflow:
+            return None
         entries = [e for batch in self.batches for e in batch]
         overflow = self.overflow
         self.batches.clear()
         self.pending = 0
         self.overflow = False
         return entries, overflow
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 _TAIL_BLOCK_MS: Final = 50
@@ -949,7 +1086,7 @@ class _Tail:
             streams = {key: _entry_id(self.cursor[key]) for key in self.inboxes}
             try:
                 raw = await relay.redis.xread(streams, count=cfg.batch, block=_TAIL_BLOCK_MS)
-                batches = _xread_entries(raw)
+                batches = _xread_entries(raw, relay._cache)
             except relay._errors as exc:
                 relay.retries += 1
                 now = time.monotonic()
@@ -1075,7 +1212,7 @@ class _Subscription:
                     continue
                 items = []
                 # Idle: is the producer still there?
-                lease, end = await relay._retry("check lease", self._liveness)
+                lease, end = await self._liveness()
                 now = time.monotonic()
                 if end is not None:
                     if self.last >= end:
@@ -1109,10 +1246,9 @@ class _Subscription:
                 tail.leave(self.events_key, inbox)
 
     async def _liveness(self) -> tuple[bool, int | None]:
-        pipe = self.relay.redis.pipeline(transaction=False)
-        pipe.exists(self.lease_key)
-        pipe.hget(self.checkpoint_key, "end")
-        lease, end = await pipe.execute()
+        lease, end = await self.relay._commands(
+            ("exists", (self.lease_key,), {}), ("hget", (self.checkpoint_key, "end"), {})
+        )
         return bool(lease), None if end is None else int(_text(end))
 
     async def _lost(self, why: str) -> Relayed:
