@@ -24,7 +24,6 @@ import random
 import re
 import struct
 import sys
-import traceback
 import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -328,7 +327,7 @@ def hostile_value(c: Chooser, stream: Stream) -> Any:
         return c.choice([{}, {"type": None}, {"type": "text"}, {"": []}, {"index": -1}])
     if kind == 7:
         # Deep nesting: the decoder (and the Message's JSON checks) must not recurse blindly.
-        return _deep(c.choice([20, 120]), c.choice([None, "x", {}]), c.boolean())
+        return _deep(c.choice([20, 120, 199, 260]), c.choice([None, "x", {}]), c.boolean())
     if kind == 8:
         return "A" * c.choice([1000, 70000])
     return c.choice([{"type": c.choice(_strings(stream))}, [c.choice(_strings(stream))]])
@@ -536,15 +535,7 @@ def draw_mode(rel: str, c: Chooser) -> Mode:
     return Mode(provider, c.boolean(), limits)
 
 
-def _known_bug(exc: BaseException) -> str | None:
-    """A core bug this suite reports but may not fix (see the xfail tests below)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if isinstance(exc, TypeError) and frames and frames[-1].name == "detect_provider":
-        return "detect_provider: unhashable type"
-    return None
-
-
-def run_fold(chunks: Any, mode: Mode = Mode()) -> Outcome | None:
+def run_fold(chunks: Any, mode: Mode = Mode()) -> Outcome:
     """Fold; only StreamfoldError may escape; check the events against the message."""
     events: list[Event] = []
     folding = fold(chunks, mode.provider, strict=mode.strict, limits=mode.limits)
@@ -562,12 +553,6 @@ def run_fold(chunks: Any, mode: Mode = Mode()) -> Outcome | None:
         check_limits(partial, mode.limits)
         COUNTS["errors"] += 1
         return Outcome(events, partial, exc)
-    except Exception as exc:
-        known = _known_bug(exc)
-        if known is None:
-            raise
-        COUNTS[known] = COUNTS.get(known, 0) + 1
-        return None
     message = events[-1].message if events and isinstance(events[-1], MessageCompleted) else None
     assert message is not None, "a fold must end with MessageCompleted"
     check_events(events, message, finished=True)
@@ -587,10 +572,8 @@ def check_limits(message: Message, limits: Limits) -> None:
             assert len(part.content or "") <= limits.max_part_chars
 
 
-def check_bounded(outcome: Outcome | None, size: int) -> None:
+def check_bounded(outcome: Outcome, size: int) -> None:
     """The Message serialises, round-trips, and is not much bigger than its input."""
-    if outcome is None:
-        return
     text = outcome.message.model_dump_json()
     assert len(text) <= GROWTH * size + GROWTH_SLACK, f"{len(text)} bytes of JSON from {size}"
     assert Message.model_validate_json(text) == outcome.message
@@ -681,9 +664,7 @@ def test_unmutated_streams_pass_the_property(rel: str) -> None:
     check_bounded(whole, len(read(rel)))
 
 
-# --- core bugs the fuzz found (reported, not fixed here: the core is not this suite's) ----
-# Each is strict: once the core is fixed the test passes, fails as XPASS, and the marker and
-# its entry in `_known_bug` go.
+# --- core bugs the fuzz found, fixed in the core since: their regression tests ----------
 
 
 def test_detection_survives_an_unhashable_type() -> None:
@@ -723,13 +704,14 @@ def _round_trips_or_rejects(chunks: list[Any]) -> None:
 
 def test_a_deep_wire_value_round_trips_or_is_rejected() -> None:
     # jiter reads the event (its limit is ~200 levels) but the Message nests it 5 deeper,
-    # so Message.model_validate_json(message.model_dump_json()) fails.
+    # so Message.model_validate_json(message.model_dump_json()) failed (now: max_depth).
     events = _anthropic_with_block(_deep(196, None, as_list=True))
     _round_trips_or_rejects([b"".join(b"data: " + _dump(e) + b"\n\n" for e in events)])
 
 
 def test_a_deep_decoded_object_round_trips_or_is_rejected() -> None:
-    # PydanticSerializationError (not a StreamfoldError) when the host stores the Message.
+    # It made model_dump_json raise PydanticSerializationError (not a StreamfoldError)
+    # when the host stored the Message (now: max_depth).
     _round_trips_or_rejects(_anthropic_with_block(_deep(300, None, as_list=True)))
 
 

@@ -30,7 +30,7 @@ from hypothesis.stateful import (
     rule,
 )
 from support import read
-from test_truncation import KNOWN, check_open_part, reference
+from test_truncation import check_open_part, reference
 
 from streamfold import (
     ContentPart,
@@ -449,22 +449,7 @@ def check_cancelled(rel: str, k: int, where: str, result: Cancelled) -> None:
             assert part == received[index] == wholes[index], here
         elif part != wholes[index]:
             # Open when cancelled: closed as it stood, a prefix of what its events carried.
-            if _skipped_flush(part):
-                continue
             check_open_part(part, wholes[index], ref.streamed[index], here)
-
-
-def _skipped_flush(part: ContentPart | ToolCall) -> bool:
-    # KNOWN (core): cancel() does not let the decoder flush what it buffers, so a Responses
-    # custom tool call is parsed as JSON by the accumulator instead of being {"input": text}.
-    # See test_cancel_keeps_what_a_cut_keeps.
-    custom = isinstance(part, ToolCall) and part.metadata.get("type") == "custom_tool_call"
-    if custom and not (isinstance(part.arguments, dict) and "input" in part.arguments):
-        KNOWN["cancel skips the decoder's flush"] = (
-            KNOWN.get("cancel skips the decoder's flush", 0) + 1
-        )
-        return True
-    return False
 
 
 def run_all_cuts(rel: str, backend: str) -> int:
@@ -496,7 +481,6 @@ def run_all_cuts(rel: str, backend: str) -> int:
 @pytest.mark.parametrize("rel", CANCEL_RECORDINGS)
 def test_cancel_afold_at_every_await_point(rel: str, backend: str) -> None:
     assert run_all_cuts(rel, backend) > 0
-    assert KNOWN.keys() <= {"empty arguments read complete", "cancel skips the decoder's flush"}
 
 
 @pytest.mark.parametrize(

@@ -47,7 +47,6 @@ from streamfold.fold import StreamFolder
 EVENTSTREAMS = sorted(str(p.relative_to(REAL)) for p in (REAL / "bedrock").glob("*.eventstream"))
 ALL = [*recordings(), *EVENTSTREAMS]
 
-KNOWN: dict[str, int] = {}
 _BLANK = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
 
 
@@ -140,13 +139,7 @@ def check_open_part(part: ContentPart | ToolCall, whole: Any, streamed: str, whe
         arguments = part.arguments
         if part.metadata.get("type") == "custom_tool_call" and isinstance(arguments, dict):
             arguments = arguments.get("input")  # free text, carried as {"input": text}
-        if part.status == "complete" and arguments == {} and streamed:
-            # KNOWN (core): a call cut before its first argument byte parses "" as {}
-            # and reads complete. See test_a_call_cut_before_its_arguments_reads_incomplete.
-            KNOWN["empty arguments read complete"] = (
-                KNOWN.get("empty arguments read complete", 0) + 1
-            )
-        elif part.status == "complete":
+        if part.status == "complete":
             # Arguments that parse are a closed JSON object: nothing could follow them.
             assert part.arguments == whole.arguments, where
         else:
