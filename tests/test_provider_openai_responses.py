@@ -43,8 +43,8 @@ def _first_response(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _fold(events: list[dict[str, Any]]) -> list[Any]:
-    return list(fold(events, PROVIDER))
+def _fold(events: list[dict[str, Any]], *, strict: bool = False) -> list[Any]:
+    return list(fold(events, PROVIDER, strict=strict))
 
 
 def _message(events: list[dict[str, Any]]) -> Message:
@@ -617,9 +617,9 @@ def test_usage_and_metadata_from_completed() -> None:
     assert message.metadata["response_status"] == "completed"
 
 
-def _protocol_error(events: list[dict[str, Any]]) -> StreamProtocolError:
+def _protocol_error(events: list[dict[str, Any]], *, strict: bool = False) -> StreamProtocolError:
     with pytest.raises(StreamProtocolError) as info:
-        _fold(events)
+        _fold(events, strict=strict)
     return info.value
 
 
@@ -639,10 +639,25 @@ def test_delta_for_an_unknown_item_is_a_protocol_error() -> None:
         "content_index": 0,
         "delta": "x",
     }
-    error = _protocol_error([_created(), *_message_item("msg_1", 0, "Kept."), stray])
+    error = _protocol_error([_created(), *_message_item("msg_1", 0, "Kept."), stray], strict=True)
     assert "msg_never" in error.reason and "never added" in error.reason
     assert error.partial is not None and error.partial.text == "Kept."
     assert error.provider == PROVIDER
+
+
+def test_delta_for_an_unknown_item_opens_an_implicit_message_when_lenient() -> None:
+    stray = {
+        "type": "response.output_text.delta",
+        "item_id": "msg_never",
+        "output_index": 1,
+        "content_index": 0,
+        "delta": "x",
+    }
+    message = _message([_created(), *_message_item("msg_1", 0, "Kept."), stray, _completed()])
+    assert [p.content for p in message.content] == ["Kept.", "x"]
+    assert message.content[1].options["id"] == "msg_never"
+    assert message.metadata["repairs"] == {"event_before_item_added": 1}
+    assert message.status == "complete"
 
 
 @pytest.mark.parametrize(
@@ -702,14 +717,31 @@ def test_wrong_field_types_are_protocol_errors(bad: dict[str, Any], expected: st
         *_message_item("msg_1", 0, "Kept."),
         *_message_item("msg_2", 1, "open")[:2],
     ]
-    error = _protocol_error([*head, bad])
+    # Strict: a summary delta for a message item (out of spec, not broken) raises too.
+    error = _protocol_error([*head, bad], strict=bad["type"] != 42)
     assert error.reason.startswith("expected") and expected in error.reason
     assert " got " in error.reason
     assert error.partial is not None and error.partial.content[0].content == "Kept."
 
 
+def test_summary_for_a_message_item_is_kept_as_thinking_when_lenient() -> None:
+    summary = {
+        "type": "response.reasoning_summary_text.delta",
+        "item_id": "msg_1",
+        "summary_index": 0,
+        "delta": "x",
+    }
+    item = _message_item("msg_1", 0, "Kept.")
+    message = _message([_created(), *item[:2], summary, *item[2:], _completed()])
+    assert [(p.type, p.content) for p in message.content] == [
+        ("text", "Kept."),
+        ("thinking", "x"),
+    ]
+    assert message.metadata["repairs"] == {"summary_in_wrong_item": 1}
+
+
 def test_decoder_never_leaks_lookup_errors_on_garbage() -> None:
-    decoder = OpenAIResponsesDecoder()
+    decoder = OpenAIResponsesDecoder(strict=True)
     garbage: list[dict[str, Any]] = [
         {"type": "response.output_item.done"},
         {"type": "response.output_item.done", "item": {}},

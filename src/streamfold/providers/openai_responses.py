@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NoReturn
 
 from ..deltas import (
     ClosePart,
@@ -89,6 +89,30 @@ class _Item:
     has_arguments: bool = False
     input_chunks: list[str] = field(default_factory=list)  # custom tool call input
     input_done: str | None = None
+    closed: set[Hashable] = field(default_factory=set)  # parts already done
+
+
+class _Dropped(Exception):
+    """Lenient: the event is dropped (its repair is already noted)."""
+
+
+# The item type an event implies, for events whose item never arrived (by the event's
+# first name segment; a name not listed is the item type itself, as web_search_call).
+_IMPLIED_ITEM = {
+    "output_text": "message",
+    "refusal": "message",
+    "content_part": "message",
+    "reasoning_text": "reasoning",
+    "reasoning_summary_part": "reasoning",
+    "reasoning_summary_text": "reasoning",
+    "function_call_arguments": "function_call",
+    "custom_tool_call_input": "custom_tool_call",
+    "mcp_call_arguments": "mcp_call",
+    "code_interpreter_call_code": "code_interpreter_call",
+}
+
+# Past this many sequence numbers held above a gap, the gap is taken as never coming.
+_MAX_SEQUENCE_GAP = 1024
 
 
 class OpenAIResponsesDecoder(Decoder):
@@ -102,6 +126,15 @@ class OpenAIResponsesDecoder(Decoder):
         self._by_index: dict[int, str] = {}  # only for events that carry no item_id
         self._tool_calls = 0
         self._refusals = 0
+        # Lenient repairs: ids of finished items, events that came before their item
+        # (replayed when it is added), repairs noted while decoding the current event.
+        self._done: set[str] = set()
+        self._early: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self._noted: list[Delta] = []
+        self._kind = ""
+        # Sequence numbers seen: all up to _seq_floor, and those above it.
+        self._seq_floor: int | None = None
+        self._seq_above: set[int] = set()
 
     # --- entry points ------------------------------------------------------------------
 
@@ -112,14 +145,82 @@ class OpenAIResponsesDecoder(Decoder):
             raise self.protocol_error(
                 f"expected a string event 'type', got {_type_name(kind)}", payload
             )
-        handler = _HANDLERS.get(kind)
-        if handler is not None:
-            return handler(self, payload)
-        return self._other(kind, payload)
+        sequence = payload.get("sequence_number")
+        if type(sequence) is int and self._seen(sequence):
+            # The same event again (a retried or duplicated send): said once already.
+            return self.repair(
+                "duplicate_event",
+                f"expected a new sequence_number, got {sequence} again ({kind})",
+                payload,
+            )
+        deltas = self._dispatch(kind, payload)
+        if self._noted:
+            deltas[:0] = self._noted
+            self._noted = []
+        return deltas
 
     def close(self) -> list[Delta]:
         """The input ended: close open custom tool calls with what arrived."""
-        return self._flush_custom_calls()
+        deltas = self._flush_early()
+        deltas.extend(self._flush_custom_calls())
+        if self._noted:
+            deltas[:0] = self._noted
+            self._noted = []
+        return deltas
+
+    def _dispatch(self, kind: str, payload: dict[str, Any]) -> list[Delta]:
+        self._kind = kind
+        handler = _HANDLERS.get(kind)
+        try:
+            if handler is not None:
+                return handler(self, payload)
+            return self._other(kind, payload)
+        except _Dropped:
+            return []
+
+    # --- helpers: lenient repairs ----------------------------------------------------------
+
+    def _note(self, kind: str, reason: str, raw: Any) -> None:
+        """A repair made while decoding this event: raise when strict, else count it."""
+        self._noted.extend(self.repair(kind, reason, raw))
+
+    def _drop(self, kind: str, reason: str, raw: Any) -> NoReturn:
+        """Drop this event as out of spec (strict: raise)."""
+        self._note(kind, reason, raw)
+        raise _Dropped
+
+    def _seen(self, number: int) -> bool:
+        """Whether a sequence number arrived before; remember it if not."""
+        if self._seq_floor is None:
+            self._seq_floor = number
+            return False
+        if number <= self._seq_floor or number in self._seq_above:
+            return True
+        above = self._seq_above
+        above.add(number)
+        if len(above) > _MAX_SEQUENCE_GAP:
+            # A server that skips numbers: stop waiting for the lowest gap.
+            self._seq_floor = min(above)
+            above.discard(self._seq_floor)
+        while self._seq_floor + 1 in above:
+            self._seq_floor += 1
+            above.discard(self._seq_floor)
+        return False
+
+    def _replay_early(self, item_id: str, deltas: list[Delta]) -> list[Delta]:
+        """Deltas for an item just added, then those of its events that came before it."""
+        for kind, payload in self._early.pop(item_id, ()):
+            deltas.extend(self._dispatch(kind, payload))
+        return deltas
+
+    def _flush_early(self) -> list[Delta]:
+        """The response ends: items that got events but never an output_item.added."""
+        deltas: list[Delta] = []
+        for item_id, events in list(self._early.items()):
+            name = events[0][0].removeprefix("response.").split(".")[0]
+            item = {"type": _IMPLIED_ITEM.get(name, name), "id": item_id}
+            deltas.extend(self._on_item_added({"type": "response.output_item.added", "item": item}))
+        return deltas
 
     # --- helpers: field access -----------------------------------------------------------
 
@@ -162,18 +263,25 @@ class OpenAIResponsesDecoder(Decoder):
         item_id = payload.get("item_id")
         if item_id is None and "output_index" in payload:
             item_id = self._by_index.get(self._int(payload, "output_index"))
+        reason = f"expected {payload.get('type')}.item_id to be a string, got {_type_name(item_id)}"
+        if item_id is None and self._items:
+            # No id and no known position: the item added last that is still open.
+            self._note("missing_item_id", reason, payload)
+            item_id = next(reversed(self._items))
         if not isinstance(item_id, str):
-            raise self.protocol_error(
-                f"expected {payload.get('type')}.item_id to be a string, got {_type_name(item_id)}",
-                payload,
-            )
+            raise self.protocol_error(reason, payload)
         item = self._items.get(item_id)
         if item is None:
-            raise self.protocol_error(
+            reason = (
                 f"expected an event for an added output item, got {payload.get('type')} "
-                f"for item {item_id!r}, which was never added or is already done",
-                payload,
+                f"for item {item_id!r}, which was never added or is already done"
             )
+            if item_id in self._done:
+                self._drop("event_after_item_done", reason, payload)
+            # Held until its item is added (or done, or the response ends without it).
+            self._note("event_before_item_added", reason, payload)
+            self._early.setdefault(item_id, []).append((self._kind, payload))
+            raise _Dropped
         return item
 
     # --- response lifecycle ----------------------------------------------------------------
@@ -229,7 +337,8 @@ class OpenAIResponsesDecoder(Decoder):
         kind = payload.get("type")
         response = self._response(payload)
         raw_status = response.get("status")
-        deltas: list[Delta] = self._flush_custom_calls()
+        deltas: list[Delta] = self._flush_early()
+        deltas.extend(self._flush_custom_calls())
         status: Status
         stop: StopReason
         raw_stop: str
@@ -293,7 +402,8 @@ class OpenAIResponsesDecoder(Decoder):
         error = nested if isinstance(nested, dict) else payload
         code = error.get("code") or error.get("type")
         message = error.get("message")
-        deltas = self._flush_custom_calls()
+        deltas = self._flush_early()
+        deltas.extend(self._flush_custom_calls())
         deltas.append(
             ReportError(
                 error_type=str(code) if code is not None else None,
@@ -318,10 +428,20 @@ class OpenAIResponsesDecoder(Decoder):
                 payload,
             )
         if item_id in self._items:
-            raise self.protocol_error(
+            self._drop(
+                "duplicate_item_added",
                 f"expected a new output item, got a second output_item.added for {item_id!r}",
                 payload,
             )
+        if item_id in self._done:
+            # A new item under a finished item's id: kept as the new item it says it is.
+            self._note(
+                "reused_item_id",
+                f"expected a new output item, got output_item.added for {item_id!r}, "
+                "which is already done",
+                payload,
+            )
+            self._done.discard(item_id)
         if isinstance(payload.get("output_index"), int):
             self._by_index[payload["output_index"]] = item_id
         if item_type == "message":
@@ -332,10 +452,10 @@ class OpenAIResponsesDecoder(Decoder):
                     f"expected message phase to be a string, got {_type_name(phase)}", payload
                 )
             self._items[item_id] = item
-            return []
+            return self._replay_early(item_id, [])
         if item_type == "reasoning":
             self._items[item_id] = _Item(item_id, item_type, "reasoning", raw)
-            return []
+            return self._replay_early(item_id, [])
         if item_type in _TOOL_CALL_TYPES:
             item = _Item(item_id, item_type, "tool_call", raw)
             item.call_id = self._opt_str(raw, "call_id")
@@ -358,7 +478,7 @@ class OpenAIResponsesDecoder(Decoder):
             call = ToolCall(
                 call_id=item.call_id, name=item.name, arguments=initial or "", metadata=metadata
             )
-            return [OpenPart((item_id,), call)]
+            return self._replay_early(item_id, [OpenPart((item_id,), call)])
         item = _Item(item_id, item_type, "builtin", raw)
         self._items[item_id] = item
         part = ContentPart(
@@ -366,7 +486,7 @@ class OpenAIResponsesDecoder(Decoder):
             content=None,
             options={"type": item_type, "id": item_id, "block": raw},
         )
-        return [OpenPart((item_id,), part)]
+        return self._replay_early(item_id, [OpenPart((item_id,), part)])
 
     def _on_item_done(self, payload: dict[str, Any]) -> list[Delta]:
         raw = self._dict(payload, "item")
@@ -378,25 +498,43 @@ class OpenAIResponsesDecoder(Decoder):
                 f"expected output_item.done item.id to be a string, got {_type_name(item_id)}",
                 payload,
             )
-        item = self._items.pop(item_id, None)
-        if item is None:
-            raise self.protocol_error(
+        deltas: list[Delta] = []
+        if item_id not in self._items:
+            reason = (
                 f"expected output_item.done for an added item, got one for {item_id!r}, "
-                "which was never added or is already done",
-                payload,
+                "which was never added or is already done"
             )
+            if item_id in self._done:
+                self._drop("duplicate_item_done", reason, payload)
+            # Never added: the finished item stands in for its start.
+            self._note("item_done_before_added", reason, payload)
+            added = dict(raw)
+            if self._early.get(item_id):
+                # Its streamed events replay on the start: keep the text out of it.
+                added.pop("arguments", None)
+                added.pop("input", None)
+            added_event = {"type": "response.output_item.added", "item": added}
+            if "output_index" in payload:
+                added_event["output_index"] = payload["output_index"]
+            deltas = self._on_item_added(added_event)
+        item = self._items.pop(item_id)
+        self._done.add(item_id)
         if item.kind == "message":
-            return self._message_done(item, raw)
+            return deltas + self._message_done(item, raw)
         if item.kind == "reasoning":
-            return self._reasoning_done(item, raw)
+            return deltas + self._reasoning_done(item, raw)
+        # Text or thinking that (lenient) grew inside a call or built-in item ends with it.
+        deltas.extend(ClosePart(key, explicit=True) for key in item.parts)
+        item.parts.clear()
         if item.kind == "tool_call":
-            return self._tool_call_done(item, raw, explicit=True)
+            return deltas + self._tool_call_done(item, raw, explicit=True)
         final = ContentPart(
             type="unsupported",
             content=None,
             options={"type": item.type, "id": item.id, "block": raw},
         )
-        return [ClosePart((item.id,), explicit=True, final=final)]
+        deltas.append(ClosePart((item.id,), explicit=True, final=final))
+        return deltas
 
     def _message_done(self, item: _Item, raw: dict[str, Any]) -> list[Delta]:
         deltas: list[Delta] = []
@@ -404,7 +542,9 @@ class OpenAIResponsesDecoder(Decoder):
         blocks = content if isinstance(content, list) else []
         # A part whose content_part.done never came ends with its item.
         for key in list(item.parts):
-            index = key[2] if isinstance(key, tuple) and len(key) == 3 else None
+            index = None
+            if isinstance(key, tuple) and len(key) == 3 and key[1] == "content":
+                index = key[2]
             block: Any = None
             if isinstance(index, int) and 0 <= index < len(blocks):
                 block = blocks[index]
@@ -524,7 +664,9 @@ class OpenAIResponsesDecoder(Decoder):
             initial = text if isinstance(text, str) else ""
             return [self._open_thinking(item, key, str(part_type or "reasoning_text"), initial)]
         if item.kind != "message":
-            raise self.protocol_error(
+            # Lenient: text in a call or built-in item is kept as a text part of it.
+            self._note(
+                "content_in_wrong_item",
                 f"expected content parts only in message or reasoning items, got one in a "
                 f"{item.type} item",
                 raw,
@@ -571,6 +713,7 @@ class OpenAIResponsesDecoder(Decoder):
         for key, part in list(item.parts.items()):
             if part.ended and key != item.latest:
                 del item.parts[key]
+                item.closed.add(key)
                 deltas.append(ClosePart(key, explicit=True))
         return deltas
 
@@ -579,8 +722,9 @@ class OpenAIResponsesDecoder(Decoder):
         index = self._int(payload, "content_index")
         part = self._dict(payload, "part")
         key = (item.id, "content", index)
-        if key in item.parts:
-            raise self.protocol_error(
+        if key in item.parts or key in item.closed:
+            self._drop(
+                "duplicate_content_part_added",
                 f"expected a new content part, got a second content_part.added for {key!r}",
                 payload,
             )
@@ -595,18 +739,27 @@ class OpenAIResponsesDecoder(Decoder):
         part = self._dict(payload, "part")
         key = (item.id, "content", index)
         state = item.parts.get(key)
+        deltas: list[Delta] = []
+        reason = f"expected content_part.done for an open part, got one for {key!r}"
+        if key in item.closed or (state is not None and state.ended):
+            self._drop("duplicate_content_part_done", reason, payload)
         if state is None:
-            raise self.protocol_error(
-                f"expected content_part.done for an open part, got one for {key!r}", payload
-            )
-        deltas = self._fill_from_done(item, key, part)
+            # Never added: the finished part opens (and fills) it.
+            self._note("content_part_done_before_added", reason, payload)
+            deltas = self._open_content(item, key, part, payload)
+            if item.kind == "reasoning":
+                deltas.extend(self._close_finished_reasoning(item))
+            state = item.parts[key]
+        deltas.extend(self._fill_from_done(item, key, part))
         if item.kind == "reasoning":
             state.ended = True
             if key != item.latest:
                 del item.parts[key]
+                item.closed.add(key)
                 deltas.append(ClosePart(key, explicit=True))
             return deltas
         del item.parts[key]
+        item.closed.add(key)
         if part.get("type") not in ("output_text", "refusal", None):
             final = ContentPart(
                 type="unsupported",
@@ -650,6 +803,13 @@ class OpenAIResponsesDecoder(Decoder):
         state = item.parts.get(key)
         if state is not None:
             return key, state, []
+        if key in item.closed:
+            self._drop(
+                "event_after_part_done",
+                f"expected {payload.get('type')} for an open content part, got one for {key!r} "
+                "after its content_part.done",
+                payload,
+            )
         # Some servers skip content_part.added: start the part here.
         part_type = {"text": "output_text", "refusal": "refusal"}.get(kind, "reasoning_text")
         deltas = self._open_content(item, key, {"type": part_type}, payload)
@@ -660,6 +820,13 @@ class OpenAIResponsesDecoder(Decoder):
     def _on_text_delta(self, payload: dict[str, Any], kind: str) -> list[Delta]:
         key, state, deltas = self._text_part(payload, kind)
         delta = self._str(payload, "delta")
+        if state.ended:
+            self._drop(
+                "event_after_part_done",
+                f"expected {payload.get('type')} for an open content part, got one for {key!r} "
+                "after its content_part.done",
+                payload,
+            )
         state.has_text = state.has_text or bool(delta)
         logprobs = payload.get("logprobs")
         if isinstance(logprobs, list) and logprobs:
@@ -719,14 +886,24 @@ class OpenAIResponsesDecoder(Decoder):
     ) -> tuple[_Item, Hashable, list[Delta]]:
         """The summary part an event is about, and deltas opening it if it never started."""
         item = self._item_for(payload)
+        index = self._int(payload, "summary_index")
         if item.kind != "reasoning":
-            raise self.protocol_error(
+            # Lenient: kept as a thinking part of the item it names.
+            self._note(
+                "summary_in_wrong_item",
                 f"expected {payload.get('type')} for a reasoning item, "
                 f"got one for a {item.type} item",
                 payload,
             )
-        index = self._int(payload, "summary_index")
         key = (item.id, "summary", index)
+        state = item.parts.get(key)
+        if key in item.closed or (state is not None and state.ended and open_missing):
+            self._drop(
+                "event_after_part_done",
+                f"expected {payload.get('type')} for an open summary part, got one for {key!r} "
+                "after its reasoning_summary_part.done",
+                payload,
+            )
         deltas: list[Delta] = []
         if key not in item.parts and open_missing:
             deltas.append(self._open_thinking(item, key, "summary_text", ""))
@@ -736,7 +913,8 @@ class OpenAIResponsesDecoder(Decoder):
     def _on_summary_part_added(self, payload: dict[str, Any]) -> list[Delta]:
         item, key, _ = self._summary_part(payload, open_missing=False)
         if key in item.parts:
-            raise self.protocol_error(
+            self._drop(
+                "duplicate_summary_part_added",
                 "expected a new summary part, got a second "
                 f"reasoning_summary_part.added for {key!r}",
                 payload,
@@ -776,6 +954,7 @@ class OpenAIResponsesDecoder(Decoder):
         state.ended = True
         if key != item.latest:
             del item.parts[key]
+            item.closed.add(key)
             deltas.append(ClosePart(key, explicit=True))
         return deltas
 
@@ -788,11 +967,15 @@ class OpenAIResponsesDecoder(Decoder):
             # mcp_call arguments: shown while streaming; the final item replaces them.
             return [GrowPart((item.id,), content=delta)]
         if item.type != "function_call":
-            raise self.protocol_error(
+            self._note(
+                "delta_type_mismatch",
                 f"expected function_call_arguments.delta for a function_call item, "
                 f"got one for a {item.type} item",
                 payload,
             )
+            if item.type != "custom_tool_call":
+                return []  # no call to grow: dropped (and counted)
+            item.input_chunks.append(delta)
         item.has_arguments = item.has_arguments or bool(delta)
         return [GrowPart((item.id,), content=delta)]
 
@@ -808,25 +991,32 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_custom_input_delta(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
+        delta = self._str(payload, "delta")
         if item.type != "custom_tool_call":
-            raise self.protocol_error(
+            self._note(
+                "delta_type_mismatch",
                 f"expected custom_tool_call_input.delta for a custom_tool_call item, "
                 f"got one for a {item.type} item",
                 payload,
             )
-        delta = self._str(payload, "delta")
+            if item.type != "function_call":
+                return []  # no call to grow: dropped (and counted)
+            item.has_arguments = item.has_arguments or bool(delta)
+            return [GrowPart((item.id,), content=delta)]
         item.input_chunks.append(delta)
         return [GrowPart((item.id,), content=delta)]
 
     def _on_custom_input_done(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
+        text = self._str(payload, "input")
         if item.type != "custom_tool_call":
-            raise self.protocol_error(
+            self._drop(
+                "delta_type_mismatch",
                 f"expected custom_tool_call_input.done for a custom_tool_call item, "
                 f"got one for a {item.type} item",
                 payload,
             )
-        item.input_done = self._str(payload, "input")
+        item.input_done = text
         return []
 
     # --- built-in tools ---------------------------------------------------------------------
