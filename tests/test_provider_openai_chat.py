@@ -96,9 +96,11 @@ def tc(
     return fragment
 
 
-def run(*chunks: dict[str, Any], done: bool = True, choice: int = 0) -> list[Event]:
+def run(
+    *chunks: dict[str, Any], done: bool = True, choice: int = 0, strict: bool = False
+) -> list[Event]:
     data = sse(*chunks, done=done)
-    return list(fold([data], "openai-chat", choice=choice))
+    return list(fold([data], "openai-chat", choice=choice, strict=strict))
 
 
 def message_of(*chunks: dict[str, Any], done: bool = True, choice: int = 0) -> Message:
@@ -652,7 +654,33 @@ def test_argument_fragment_after_finish_is_a_protocol_error() -> None:
         run(
             chunk({"tool_calls": [tc(0, "call_a", "f", "{")]}, finish="tool_calls"),
             chunk({"tool_calls": [tc(0, arguments="}")]}),
+            strict=True,
         )
+
+
+def test_argument_fragment_after_finish_is_dropped_and_counted_when_lenient() -> None:
+    message = final_message(
+        run(
+            chunk({"tool_calls": [tc(0, "call_a", "f", "{}")]}, finish="tool_calls"),
+            chunk({"tool_calls": [tc(0, arguments="}")]}),
+        )
+    )
+    # The call completed at finish_reason; what came after cannot grow it.
+    assert calls(message) == [("call_a", "f", {})]
+    assert message.metadata["repairs"] == {"arguments_after_finish": 1}
+
+
+def test_an_id_reused_for_another_function_is_a_new_call() -> None:
+    chunks = [
+        chunk({"tool_calls": [tc(0, "call_0", "f", '{"a": 1}')]}),
+        chunk({"tool_calls": [tc(0, "call_0", "g", '{"b": 2}')]}),
+        chunk(finish="tool_calls"),
+    ]
+    message = message_of(*chunks)
+    assert calls(message) == [("call_0", "f", {"a": 1}), ("call_0", "g", {"b": 2})]
+    assert message.metadata["repairs"] == {"reused_tool_call_id": 1}
+    with pytest.raises(StreamProtocolError, match="expected a new id"):
+        run(*chunks, strict=True)
 
 
 # --- 4. several choices ----------------------------------------------------------------------

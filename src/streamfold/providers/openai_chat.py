@@ -665,10 +665,29 @@ class OpenAIChatDecoder(Decoder):
             )
         self._call_fragment(None, None, name, arguments, function_call, out)
 
-    def _match(self, call_id: str | None, index: int | None, name: str | None) -> _Call | None:
+    def _match(
+        self,
+        call_id: str | None,
+        index: int | None,
+        name: str | None,
+        raw: dict[str, Any],
+        out: list[Delta],
+    ) -> _Call | None:
         """The call a fragment continues: by id, then index, then the latest; None: new."""
         if call_id is not None:
             known = self._calls_by_id.get(call_id)
+            if known is not None and name is not None and known.name not in (None, name):
+                # The same id naming another function (servers that number ids per
+                # message, or reuse one): a new call, not arguments for the first.
+                out.extend(
+                    self.repair(
+                        "reused_tool_call_id",
+                        f"expected a new id for a call to {name!r}, got {call_id!r}, the id of "
+                        f"a call to {known.name!r}",
+                        raw,
+                    )
+                )
+                return None
             if known is not None:
                 return known
             # A new id is a new call, even at a used index; but a call that started
@@ -703,7 +722,7 @@ class OpenAIChatDecoder(Decoder):
     ) -> None:
         self._close_thinking(out)
         self._close_text(out)
-        call = self._match(call_id, index, name)
+        call = self._match(call_id, index, name, raw, out)
         if call is None:
             key = self._new_key("tool")
             call = _Call(key, call_id, index, name)
@@ -721,11 +740,17 @@ class OpenAIChatDecoder(Decoder):
         if not arguments:
             return
         if call.closed:
-            raise self.protocol_error(
-                "expected no more argument fragments for a tool call after finish_reason, "
-                f"got more for call {call.id!r}",
-                raw,
+            # The call completed at finish_reason: its arguments cannot grow (lenient: the
+            # fragment is dropped, and counted).
+            out.extend(
+                self.repair(
+                    "arguments_after_finish",
+                    "expected no more argument fragments for a tool call after finish_reason, "
+                    f"got more for call {call.id!r}",
+                    raw,
+                )
             )
+            return
         out.append(GrowPart(call.key, content=arguments))
 
     # --- part bookkeeping ----------------------------------------------------------------
