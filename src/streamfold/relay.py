@@ -504,6 +504,7 @@ class Relay:
         self._errors = _retryable()
         self.retries = 0
         self._cache = _Cache(65_536)
+        self._liveness: dict[str, tuple[float, tuple[bool, int | None]]] = {}
         self._tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Tail] = (
             weakref.WeakKeyDictionary()
         )
@@ -1246,10 +1247,20 @@ class _Subscription:
                 tail.leave(self.events_key, inbox)
 
     async def _liveness(self) -> tuple[bool, int | None]:
-        lease, end = await self.relay._commands(
+        # Shared by the readers of one stream in this worker for a fraction of a poll.
+        relay = self.relay
+        now = time.monotonic()
+        known = relay._liveness.get(self.lease_key)
+        if known is not None and now - known[0] < self.cfg.poll / 2:
+            return known[1]
+        lease, end = await relay._commands(
             ("exists", (self.lease_key,), {}), ("hget", (self.checkpoint_key, "end"), {})
         )
-        return bool(lease), None if end is None else int(_text(end))
+        result = bool(lease), None if end is None else int(_text(end))
+        if len(relay._liveness) > 65_536:
+            relay._liveness.clear()
+        relay._liveness[self.lease_key] = (time.monotonic(), result)
+        return result
 
     async def _lost(self, why: str) -> Relayed:
         """The synthetic end: the last checkpoint and every entry after it, incomplete."""
