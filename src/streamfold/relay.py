@@ -162,14 +162,14 @@ class RelayBusy(RelayError):
 
 def _redis() -> Any:
     try:
-        import redis.asyncio as aioredis
+        import redis.asyncio as aioredis  # type: ignore[import-not-found, unused-ignore]
     except ImportError as exc:
         raise UsageError(_INSTALL) from exc
     return aioredis
 
 
 def _retryable() -> tuple[type[BaseException], ...]:
-    import redis.exceptions as rexc
+    import redis.exceptions as rexc  # type: ignore[import-not-found, unused-ignore]
 
     return (rexc.ConnectionError, rexc.TimeoutError, ConnectionError, OSError)
 
@@ -517,8 +517,8 @@ class Relay:
     def from_url(cls, url: str, config: RelayConfig | None = None, **options: Any) -> Relay:
         """A relay on a new redis-py asyncio client for `url` (redis://127.0.0.1:6379/0)."""
         aioredis = _redis()
-        from redis.asyncio.retry import Retry
-        from redis.backoff import NoBackoff
+        from redis.asyncio.retry import Retry  # type: ignore[import-not-found, unused-ignore]
+        from redis.backoff import NoBackoff  # type: ignore[import-not-found, unused-ignore]
 
         config = config or RelayConfig()
         options.setdefault("socket_timeout", 10)
