@@ -512,6 +512,49 @@ class GeminiDecoder(Decoder):
         if args is not None:
             _check(self, args, dict, "functionCall.args", part)
         streamed = self._call
+        if streamed is None and name is None and call_id is None and signature is None:
+            if not args and not partial:
+                # The end marker ({}) of a call that is not streaming (a repeated end):
+                # nothing to end, and no call to open.
+                out.extend(
+                    self.repair(
+                        "end_for_unknown_call",
+                        "expected a functionCall with a name, args or partialArgs, or a "
+                        f"streaming call to end, got {_describe(call)}",
+                        part,
+                    )
+                )
+                return
+            if partial:
+                # Arguments for a call whose start (its name) never came: a nameless call.
+                out.extend(
+                    self.repair(
+                        "delta_before_call_start",
+                        "expected a functionCall naming its function before its partialArgs, "
+                        "got partialArgs with no call streaming",
+                        part,
+                    )
+                )
+        if (
+            streamed is not None
+            and name == streamed.name
+            and call_id is None
+            and more
+            and not partial
+            and not args
+            and not streamed.writer.values
+            and not streamed.writer.broken
+            and signature in (None, streamed.metadata.get("thought_signature"))
+        ):
+            # The same start again before any argument: a repeated event, not a new call.
+            out.extend(
+                self.repair(
+                    "duplicate_call_start",
+                    f"expected arguments for the streaming call to {name!r}, got its start again",
+                    part,
+                )
+            )
+            return
         if streamed is not None and (
             (name is not None and (name != streamed.name or not partial))
             or (call_id is not None and call_id != streamed.call_id)
