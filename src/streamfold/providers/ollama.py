@@ -50,6 +50,8 @@ class OllamaDecoder(Decoder):
         self._parts = 0
         self._tool_calls = 0
         self._described = False
+        # Calls by the id the server gave them (name, argument text), to spot repeats.
+        self._call_ids: dict[str, tuple[str, str]] = {}
 
     def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
         """Translate one NDJSON line of /api/chat or /api/generate into neutral deltas."""
@@ -153,6 +155,16 @@ class OllamaDecoder(Decoder):
                 )
             metadata: dict[str, Any] = {}
             call_id = call.get("id")
+            if isinstance(call_id, str) and call_id in self._call_ids:
+                reason = f"expected a new tool call id, got {call_id!r} again"
+                if self._call_ids[call_id] == (name, text):
+                    # The same call again (a repeated line): said once already.
+                    out.extend(self.repair("duplicate_tool_call", reason, payload))
+                    continue
+                # Another call under a used id: kept, as the call it is.
+                out.extend(self.repair("reused_tool_call_id", reason, payload))
+            elif isinstance(call_id, str) and call_id:
+                self._call_ids[call_id] = (name, text)
             if not isinstance(call_id, str) or not call_id:
                 # Ollama's tool calls had no ids until recently: make one that is stable for
                 # this message, so a tool result can still name its call.
