@@ -776,3 +776,16 @@ def test_page_reload_mid_stream_resumes_on_any_worker(
             page.screenshot(path=str(ARTIFACTS / "ui-demo-relay.png"), full_page=True)
         finally:
             context.close()
+
+
+def test_serve_mounts_the_relay_routes_when_given_a_redis_url() -> None:
+    pytest.importorskip("redis")
+    from streamfold.serve import create_app
+
+    plain = {getattr(r, "path", "") for r in create_app(speed=0).routes}
+    relayed = {
+        getattr(r, "path", "")
+        for r in create_app(speed=0, redis_url="redis://127.0.0.1:1/0").routes
+    }
+    assert relayed > plain
+    assert any("relay" in path for path in relayed - plain)

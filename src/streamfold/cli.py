@@ -423,6 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--host", default="127.0.0.1")
     sp.add_argument("--port", type=int, default=8765)
     sp.add_argument("--speed", type=_speed, default=1.0, help="pacing, as for replay")
+    sp.add_argument("--redis", default=None, help="Redis URL: resumable replays on the demo page")
 
     rc = sub.add_parser("record", help="record the stream on stdin to OUT while showing it")
     rc.add_argument("out", help="file to write (a .timing.json sidecar is written beside it)")
@@ -506,7 +507,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from .serve import run_server
 
-            run_server(args.dir, host=args.host, port=args.port, speed=args.speed)
+            run_server(
+                args.dir, host=args.host, port=args.port, speed=args.speed, redis_url=args.redis
+            )
             return EXIT_OK
         parser.print_help()
         return EXIT_ERROR

@@ -677,7 +677,9 @@ class ReplayServer:
         return JSONResponse({"directory": str(self.library.directory), "recordings": by_provider})
 
 
-def create_app(directory: str | Path | None = None, *, speed: float = 1.0) -> Starlette:
+def create_app(
+    directory: str | Path | None = None, *, speed: float = 1.0, redis_url: str | None = None
+) -> Starlette:
     """The replay server as a Starlette app (recordings from `directory`, default bundled)."""
     server = ReplayServer(directory, speed=speed)
     routes = [
@@ -693,6 +695,11 @@ def create_app(directory: str | Path | None = None, *, speed: float = 1.0) -> St
     from .web import ui_routes  # the demo page: /, /ui/*, /ui-recordings, /ui-stream
 
     routes.extend(ui_routes(directory, speed=speed))
+    if redis_url is not None:
+        from .relay import Relay
+        from .web.relay_routes import relay_routes
+
+        routes.extend(relay_routes(Relay.from_url(redis_url), directory, speed=speed))
     app = Starlette(routes=routes)
     app.state.replay = server
     return app
@@ -704,11 +711,12 @@ def run_server(
     host: str = "127.0.0.1",
     port: int = 8765,
     speed: float = 1.0,
+    redis_url: str | None = None,
 ) -> None:
     """Serve recordings with uvicorn until interrupted."""
     import uvicorn
 
-    app = create_app(directory, speed=speed)
+    app = create_app(directory, speed=speed, redis_url=redis_url)
     library: Library = app.state.replay.library
     counts: dict[str, int] = {}
     for entry in library.entries:
