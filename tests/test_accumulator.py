@@ -327,8 +327,16 @@ def test_values_nested_past_the_depth_limit_are_refused() -> None:
     for _ in range(10):
         deep = [deep]
     acc = Accumulator(limits=Limits(max_depth=5))
-    acc.apply(OpenPart(0, ContentPart(type="unsupported", options={"block": deep})))
     with pytest.raises(StreamLimitError, match="max_depth"):
-        acc.apply(ClosePart(0))
+        acc.apply(OpenPart(0, ContentPart(type="unsupported", options={"block": deep})))
+    acc.apply(OpenPart(1, ContentPart(type="unsupported", options={"block": None})))
+    with pytest.raises(StreamLimitError, match="max_depth"):
+        acc.apply(ClosePart(1, final=ContentPart(type="unsupported", options={"block": deep})))
+    assert acc.snapshot().content[0].options == {"block": None}  # still open, still kept
+    acc.apply(OpenPart(2, ToolCall(call_id="c", name="f", arguments='{"a":' * 9 + "1" + "}" * 9)))
+    call = acc.apply(ClosePart(2))[0].part  # type: ignore[union-attr]
+    assert isinstance(call, ToolCall)
+    assert call.status == "incomplete"
+    assert "nested" in call.metadata["arguments_error"]
     with pytest.raises(StreamLimitError, match="message metadata is nested too deep"):
         acc.apply(UpdateMessage(metadata={"x": deep}))

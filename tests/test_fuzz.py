@@ -24,6 +24,7 @@ import random
 import re
 import struct
 import sys
+import traceback
 import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -536,6 +537,36 @@ def draw_mode(rel: str, c: Chooser) -> Mode:
     return Mode(provider, c.boolean(), limits)
 
 
+def _in_decoder_close(exc: BaseException) -> bool:
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(f.name == "close" and "/providers/" in f.filename for f in frames)
+
+
+def run_cancel(chunks: list[Any], mode: Mode) -> None:
+    """Feed some chunks, then cancel: cancel never raises and keeps every completed part."""
+    folder = StreamFolder(mode.provider, strict=mode.strict, limits=mode.limits)
+    events: list[Event] = []
+    try:
+        for chunk in chunks:
+            events.extend(folder.feed(chunk))
+    except StreamfoldError:
+        return  # run_fold checks this path
+    try:
+        events.extend(folder.cancel())
+    except StreamfoldError as exc:
+        # KNOWN (core, fold.py): cancel() calls Decoder.close() outside its suppress, so
+        # an error there escapes cancel (and a cancelled consumer's GeneratorExit or
+        # Cancelled is replaced by it). See test_cancel_survives_an_error_in_decoder_close.
+        assert _in_decoder_close(exc), exc
+        COUNTS["known: cancel raised from decoder close()"] = (
+            COUNTS.get("known: cancel raised from decoder close()", 0) + 1
+        )
+        return
+    message = folder.snapshot()
+    check_events(events, message, finished=True)
+    assert message.status in ("cancelled", "error") or folder.finished
+
+
 def run_fold(chunks: Any, mode: Mode = Mode()) -> Outcome:
     """Fold; only StreamfoldError may escape; check the events against the message."""
     events: list[Event] = []
@@ -545,6 +576,14 @@ def run_fold(chunks: Any, mode: Mode = Mode()) -> Outcome:
             events.append(ev)
     except StreamfoldError as exc:
         partial = getattr(exc, "partial", None)
+        if partial is None and _in_decoder_close(exc):
+            # KNOWN (core, fold.py): an error raised by Decoder.close() (the Responses
+            # decoder replays held events there) leaves the fold without .partial. See
+            # test_an_error_in_decoder_close_carries_partial.
+            COUNTS["known: decoder close() error without .partial"] = (
+                COUNTS.get("known: decoder close() error without .partial", 0) + 1
+            )
+            partial = folding.snapshot()
         if isinstance(exc, StreamProtocolError | StreamLimitError):
             assert isinstance(partial, Message), "a protocol error must carry .partial"
         else:
@@ -594,8 +633,12 @@ def fuzz_events(rel: str, c: Chooser) -> list[str]:
     stream, done = mutate_events(parse(rel), c)
     mode = draw_mode(rel, c)
     data = render(stream)
-    check_bounded(run_fold(split(data, c), mode), len(data))
+    chunks = split(data, c)
+    check_bounded(run_fold(chunks, mode), len(data))
     COUNTS["event-bytes"] += 1
+    if c.integer(0, 2) == 0:
+        run_cancel(chunks[: c.integer(0, len(chunks))], mode)
+        COUNTS["cancelled"] = COUNTS.get("cancelled", 0) + 1
     dicts = as_dicts(stream)
     if stream.kind == "eventstream" or (dicts and c.boolean()):
         # Decoded objects name no framing: the provider must be given or detected.
@@ -716,6 +759,36 @@ def test_a_deep_decoded_object_round_trips_or_is_rejected() -> None:
     _round_trips_or_rejects(_anthropic_with_block(_deep(300, None, as_list=True)))
 
 
+def _held_bad_delta() -> list[bytes]:
+    # A Responses argument delta before its item was added (held, replayed at the end),
+    # whose delta is null: replaying it in Decoder.close() raises.
+    events = [
+        {"type": "response.created", "response": {"id": "r", "model": "m", "output": []}},
+        {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": None},
+    ]
+    return [b"data: " + _dump(e) + b"\n\n" for e in events]
+
+
+@pytest.mark.xfail(strict=True, reason="fold.close() does not attach .partial to close() errors")
+def test_an_error_in_decoder_close_carries_partial() -> None:
+    folder = StreamFolder("openai-responses")
+    for chunk in _held_bad_delta():
+        folder.feed(chunk)
+    try:
+        folder.close()
+    except StreamProtocolError as exc:
+        assert isinstance(exc.partial, Message)
+
+
+@pytest.mark.xfail(strict=True, reason="cancel() calls Decoder.close() outside its suppress")
+def test_cancel_survives_an_error_in_decoder_close() -> None:
+    folder = StreamFolder("openai-responses")
+    for chunk in _held_bad_delta():
+        folder.feed(chunk)
+    folder.cancel()
+    assert folder.snapshot().status == "cancelled"
+
+
 # A part whose start carries a value deeper than Limits.max_depth is only checked when it
 # closes: until then every snapshot and `.partial` holds a Message that cannot be read
 # back, and a cancel drops the part silently (its close raises inside the suppressed
@@ -729,7 +802,6 @@ def _deep_start(mode: str) -> list[Any]:
     return [b"".join(b"data: " + _dump(e) + b"\n\n" for e in events)]
 
 
-@pytest.mark.xfail(strict=True, reason="max_depth is checked when a part closes, not at its start")
 @pytest.mark.parametrize("mode", ["bytes", "dicts"])
 def test_a_part_too_deep_is_refused_at_its_start(mode: str) -> None:
     folder = StreamFolder("anthropic")
@@ -738,7 +810,6 @@ def test_a_part_too_deep_is_refused_at_its_start(mode: str) -> None:
             folder.feed(chunk)
 
 
-@pytest.mark.xfail(strict=True, reason="cancel drops a started part whose close hits max_depth")
 def test_cancel_never_drops_a_started_part() -> None:
     folder = StreamFolder("anthropic")
     try:

@@ -134,7 +134,9 @@ class _Slot:
             options[key] = chunks[0]
         return options
 
-    def build(self, *, final: bool, cut: bool = False) -> ContentPart | ToolCall:
+    def build(
+        self, *, final: bool, cut: bool = False, max_depth: int | None = None
+    ) -> ContentPart | ToolCall:
         """The part as accumulated; `final` parses a tool call's arguments.
 
         `cut`: the stream ended without finishing this part. A JSON object that parses
@@ -149,8 +151,13 @@ class _Slot:
             status: Any = "incomplete"
             if final and not (cut and not (text or "").strip()):
                 try:
-                    arguments = parse_tool_arguments(start.call_id, start.name, text or "")
-                    status = "complete"
+                    parsed = parse_tool_arguments(start.call_id, start.name, text or "")
+                    depth = None if max_depth is None else json_depth_over(parsed, max_depth)
+                    if depth is not None:
+                        raise ToolArgumentsError(
+                            start.call_id, start.name, text or "", f"nested {depth} deep"
+                        )
+                    arguments, status = parsed, "complete"
                 except ToolArgumentsError as exc:
                     # Keep the raw text: a cut-off call is still worth showing and storing.
                     metadata["arguments_error"] = str(exc)
@@ -211,6 +218,8 @@ class Accumulator:
             slot = self._slot_for(delta.key, "a delta")
             if slot is None:
                 return []
+            if delta.options:
+                self._check_depth(delta.options, f"a delta of part {slot.index}")
             slot.grow(delta)
             return [
                 PartDelta(
@@ -303,6 +312,7 @@ class Accumulator:
                 f"expected a new part, got a second start for open part {delta.key!r}",
                 provider=self.provider,
             )
+        self._check_part_depth(delta.part, f"the start of part {delta.key!r}")
         if len(self._slots) >= self.limits.max_parts:
             raise StreamLimitError(
                 "max_parts",
@@ -334,18 +344,19 @@ class Accumulator:
         final: ContentPart | ToolCall | None = None,
         cut: bool = False,
     ) -> PartCompleted:
+        if final is None:
+            part = slot.build(final=True, cut=cut, max_depth=self.limits.max_depth)
+        else:
+            # Checked before anything changes: a refused replacement leaves the part open,
+            # so a later end (or a cancel) still keeps what it had.
+            self._check_part_depth(final, f"part {slot.index}")
+            part = (
+                final.model_copy(update={"index": slot.index})
+                if isinstance(final, ToolCall)
+                else final
+            )
         del self._open[key]
         self._closed_keys.add(key)
-        if final is None:
-            part = slot.build(final=True, cut=cut)
-        elif isinstance(final, ToolCall):
-            part = final.model_copy(update={"index": slot.index})
-        else:
-            part = final
-        self._check_depth(
-            part.options if isinstance(part, ContentPart) else [part.arguments, part.metadata],
-            f"part {slot.index}",
-        )
         slot.done = part
         slot.chunks = []  # the built part holds the text now
         return PartCompleted(
@@ -387,6 +398,12 @@ class Accumulator:
         )
         events.extend(self._finish(cut=True))
         return events
+
+    def _check_part_depth(self, part: ContentPart | ToolCall, what: str) -> None:
+        if isinstance(part, ContentPart):
+            self._check_depth([part.options, [c.metadata for c in part.citations]], what)
+        else:
+            self._check_depth([part.arguments, part.metadata], what)
 
     def _check_depth(self, value: object, what: str) -> None:
         depth = json_depth_over(value, self.limits.max_depth)

@@ -1,6 +1,7 @@
 """Neutral deltas: what a provider decoder hands the accumulator.
 
-A decoder turns one provider event into a list of these. They name a part by a
+A decoder turns one provider event into a list of these (immutable named tuples: one is
+built per delta, so they must be cheap). They name a part by a
 decoder-chosen `key` (Anthropic's block index, a Responses item id, a Chat tool-call
 index...); the accumulator gives each part its slot index in the message.
 """
@@ -8,23 +9,20 @@ index...); the accumulator gives each part its slot index in the message.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from .message import Status, StopReason, ToolCall, Usage
 from .parts import Citation, ContentPart
 
 
-@dataclass(frozen=True, slots=True)
-class OpenPart:
+class OpenPart(NamedTuple):
     """A part or tool call begins; `part` holds whatever the start event carried."""
 
     key: Hashable
     part: ContentPart | ToolCall
 
 
-@dataclass(frozen=True, slots=True)
-class GrowPart:
+class GrowPart(NamedTuple):
     """More of an open part: content text (argument text for a tool call), options, citations.
 
     Options in `STREAMED_OPTIONS` (the signature) concatenate; others replace. For a tool
@@ -37,8 +35,7 @@ class GrowPart:
     citations: tuple[Citation, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ClosePart:
+class ClosePart(NamedTuple):
     """A part ended. `explicit` says the wire said so; `final` replaces what was accumulated."""
 
     key: Hashable
@@ -46,8 +43,7 @@ class ClosePart:
     final: ContentPart | ToolCall | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class UpdateMessage:
+class UpdateMessage(NamedTuple):
     """Message-level news: status, stop reason, usage, metadata (merged key by key)."""
 
     status: Status | None = None
@@ -57,8 +53,7 @@ class UpdateMessage:
     metadata: Mapping[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ReportError:
+class ReportError(NamedTuple):
     """The provider reported an error in the stream; the fold ends with status error."""
 
     error_type: str | None
@@ -66,20 +61,19 @@ class ReportError:
     raw: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class EndMessage:
+class EndMessage(NamedTuple):
     """The wire said the message is over (message_stop, response.completed, [DONE], ...)."""
 
+    end: Literal["end"] = "end"
 
-@dataclass(frozen=True, slots=True)
-class SkipEvent:
+
+class SkipEvent(NamedTuple):
     """An event type the decoder does not know; counted in the message metadata."""
 
     event_type: str
 
 
-@dataclass(frozen=True, slots=True)
-class Repair:
+class Repair(NamedTuple):
     """A lenient decoder fixed an out-of-spec event; counted in metadata["repairs"]."""
 
     kind: str

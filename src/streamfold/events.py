@@ -1,35 +1,36 @@
-"""The events a fold yields: part lifecycle, usage, provider errors, the finished Message."""
+"""The events a fold yields: part lifecycle, usage, provider errors, the finished Message.
+
+Events are immutable named tuples, tagged with a `type` literal: one is made for every
+delta of every stream, and a tuple costs a third of a frozen dataclass to build.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from .display import DisplayItem
 from .message import Message, ToolCall, Usage
 from .parts import Citation, ContentPart, PartType
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartStarted:
+class PartStarted(NamedTuple):
     """A part or tool call began at slot `index` of the message."""
 
-    type: Literal["part_started"] = field(default="part_started", init=False)
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: the slot index
     part: ContentPart | ToolCall
+    type: Literal["part_started"] = "part_started"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartDelta:
+class PartDelta(NamedTuple):
     """More of the part at `index`: content (argument text for a tool call), options, citations."""
 
-    type: Literal["part_delta"] = field(default="part_delta", init=False)
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: the slot index
     part_type: PartType | Literal["tool_call"]
     content: str | None = None
     options: Mapping[str, Any] | None = None
     citations: tuple[Citation, ...] = ()
+    type: Literal["part_delta"] = "part_delta"
 
     def as_part(self) -> ContentPart | ToolCall:
         """This delta as a part (or tool-call fragment) that `merge_part` accepts."""
@@ -50,42 +51,38 @@ class PartDelta:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartCompleted:
+class PartCompleted(NamedTuple):
     """The part at `index` is finished; `explicit` says whether the wire said so."""
 
-    type: Literal["part_completed"] = field(default="part_completed", init=False)
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: the slot index
     part: ContentPart | ToolCall
     display_items: tuple[DisplayItem, ...]
     explicit: bool
+    type: Literal["part_completed"] = "part_completed"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UsageUpdated:
+class UsageUpdated(NamedTuple):
     """The running usage changed."""
 
-    type: Literal["usage_updated"] = field(default="usage_updated", init=False)
     usage: Usage
+    type: Literal["usage_updated"] = "usage_updated"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProviderErrored:
+class ProviderErrored(NamedTuple):
     """The provider reported an error in the stream; `partial` is the message so far."""
 
-    type: Literal["provider_errored"] = field(default="provider_errored", init=False)
     error_type: str | None
     message: str
     raw: Any
     partial: Message
+    type: Literal["provider_errored"] = "provider_errored"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MessageCompleted:
+class MessageCompleted(NamedTuple):
     """The fold is over: the final Message, whatever its status."""
 
-    type: Literal["message_completed"] = field(default="message_completed", init=False)
     message: Message
+    type: Literal["message_completed"] = "message_completed"
 
 
 Event = PartStarted | PartDelta | PartCompleted | UsageUpdated | ProviderErrored | MessageCompleted

@@ -6,15 +6,14 @@ character, between CR and LF, mid-JSON) and returns the frames completed so far.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import UsageError
 
 _BOM = b"\xef\xbb\xbf"
 
 
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
+class SSEEvent(NamedTuple):
     """One server-sent event. `data` is the raw UTF-8 bytes of its joined data lines."""
 
     data: bytes

@@ -78,6 +78,10 @@ class _Dumper:
             return {"$": "bytes", "v": base64.b64encode(obj).decode()}
         if type(obj) is tuple:
             return {"$": "tuple", "v": [self.dump(x) for x in obj]}
+        if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
+            # A named tuple (a delta a decoder holds back): immutable, written by value.
+            values = [self.dump(x) for x in obj]
+            return {"$": "ntuple", "c": _class_path(type(obj)), "v": values}
         if type(obj) is frozenset:
             return {"$": "frozenset", "v": [self.dump(x) for x in obj]}
         if isinstance(obj, BaseModel):
@@ -130,6 +134,9 @@ class _Loader:
             return base64.b64decode(value)
         if tag == "tuple":
             return tuple(self.load(x) for x in value)
+        if tag == "ntuple":
+            named: Any = _load_class(data.get("c"))
+            return named(*(self.load(x) for x in value))
         if tag == "frozenset":
             return frozenset(self.load(x) for x in value)
         if tag == "model":
