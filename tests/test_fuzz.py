@@ -563,6 +563,20 @@ def run_cancel(chunks: list[Any], mode: Mode) -> None:
         )
         return
     message = folder.snapshot()
+    started = {e.index for e in events if isinstance(e, PartStarted)}
+    orphans = [e for e in events if isinstance(e, PartCompleted) and e.index not in started]
+    if orphans:
+        # KNOWN (core, fold.py): cancel() applies the decoder's held deltas with
+        # apply_all under suppress, so when one hits a limit the PartStarted its
+        # predecessors caused is lost, and the consumer sees PartCompleted alone. See
+        # test_cancel_announces_every_part_it_completes.
+        COUNTS["known: cancel lost a PartStarted"] = (
+            COUNTS.get("known: cancel lost a PartStarted", 0) + 1
+        )
+        events = [e for e in events if e not in orphans]
+        started |= {e.index for e in orphans}
+        assert len(message.stream_order()) == len(started)
+        return
     check_events(events, message, finished=True)
     assert message.status in ("cancelled", "error") or folder.finished
 
@@ -787,6 +801,20 @@ def test_cancel_survives_an_error_in_decoder_close() -> None:
         folder.feed(chunk)
     folder.cancel()
     assert folder.snapshot().status == "cancelled"
+
+
+@pytest.mark.xfail(strict=True, reason="cancel() loses the events of a held delta batch")
+def test_cancel_announces_every_part_it_completes() -> None:
+    # Bedrock holds toolUse input that arrives before its block starts; cancel() replays
+    # it (an implicit call) through apply_all under suppress: the input breaks the limit,
+    # the PartStarted already produced is dropped, then the cancel completes the part.
+    line = {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{"}}}}
+    folder = StreamFolder("bedrock", limits=Limits(max_tool_argument_chars=0))
+    events = folder.feed(_dump(line) + b"\n")
+    events += folder.cancel()
+    started = [e.index for e in events if isinstance(e, PartStarted)]
+    completed = [e.index for e in events if isinstance(e, PartCompleted)]
+    assert completed == started
 
 
 # A part whose start carries a value deeper than Limits.max_depth is only checked when it
