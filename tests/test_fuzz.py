@@ -783,7 +783,6 @@ def _held_bad_delta() -> list[bytes]:
     return [b"data: " + _dump(e) + b"\n\n" for e in events]
 
 
-@pytest.mark.xfail(strict=True, reason="fold.close() does not attach .partial to close() errors")
 def test_an_error_in_decoder_close_carries_partial() -> None:
     folder = StreamFolder("openai-responses")
     for chunk in _held_bad_delta():
@@ -794,7 +793,6 @@ def test_an_error_in_decoder_close_carries_partial() -> None:
         assert isinstance(exc.partial, Message)
 
 
-@pytest.mark.xfail(strict=True, reason="cancel() calls Decoder.close() outside its suppress")
 def test_cancel_survives_an_error_in_decoder_close() -> None:
     folder = StreamFolder("openai-responses")
     for chunk in _held_bad_delta():
@@ -803,7 +801,6 @@ def test_cancel_survives_an_error_in_decoder_close() -> None:
     assert folder.snapshot().status == "cancelled"
 
 
-@pytest.mark.xfail(strict=True, reason="cancel() loses the events of a held delta batch")
 def test_cancel_announces_every_part_it_completes() -> None:
     # Bedrock holds toolUse input that arrives before its block starts; cancel() replays
     # it (an implicit call) through apply_all under suppress: the input breaks the limit,

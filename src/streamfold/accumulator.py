@@ -7,6 +7,7 @@ the part completes (or a snapshot asks). Completed parts are built once and reus
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
+from functools import partial
 from typing import Any, Literal, assert_never
 
 from ._model import json_depth_over
@@ -46,6 +47,10 @@ from .message import (
 )
 from .parts import STREAMED_OPTIONS, Citation, ContentPart, PartType
 
+# The tuple built directly, skipping the named tuple's keyword-handling __new__: this
+# runs once per delta of every stream.
+_new_part_delta = partial(tuple.__new__, PartDelta)
+
 
 class _Slot:
     """One part or tool call being assembled."""
@@ -56,6 +61,7 @@ class _Slot:
         "done",
         "has_content",
         "index",
+        "kind",
         "limit",
         "options",
         "size",
@@ -83,12 +89,15 @@ class _Slot:
             if isinstance(value, str):
                 self.streamed[key] = [value]
         self.done: ContentPart | ToolCall | None = None
+        self.kind: PartType | Literal["tool_call"] = (
+            "tool_call" if isinstance(start, ToolCall) else start.type
+        )
         self.size = len(initial) if initial else 0
         self.limit = 0  # set by the accumulator from its Limits
 
     @property
     def part_type(self) -> PartType | Literal["tool_call"]:
-        return "tool_call" if isinstance(self.start, ToolCall) else self.start.type
+        return self.kind
 
     def grow(self, delta: GrowPart) -> None:
         if delta.content is not None:
@@ -222,12 +231,15 @@ class Accumulator:
                 self._check_depth(delta.options, f"a delta of part {slot.index}")
             slot.grow(delta)
             return [
-                PartDelta(
-                    index=slot.index,
-                    part_type=slot.part_type,
-                    content=delta.content,
-                    options=delta.options,
-                    citations=delta.citations,
+                _new_part_delta(
+                    (
+                        slot.index,
+                        slot.kind,
+                        delta.content,
+                        delta.options,
+                        delta.citations,
+                        "part_delta",
+                    )
                 )
             ]
         if isinstance(delta, OpenPart):

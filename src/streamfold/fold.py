@@ -154,7 +154,11 @@ class StreamFolder:
                 )
             )
         if self._decoder is not None and not self._acc.finished:
-            events.extend(self._apply(self._decoder.close(), None))
+            try:
+                held = self._decoder.close()
+            except StreamfoldError as exc:
+                raise self._attach(exc) from None
+            events.extend(self._apply(held, None))
         events.extend(self._acc.close())
         return events
 
@@ -165,11 +169,12 @@ class StreamFolder:
         if self._decoder is not None and not self._acc.finished:
             # What the decoder still holds (a server tool's buffered input) is part of
             # "everything received"; a broken remainder must not stop the cancel.
-            held = [
-                d for d in self._decoder.close() if isinstance(d, OpenPart | GrowPart | ClosePart)
-            ]
             with contextlib.suppress(StreamfoldError):
-                events.extend(self._acc.apply_all(held))
+                parts = (OpenPart, GrowPart, ClosePart)
+                for delta in self._decoder.close():
+                    if isinstance(delta, parts):
+                        # One at a time: a delta that fails keeps the events before it.
+                        events.extend(self._acc.apply(delta))
         return events + self._acc.cancel()
 
     # --- bytes -------------------------------------------------------------------------

@@ -6,6 +6,7 @@ character, between CR and LF, mid-JSON) and returns the frames completed so far.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 from .errors import UsageError
@@ -25,6 +26,12 @@ class SSEEvent(NamedTuple):
     def text(self) -> str:
         """The data as text."""
         return self.data.decode("utf-8", "replace")
+
+
+# Building the tuple directly skips the named tuple's keyword-handling __new__: this runs
+# once per event of every stream.
+_new_event = partial(tuple.__new__, SSEEvent)
+_EVENT_NAMES: dict[bytes, str] = {}
 
 
 class SSEDecoder:
@@ -74,11 +81,23 @@ class SSEDecoder:
             self._started = True
         events: list[SSEEvent] = []
         if b"\r" not in buffer:
-            # The common case: LF only, split with one C-level call.
+            # The common case, LF only: one C-level split, and the two line kinds that
+            # make up nearly every stream (data lines, blank lines) handled inline.
             lines = buffer.split(b"\n")
             self._buffer = lines.pop()
+            pending = self._data
             for line in lines:
-                self._line(line, events)
+                if line[:5] == b"data:":
+                    pending.append(line[6:] if line[5:6] == b" " else line[5:])
+                elif line:
+                    self._line(line, events)
+                else:
+                    if pending:
+                        joined = pending[0] if len(pending) == 1 else b"\n".join(pending)
+                        events.append(_new_event((joined, self._event, self._id, self._retry)))
+                        pending = self._data = []
+                    self._event = None
+                    self._retry = None
             return events
         start = 0
         end = len(buffer)
@@ -129,7 +148,12 @@ class SSEDecoder:
         if name == b"data":
             self._data.append(value)
         elif name == b"event":
-            self._event = value.decode("utf-8", "replace")
+            name_text = _EVENT_NAMES.get(value)
+            if name_text is None:
+                name_text = value.decode("utf-8", "replace")
+                if len(_EVENT_NAMES) < 256 and len(value) < 64:
+                    _EVENT_NAMES[value] = name_text  # a stream repeats a few names
+            self._event = name_text
         elif name == b"id":
             if b"\0" not in value:
                 self._id = value.decode("utf-8", "replace")
@@ -139,7 +163,7 @@ class SSEDecoder:
     def _dispatch(self, events: list[SSEEvent]) -> None:
         if self._data:
             data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
-            events.append(SSEEvent(data, self._event, self._id, self._retry))
+            events.append(_new_event((data, self._event, self._id, self._retry)))
         elif self._event is not None or self._retry is not None:
             # An event with no data is not dispatched (WHATWG), but its fields reset.
             pass
