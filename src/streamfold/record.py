@@ -32,7 +32,6 @@ from collections.abc import (
     AsyncIterator,
     Generator,
     Iterable,
-    Iterator,
 )
 from pathlib import Path
 from types import TracebackType
@@ -40,7 +39,7 @@ from typing import IO, Any
 
 from .errors import UsageError
 from .events import Event
-from .fold import StreamFolder, StreamFormat
+from .fold import Fold, StreamFolder, StreamFormat
 from .message import Message
 
 TIMING_SUFFIX = ".timing.json"
@@ -121,7 +120,7 @@ class _Writer:
         self.close()
 
 
-class Tee:
+class Tee(Fold):
     """Iterate the events of a stream while every chunk of it is written to a recording.
 
     Unlike `fold`, it keeps reading after the message completed, so what the provider
@@ -132,29 +131,15 @@ class Tee:
     def __init__(
         self, chunks: Iterable[Any], path: str | Path, provider: str | None, timing: bool
     ) -> None:
-        self.folder = StreamFolder(provider)
         self.path = Path(path)
-        self._events = self._run(chunks, timing)
+        self._timing = timing
+        super().__init__(chunks, StreamFolder(provider))
 
-    def __iter__(self) -> Iterator[Event]:
-        return self._events
-
-    def __next__(self) -> Event:
-        return next(self._events)
-
-    def snapshot(self) -> Message:
-        """The message so far."""
-        return self.folder.snapshot()
-
-    def close(self) -> None:
-        """Stop early: the file keeps what arrived; the message is marked cancelled."""
-        self._events.close()
-
-    def _run(self, chunks: Iterable[Any], timing: bool) -> Generator[Event, None, None]:
+    def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
-        with _Writer(self.path, timing) as writer:
+        with _Writer(self.path, self._timing) as writer:
             try:
-                for chunk in chunks:
+                for chunk in self._chunks:
                     # Written before it is folded: a chunk that breaks the fold is kept.
                     writer.write(chunk)
                     if not folder.finished:
