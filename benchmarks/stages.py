@@ -3,7 +3,8 @@
 `python -m benchmarks.stages [--n 100000] [--workload mixed]` times, per provider, the
 framing alone, framing + JSON, + the provider decoder, + the accumulator, and the whole
 public fold (events through the Fold generator), next to the SSE floor; each as ns per
-delta (median of 5). The differences between adjacent stages are what each box costs.
+delta (median of 5, in this process's CPU time, which a busy shared machine disturbs
+less than wall time). The differences between adjacent stages are what each box costs.
 """
 
 from __future__ import annotations
@@ -72,9 +73,9 @@ def _median_ns(run: Callable[[], Any], n: int, repeats: int) -> float:
     run()
     for _ in range(repeats):
         gc.collect()
-        start = time.perf_counter()
+        start = time.process_time()
         run()
-        samples.append(time.perf_counter() - start)
+        samples.append(time.process_time() - start)
     return statistics.median(samples) * 1e9 / n
 
 
