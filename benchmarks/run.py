@@ -572,6 +572,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "budget_s": budget,
         "seconds": round(time.time() - started, 1),
         "versions": _versions(),
+        "streamfold_commit": _commit(),
     }
     with contextlib.suppress(OSError):
         meta["loadavg_start_end"] = os.getloadavg()
@@ -601,6 +602,22 @@ def show(path: Path) -> dict[str, Any]:
     if saved.get("concurrency"):
         print("\n" + concurrency.report(saved["concurrency"]))
     return saved
+
+
+def _commit() -> str | None:
+    """The checked-out commit, with "+dirty" when src/ has uncommitted changes."""
+    import subprocess
+
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        return None
+    return (head + "+dirty" if dirty else head) or None
 
 
 def _versions() -> dict[str, str]:
