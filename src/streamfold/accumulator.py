@@ -224,12 +224,23 @@ class Accumulator:
         if self._finished:
             return []
         if isinstance(delta, GrowPart):
-            slot = self._slot_for(delta.key, "a delta")
+            slot = self._open.get(delta.key)
             if slot is None:
-                return []
-            if delta.options:
-                self._check_depth(delta.options, f"a delta of part {slot.index}")
-            slot.grow(delta)
+                slot = self._slot_for(delta.key, "a delta")
+                if slot is None:
+                    return []
+            content = delta.content
+            if content is not None and delta.options is None and not delta.citations:
+                # The common delta, just text: the same as slot.grow() without its checks.
+                slot.size += len(content)
+                if slot.size > slot.limit:
+                    slot._too_big(slot.size)
+                slot.chunks.append(content)
+                slot.has_content = True
+            else:
+                if delta.options:
+                    self._check_depth(delta.options, f"a delta of part {slot.index}")
+                slot.grow(delta)
             return [
                 _new_part_delta(
                     (

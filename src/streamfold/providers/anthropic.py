@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 import jiter
@@ -62,6 +63,9 @@ _DELTA_KIND: dict[str, str] = {
     "input_json_delta": "tool input",
     "compaction_delta": "compaction",
 }
+
+# A GrowPart built directly, skipping the named tuple's keyword handling (once a delta).
+_new_grow = partial(tuple.__new__, GrowPart)
 
 # Usage fields from message_start / message_delta into Usage fields.
 _USAGE_FIELDS = (
@@ -142,7 +146,8 @@ class AnthropicDecoder(Decoder):
                 f"expected an event with a string 'type', got {_describe(kind)}", payload
             )
         if kind == "content_block_delta":
-            return self._block_delta(payload)
+            fast = self._plain_delta(payload)
+            return self._block_delta(payload) if fast is None else fast
         if kind == "content_block_start":
             return self._block_start(payload)
         if kind == "content_block_stop":
@@ -322,6 +327,34 @@ class AnthropicDecoder(Decoder):
         for dtype, value, raw in self._early.pop(index, ()):
             out.extend(self._apply_delta(index, blk, dtype, value, raw))
         return out
+
+    def _plain_delta(self, payload: dict[str, Any]) -> list[Delta] | None:
+        """The common delta (text, thinking or tool input for its own open block), cheaply.
+
+        Nearly every event of a stream is one of these; anything else (None) takes the
+        full path with its checks and repairs, which gives the same result for these.
+        """
+        delta = payload.get("delta")
+        index = payload.get("index")
+        if type(delta) is not dict or type(index) is not int:
+            return None
+        blk = self._blocks.get(index)
+        if blk is None or not blk.open:
+            return None
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            value, wants = delta.get("text"), "text"
+        elif dtype == "thinking_delta":
+            value, wants = delta.get("thinking"), "thinking"
+        elif dtype == "input_json_delta" and blk.kind == "tool_use":
+            value, wants = delta.get("partial_json"), "tool_use"
+            if value:
+                blk.got_json = True
+        else:
+            return None
+        if type(value) is not str or blk.kind != wants:
+            return None
+        return [_new_grow((blk.key, value, None, ()))]
 
     def _block_delta(self, payload: dict[str, Any]) -> list[Delta]:
         index = _index(self, payload)
