@@ -14,6 +14,7 @@ starts, because fragments of an earlier call can still arrive after it.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from functools import partial
 from typing import Any
 
 from ..deltas import (
@@ -44,6 +45,9 @@ _FINISH: dict[str, tuple[StopReason, Status]] = {
 }
 
 # Top-level chunk fields kept in the message metadata as they are.
+# A GrowPart built directly, skipping the named tuple's keyword handling (once a chunk).
+_new_grow = partial(tuple.__new__, GrowPart)
+
 _META_FIELDS = ("system_fingerprint", "service_tier", "moderation", "prompt_filter_results")
 
 
@@ -102,6 +106,9 @@ class OpenAIChatDecoder(Decoder):
 
     def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
         """Translate one chat.completion.chunk (or an in-stream error) into deltas."""
+        fast = self._plain_text_chunk(payload)
+        if fast is not None:
+            return fast
         choices = payload.get("choices")
         usage = payload.get("usage")
         error = payload.get("error")
@@ -135,6 +142,52 @@ class OpenAIChatDecoder(Decoder):
                 "expected an error object in an SSE event named error, got none", payload
             )
         return out
+
+    def _plain_text_chunk(self, payload: dict[str, Any]) -> list[Delta] | None:
+        """The common chunk (more text for the open text part, nothing else new), cheaply.
+
+        Nearly every chunk of a stream is one of these. Anything else (None) takes the
+        full path, which gives the same result for these chunks.
+        """
+        text_key = self._text
+        if text_key is None or self._thinking is not None or self._pending_citations:
+            return None
+        choices = payload.get("choices")
+        if type(choices) is not list or len(choices) != 1:
+            return None
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("finish_reason") is not None:
+            return None
+        if choice.get("index", 0) != self.choice or type(choice.get("index", 0)) is not int:
+            return None
+        delta = choice.get("delta")
+        if type(delta) is not dict:
+            return None
+        content = delta.get("content")
+        if type(content) is not str or not content:
+            return None
+        for name, value in delta.items():
+            if value is not None and name != "content" and name != "role":
+                return None
+        if (
+            payload.get("usage") is not None
+            or payload.get("error") is not None
+            or payload.get("x_groq") is not None
+            or payload.get("citations") is not None
+            or payload.get("search_results") is not None
+        ):
+            return None
+        metadata = self._metadata
+        if "id" not in metadata or "model" not in metadata:
+            return None
+        for name in _META_FIELDS:
+            value = payload.get(name)
+            if value is not None and metadata.get(name) != value:
+                return None
+        upstream = payload.get("provider")
+        if isinstance(upstream, str) and metadata.get("upstream_provider") != upstream:
+            return None
+        return [_new_grow((text_key, content, None, ()))]
 
     def done(self) -> list[Delta]:
         """`data: [DONE]`: the message is over; everything still open closes."""
