@@ -95,10 +95,6 @@ class _Slot:
         self.size = len(initial) if initial else 0
         self.limit = 0  # set by the accumulator from its Limits
 
-    @property
-    def part_type(self) -> PartType | Literal["tool_call"]:
-        return self.kind
-
     def grow(self, delta: GrowPart) -> None:
         if delta.content is not None:
             self.size += len(delta.content)
