@@ -9,6 +9,7 @@ index...); the accumulator gives each part its slot index in the message.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from functools import partial
 from typing import Any, Literal, NamedTuple
 
 from .message import Status, StopReason, ToolCall, Usage
@@ -77,6 +78,12 @@ class Repair(NamedTuple):
     """A lenient decoder fixed an out-of-spec event; counted in metadata["repairs"]."""
 
     kind: str
+
+
+# Decoders build a GrowPart for nearly every event: the tuple made directly, as
+# `new_grow((key, content, None, ()))`, skips the named tuple's keyword handling and costs
+# a third as much.
+new_grow = partial(tuple.__new__, GrowPart)
 
 
 Delta = (

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Literal, TypeVar
 
 import jiter
@@ -30,6 +29,7 @@ from ..deltas import (
     ReportError,
     SkipEvent,
     UpdateMessage,
+    new_grow,
 )
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
@@ -64,8 +64,6 @@ _DELTA_KIND: dict[str, str] = {
     "compaction_delta": "compaction",
 }
 
-# A GrowPart built directly, skipping the named tuple's keyword handling (once a delta).
-_new_grow = partial(tuple.__new__, GrowPart)
 
 # Usage fields from message_start / message_delta into Usage fields.
 _USAGE_FIELDS = (
@@ -354,7 +352,7 @@ class AnthropicDecoder(Decoder):
             return None
         if type(value) is not str or blk.kind != wants:
             return None
-        return [_new_grow((blk.key, value, None, ()))]
+        return [new_grow((blk.key, value, None, ()))]
 
     def _block_delta(self, payload: dict[str, Any]) -> list[Delta]:
         index = _index(self, payload)

@@ -14,7 +14,6 @@ starts, because fragments of an earlier call can still arrive after it.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from functools import partial
 from typing import Any
 
 from ..deltas import (
@@ -26,6 +25,7 @@ from ..deltas import (
     ReportError,
     SkipEvent,
     UpdateMessage,
+    new_grow,
 )
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
@@ -45,8 +45,6 @@ _FINISH: dict[str, tuple[StopReason, Status]] = {
 }
 
 # Top-level chunk fields kept in the message metadata as they are.
-# A GrowPart built directly, skipping the named tuple's keyword handling (once a chunk).
-_new_grow = partial(tuple.__new__, GrowPart)
 
 _META_FIELDS = ("system_fingerprint", "service_tier", "moderation", "prompt_filter_results")
 
@@ -187,7 +185,7 @@ class OpenAIChatDecoder(Decoder):
         upstream = payload.get("provider")
         if isinstance(upstream, str) and metadata.get("upstream_provider") != upstream:
             return None
-        return [_new_grow((text_key, content, None, ()))]
+        return [new_grow((text_key, content, None, ()))]
 
     def done(self) -> list[Delta]:
         """`data: [DONE]`: the message is over; everything still open closes."""

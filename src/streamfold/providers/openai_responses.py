@@ -30,6 +30,7 @@ from ..deltas import (
     ReportError,
     SkipEvent,
     UpdateMessage,
+    new_grow,
 )
 from ..errors import ToolArgumentsError
 from ..message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
@@ -55,6 +56,7 @@ _RESPONSE_METADATA = (
 _PROGRESS_STATUSES = frozenset(
     {"in_progress", "searching", "interpreting", "generating", "completed", "failed", "incomplete"}
 )
+
 
 _TOOL_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
 
@@ -831,7 +833,7 @@ class OpenAIResponsesDecoder(Decoder):
         logprobs = payload.get("logprobs")
         if isinstance(logprobs, list) and logprobs:
             state.logprobs.extend(logprobs)
-        deltas.append(GrowPart(key, content=delta))
+        deltas.append(new_grow((key, delta, None, ())))
         return deltas
 
     def _on_text_done(self, payload: dict[str, Any], kind: str) -> list[Delta]:
@@ -931,7 +933,7 @@ class OpenAIResponsesDecoder(Decoder):
         item, key, deltas = self._summary_part(payload, open_missing=True)
         delta = self._str(payload, "delta")
         item.parts[key].has_text = item.parts[key].has_text or bool(delta)
-        deltas.append(GrowPart(key, content=delta))
+        deltas.append(new_grow((key, delta, None, ())))
         return deltas
 
     def _on_summary_text_done(self, payload: dict[str, Any]) -> list[Delta]:
@@ -965,7 +967,7 @@ class OpenAIResponsesDecoder(Decoder):
         delta = self._str(payload, "delta")
         if item.kind == "builtin":
             # mcp_call arguments: shown while streaming; the final item replaces them.
-            return [GrowPart((item.id,), content=delta)]
+            return [new_grow(((item.id,), delta, None, ()))]
         if item.type != "function_call":
             self._note(
                 "delta_type_mismatch",
@@ -977,7 +979,7 @@ class OpenAIResponsesDecoder(Decoder):
                 return []  # no call to grow: dropped (and counted)
             item.input_chunks.append(delta)
         item.has_arguments = item.has_arguments or bool(delta)
-        return [GrowPart((item.id,), content=delta)]
+        return [new_grow(((item.id,), delta, None, ()))]
 
     def _on_arguments_done(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
@@ -1002,9 +1004,9 @@ class OpenAIResponsesDecoder(Decoder):
             if item.type != "function_call":
                 return []  # no call to grow: dropped (and counted)
             item.has_arguments = item.has_arguments or bool(delta)
-            return [GrowPart((item.id,), content=delta)]
+            return [new_grow(((item.id,), delta, None, ()))]
         item.input_chunks.append(delta)
-        return [GrowPart((item.id,), content=delta)]
+        return [new_grow(((item.id,), delta, None, ()))]
 
     def _on_custom_input_done(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
