@@ -34,6 +34,15 @@ _new_event = partial(tuple.__new__, SSEEvent)
 _EVENT_NAMES: dict[bytes, str] = {}
 
 
+def _event_name(value: bytes) -> str:
+    name = _EVENT_NAMES.get(value)
+    if name is None:
+        name = value.decode("utf-8", "replace")
+        if len(_EVENT_NAMES) < 256 and len(value) < 64:
+            _EVENT_NAMES[value] = name  # a stream repeats a few names: decode each once
+    return name
+
+
 class SSEDecoder:
     """Incremental server-sent-events parser (LF, CR and CRLF line ends, comments, BOM)."""
 
@@ -89,6 +98,10 @@ class SSEDecoder:
             for line in lines:
                 if line[:5] == b"data:":
                     pending.append(line[6:] if line[5:6] == b" " else line[5:])
+                elif line[:6] == b"event:":
+                    value = line[7:] if line[6:7] == b" " else line[6:]
+                    name = _EVENT_NAMES.get(value)
+                    self._event = _event_name(value) if name is None else name
                 elif line:
                     self._line(line, events)
                 else:
@@ -148,12 +161,7 @@ class SSEDecoder:
         if name == b"data":
             self._data.append(value)
         elif name == b"event":
-            name_text = _EVENT_NAMES.get(value)
-            if name_text is None:
-                name_text = value.decode("utf-8", "replace")
-                if len(_EVENT_NAMES) < 256 and len(value) < 64:
-                    _EVENT_NAMES[value] = name_text  # a stream repeats a few names
-            self._event = name_text
+            self._event = _event_name(value)
         elif name == b"id":
             if b"\0" not in value:
                 self._id = value.decode("utf-8", "replace")
