@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import socket
 import threading
 import time
@@ -11,29 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser_support import ARTIFACTS, missing, open_page
 from support import REAL, fold_bytes, read
 
 from streamfold import MessageCompleted
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).parent.parent / "artifacts"
 RECORDING = "anthropic/code-execution-bash-thinking.sse"  # thinking, text, server blocks, text
 SPEED = "0.25"  # 35 events, 80 ms apart: about 3 s of streaming
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
-if not Path(CHROMIUM).exists():
-    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
-if importlib.util.find_spec("playwright") is None:
-    pytest.skip("playwright is not installed (pip install playwright)", allow_module_level=True)
+if missing() is not None:
+    pytest.skip(str(missing()), allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -70,55 +55,42 @@ def test_page_renders_a_replay_live(base_url: str, tmp_path: Path) -> None:
     texts = [p.content or "" for p in message.content if p.type == "text"]
     assert len(texts) >= 2 and any(p.type == "thinking" for p in message.content)
 
-    with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1100, "height": 900},
-        )
-        try:
-            page = context.pages[0] if context.pages else context.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"{base_url}/")
-            page.wait_for_selector(f'#recording option[value="{RECORDING}"]', state="attached")
-            page.select_option("#recording", RECORDING)
-            page.select_option("#speed", SPEED)
-            page.click("#replay")
+    with sync_playwright() as pw, open_page(pw, tmp_path / "profile") as (page, errors):
+        page.goto(f"{base_url}/")
+        page.wait_for_selector(f'#recording option[value="{RECORDING}"]', state="attached")
+        page.select_option("#recording", RECORDING)
+        page.select_option("#speed", SPEED)
+        page.click("#replay")
 
-            # A finished part is on screen while the stream is still going.
-            page.wait_for_function(
-                """() => document.querySelector('#status').dataset.state === 'streaming'
+        # A finished part is on screen while the stream is still going.
+        page.wait_for_function(
+            """() => document.querySelector('#status').dataset.state === 'streaming'
                     && document.querySelector('.part[data-state="done"]') !== null""",
-                timeout=15_000,
-            )
-            assert page.get_attribute("#status", "data-state") == "streaming"
-            first = page.query_selector('.part[data-state="done"]')
-            assert first is not None and first.is_visible()
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "ui-demo-streaming.png"), full_page=True)
+            timeout=15_000,
+        )
+        assert page.get_attribute("#status", "data-state") == "streaming"
+        first = page.query_selector('.part[data-state="done"]')
+        assert first is not None and first.is_visible()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "ui-demo-streaming.png"), full_page=True)
 
-            page.wait_for_selector('#status[data-state="done"]', timeout=30_000)
-            # Each text part whole (the page keeps its raw text), then shown as Markdown.
-            shown = page.eval_on_selector_all(".part.text", "els => els.map(e => e.streamfoldText)")
-            assert shown == texts
-            visible = page.inner_text("#message")
-            assert "Final Answer" in visible and "###" not in visible
-            assert page.query_selector(".part.text table") is not None
-            assert (
-                page.eval_on_selector_all('.part[data-state="streaming"]', "els => els.length") == 0
-            )
-            reasoning = page.query_selector("details.part.reasoning")
-            assert reasoning is not None
-            assert reasoning.evaluate("e => e.open") is False  # collapsed once done
-            assert "signed" in (reasoning.inner_text() or "")
-            assert page.query_selector("details.part.block") is not None  # the server blocks
-            finish = page.inner_text("#finish")
-            assert "stop" in finish and "claude" in finish
-            assert errors == []
+        page.wait_for_selector('#status[data-state="done"]', timeout=30_000)
+        # Each text part whole (the page keeps its raw text), then shown as Markdown.
+        shown = page.eval_on_selector_all(".part.text", "els => els.map(e => e.streamfoldText)")
+        assert shown == texts
+        visible = page.inner_text("#message")
+        assert "Final Answer" in visible and "###" not in visible
+        assert page.query_selector(".part.text table") is not None
+        assert (
+            page.eval_on_selector_all('.part[data-state="streaming"]', "els => els.length") == 0
+        )
+        reasoning = page.query_selector("details.part.reasoning")
+        assert reasoning is not None
+        assert reasoning.evaluate("e => e.open") is False  # collapsed once done
+        assert "signed" in (reasoning.inner_text() or "")
+        assert page.query_selector("details.part.block") is not None  # the server blocks
+        finish = page.inner_text("#finish")
+        assert "stop" in finish and "claude" in finish
+        assert errors == []
 
-            page.screenshot(path=str(ARTIFACTS / "ui-demo.png"), full_page=True)
-        finally:
-            context.close()
+        page.screenshot(path=str(ARTIFACTS / "ui-demo.png"), full_page=True)

@@ -12,7 +12,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_support import ARTIFACTS, missing, open_page
 from redis_support import REDIS_SERVER, SKIP_REASON, RedisServer
 from support import REAL
 
@@ -67,7 +67,6 @@ RECORDINGS = [
     "groq/error-mid-stream-tool-use-failed.sse",  # ends with a provider error
 ]
 SRC = str(Path(__file__).parent.parent / "src")
-ARTIFACTS = Path(__file__).parent.parent / "artifacts"
 
 
 def fast_config(**changes: Any) -> RelayConfig:
@@ -626,17 +625,6 @@ async def test_fifty_streams_with_three_consumers_each(redis_server: RedisServer
 # --- the demo page through the relay -----------------------------------------------------
 
 PAGE_RECORDING = "anthropic/code-execution-bash-thinking.sse"  # thinking, text, blocks, text
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @contextlib.contextmanager
@@ -715,8 +703,7 @@ def test_event_source_route_resumes_with_last_event_id(redis_server: RedisServer
         assert http.get(f"{b}/relay/ui-stream/not%20an%20id").status_code == 400
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")
-@pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="no playwright")
+@pytest.mark.skipif(missing() is not None, reason=str(missing()))
 def test_page_reload_mid_stream_resumes_on_any_worker(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -735,47 +722,35 @@ def test_page_reload_mid_stream_resumes_on_any_worker(
         _worker(redis_server.url, config) as a,
         _worker(redis_server.url, config) as b,
         sync_playwright() as pw,
+        open_page(pw, tmp_path / "profile") as (page, errors),
     ):
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1100, "height": 900},
-        )
-        try:
-            page = context.pages[0] if context.pages else context.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"{a}/")
-            page.wait_for_selector(f'#recording option[value="{PAGE_RECORDING}"]', state="attached")
-            page.wait_for_selector("#relay", state="visible")  # the relay is there
-            page.select_option("#recording", PAGE_RECORDING)
-            page.select_option("#speed", "0.1")  # about 7 s of streaming
-            page.check("#relay")
-            page.click("#replay")
-            page.wait_for_function("new URL(location.href).searchParams.has('relay')")
-            stream = page.evaluate("new URL(location.href).searchParams.get('relay')")
-            page.wait_for_function(streaming_with_a_part, timeout=15_000)
+        page.goto(f"{a}/")
+        page.wait_for_selector(f'#recording option[value="{PAGE_RECORDING}"]', state="attached")
+        page.wait_for_selector("#relay", state="visible")  # the relay is there
+        page.select_option("#recording", PAGE_RECORDING)
+        page.select_option("#speed", "0.1")  # about 7 s of streaming
+        page.check("#relay")
+        page.click("#replay")
+        page.wait_for_function("new URL(location.href).searchParams.has('relay')")
+        stream = page.evaluate("new URL(location.href).searchParams.get('relay')")
+        page.wait_for_function(streaming_with_a_part, timeout=15_000)
 
-            # Reload mid-stream on the same worker: the message so far, then the rest.
-            page.reload()
-            page.wait_for_function(streaming_with_a_part, timeout=15_000)
-            # And again, landing on the other worker (a load balancer's choice).
-            page.goto(f"{b}/?relay={stream}")
-            page.wait_for_function(streaming_with_a_part, timeout=15_000)
+        # Reload mid-stream on the same worker: the message so far, then the rest.
+        page.reload()
+        page.wait_for_function(streaming_with_a_part, timeout=15_000)
+        # And again, landing on the other worker (a load balancer's choice).
+        page.goto(f"{b}/?relay={stream}")
+        page.wait_for_function(streaming_with_a_part, timeout=15_000)
 
-            page.wait_for_selector('#status[data-state="done"]', timeout=30_000)
-            shown = page.eval_on_selector_all(".part.text", "els => els.map(e => e.streamfoldText)")
-            assert shown == texts  # every text whole, each once
-            assert page.eval_on_selector_all(".part", "els => els.length") == parts
-            assert page.evaluate("document.body.dataset.relay") == stream
-            assert "stop" in page.inner_text("#finish")
-            assert errors == []
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "ui-demo-relay.png"), full_page=True)
-        finally:
-            context.close()
+        page.wait_for_selector('#status[data-state="done"]', timeout=30_000)
+        shown = page.eval_on_selector_all(".part.text", "els => els.map(e => e.streamfoldText)")
+        assert shown == texts  # every text whole, each once
+        assert page.eval_on_selector_all(".part", "els => els.length") == parts
+        assert page.evaluate("document.body.dataset.relay") == stream
+        assert "stop" in page.inner_text("#finish")
+        assert errors == []
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "ui-demo-relay.png"), full_page=True)
 
 
 def test_serve_mounts_the_relay_routes_when_given_a_redis_url() -> None:
