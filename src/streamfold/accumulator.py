@@ -45,11 +45,26 @@ from .message import (
     merge_usage,
     parse_tool_arguments,
 )
+from .partial_json import Change, IncrementalJSON, PartialJSONError
 from .parts import STREAMED_OPTIONS, Citation, ContentPart, PartType
 
 # The tuple built directly, skipping the named tuple's keyword-handling __new__: this
 # runs once per delta of every stream.
 _new_part_delta = partial(tuple.__new__, PartDelta)
+
+
+def _scan(slot: _Slot, scanner: IncrementalJSON, text: str) -> tuple[Change, ...]:
+    """Feed a tool call's argument text to its scanner; a fault stops the scanner.
+
+    Text that is not JSON (a custom tool's free text, a broken stream) must not break
+    the fold: the fault is recorded once, in the call's metadata, and scanning stops.
+    """
+    try:
+        return tuple(scanner.feed(text))
+    except PartialJSONError as exc:
+        slot.scanner = None
+        slot.options["partial_arguments_error"] = str(exc)
+        return exc.changes
 
 
 class _Slot:
@@ -64,6 +79,7 @@ class _Slot:
         "kind",
         "limit",
         "options",
+        "scanner",
         "size",
         "start",
         "streamed",
@@ -94,6 +110,8 @@ class _Slot:
         )
         self.size = len(initial) if initial else 0
         self.limit = 0  # set by the accumulator from its Limits
+        # A tool call's argument scanner, with partial_arguments on (None: off or stopped).
+        self.scanner: IncrementalJSON | None = None
 
     def grow(self, delta: GrowPart) -> None:
         if delta.content is not None:
@@ -192,11 +210,14 @@ class Accumulator:
         provider: str | None = None,
         strict: bool = False,
         limits: Limits = DEFAULT_LIMITS,
+        partial_arguments: bool = False,
     ) -> None:
         self.role: Role = role
         self.provider = provider
         self.strict = strict
         self.limits = limits
+        # Scan each tool call's argument text as it streams; PartDelta.arguments_changes.
+        self.scan_arguments = partial_arguments
         self._repairs: dict[str, int] = {}
         self._slots: list[_Slot] = []
         self._open: dict[Hashable, _Slot] = {}
@@ -237,15 +258,17 @@ class Accumulator:
                 if delta.options:
                     self._check_depth(delta.options, f"a delta of part {slot.index}")
                 slot.grow(delta)
+            scanner = slot.scanner
             return [
                 _new_part_delta(
                     (
                         slot.index,
                         slot.kind,
-                        delta.content,
+                        content,
                         delta.options,
                         delta.citations,
                         "part_delta",
+                        () if scanner is None or not content else _scan(slot, scanner, content),
                     )
                 )
             ]
@@ -292,6 +315,22 @@ class Accumulator:
     def note_truncated_tail(self) -> None:
         """The input ended inside an event; its fragment was dropped."""
         self._metadata["truncated_tail"] = True
+
+    def partial_arguments(self, index: int) -> Any:
+        """The parsed arguments of the tool call at slot `index` so far.
+
+        With `partial_arguments` on, an open call's live partial value (owned by the
+        scanner: do not mutate it; a read costs O(1), or O(the open string's length) when
+        it grew since the last read); a completed call's parsed arguments (None if they
+        did not parse); None for a part that is not a tool call, or when the option is off
+        and the call is still open, or after the call's text stopped being JSON.
+        """
+        if not 0 <= index < len(self._slots):
+            return None
+        slot = self._slots[index]
+        if isinstance(slot.done, ToolCall):
+            return slot.done.arguments if isinstance(slot.done.arguments, dict) else None
+        return None if slot.scanner is None else slot.scanner.value
 
     def snapshot(self) -> Message:
         """The message so far, without disturbing the fold."""
@@ -353,7 +392,25 @@ class Accumulator:
         part = delta.part
         if isinstance(part, ToolCall) and part.index != slot.index:
             part = part.model_copy(update={"index": slot.index})
-        return [PartStarted(index=slot.index, part=part)]
+        events: list[Event] = [PartStarted(index=slot.index, part=part)]
+        if (
+            self.scan_arguments
+            and isinstance(part, ToolCall)
+            and not isinstance(part.arguments, dict)
+            # A custom tool's input is free text, never JSON.
+            and part.metadata.get("type") != "custom_tool_call"
+        ):
+            slot.scanner = IncrementalJSON()
+            if part.arguments:
+                # Argument text in the start itself: its changes in a delta of their own.
+                changes = _scan(slot, slot.scanner, part.arguments)
+                if changes:
+                    events.append(
+                        PartDelta(
+                            index=slot.index, part_type="tool_call", arguments_changes=changes
+                        )
+                    )
+        return events
 
     def _close(
         self,
@@ -378,6 +435,7 @@ class Accumulator:
         self._closed_keys.add(key)
         slot.done = part
         slot.chunks = []  # the built part holds the text now
+        slot.scanner = None
         return PartCompleted(
             index=slot.index,
             part=part,

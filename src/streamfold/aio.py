@@ -45,6 +45,10 @@ class AsyncFold:
         """The message so far."""
         return self.folder.snapshot()
 
+    def partial_arguments(self, index: int) -> Any:
+        """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`)."""
+        return self.folder.partial_arguments(index)
+
     async def aclose(self) -> None:
         """Stop early: the message keeps everything received, with status cancelled."""
         await self._events.aclose()
@@ -87,10 +91,23 @@ def afold(
     choice: int = 0,
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
+    partial_arguments: bool = False,
 ) -> AsyncFold:
-    """Fold an async stream into events (bytes, str, dicts or SDK objects)."""
+    """Fold an async stream into events (bytes, str, dicts or SDK objects).
+
+    `partial_arguments`: as for `fold`, tool-call PartDeltas carry `arguments_changes`.
+    """
     source, provider = _source(chunks, provider)
-    return AsyncFold(source, StreamFolder(provider, choice=choice, strict=strict, limits=limits))
+    return AsyncFold(
+        source,
+        StreamFolder(
+            provider,
+            choice=choice,
+            strict=strict,
+            limits=limits,
+            partial_arguments=partial_arguments,
+        ),
+    )
 
 
 async def afold_message(
@@ -100,10 +117,18 @@ async def afold_message(
     choice: int = 0,
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
+    partial_arguments: bool = False,
 ) -> Message:
     """Fold an async stream and return only the final Message."""
     final: Message | None = None
-    async for event in afold(chunks, provider, choice=choice, strict=strict, limits=limits):
+    async for event in afold(
+        chunks,
+        provider,
+        choice=choice,
+        strict=strict,
+        limits=limits,
+        partial_arguments=partial_arguments,
+    ):
         if isinstance(event, MessageCompleted):
             final = event.message
     assert final is not None  # a fold always ends with MessageCompleted

@@ -11,6 +11,7 @@ from typing import Any, Literal, NamedTuple
 
 from .display import DisplayItem
 from .message import Message, ToolCall, Usage
+from .partial_json import Change
 from .parts import Citation, ContentPart, PartType
 
 
@@ -23,7 +24,12 @@ class PartStarted(NamedTuple):
 
 
 class PartDelta(NamedTuple):
-    """More of the part at `index`: content (argument text for a tool call), options, citations."""
+    """More of the part at `index`: content (argument text for a tool call), options, citations.
+
+    `arguments_changes`: with `fold(..., partial_arguments=True)`, what this delta's
+    argument text added to the tool call's parsed arguments (see
+    `streamfold.partial_json`); empty otherwise.
+    """
 
     index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: the slot index
     part_type: PartType | Literal["tool_call"]
@@ -31,6 +37,8 @@ class PartDelta(NamedTuple):
     options: Mapping[str, Any] | None = None
     citations: tuple[Citation, ...] = ()
     type: Literal["part_delta"] = "part_delta"
+    # Last, after `type`: the positional fields before it keep their places.
+    arguments_changes: tuple[Change, ...] = ()
 
     def as_part(self) -> ContentPart | ToolCall:
         """This delta as a part (or tool-call fragment) that `merge_part` accepts."""

@@ -56,6 +56,7 @@ class StreamFolder:
         strict: bool = False,
         role: Role = "assistant",
         limits: Limits = DEFAULT_LIMITS,
+        partial_arguments: bool = False,
     ) -> None:
         self._decoder_options: dict[str, Any] = {"choice": choice, "strict": strict}
         self._limits = limits
@@ -64,7 +65,13 @@ class StreamFolder:
         self._decoder: Decoder | None = (
             get_decoder(self._provider, **self._decoder_options) if self._provider else None
         )
-        self._acc = Accumulator(role=role, provider=self._provider, strict=strict, limits=limits)
+        self._acc = Accumulator(
+            role=role,
+            provider=self._provider,
+            strict=strict,
+            limits=limits,
+            partial_arguments=partial_arguments,
+        )
         self._format: StreamFormat | None = None
         self._framer: Any = None
         self._head = b""
@@ -86,6 +93,14 @@ class StreamFolder:
     def snapshot(self) -> Message:
         """The message so far."""
         return self._acc.snapshot()
+
+    def partial_arguments(self, index: int) -> Any:
+        """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`).
+
+        See `Accumulator.partial_arguments`; for a snapshot's ToolCall, use
+        `streamfold.partial_json.partial_arguments(call)`.
+        """
+        return self._acc.partial_arguments(index)
 
     def save_state(self) -> dict[str, Any]:
         """The fold's whole state as JSON-ready data, to restore later or elsewhere."""
@@ -385,6 +400,10 @@ class Fold:
         """The message so far (status cancelled if the consumer stopped early)."""
         return self.folder.snapshot()
 
+    def partial_arguments(self, index: int) -> Any:
+        """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`)."""
+        return self.folder.partial_arguments(index)
+
     def close(self) -> None:
         """Stop early: the message keeps everything received, with status cancelled."""
         self._events.close()
@@ -425,10 +444,25 @@ def fold(
     choice: int = 0,
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
+    partial_arguments: bool = False,
 ) -> Fold:
-    """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects."""
+    """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects.
+
+    `partial_arguments`: scan each tool call's argument JSON as it streams; every
+    PartDelta of a tool call then carries `arguments_changes` (see
+    `streamfold.partial_json`), at a cost per delta that does not grow with the text.
+    """
     source, provider = _source(chunks, provider)
-    return Fold(source, StreamFolder(provider, choice=choice, strict=strict, limits=limits))
+    return Fold(
+        source,
+        StreamFolder(
+            provider,
+            choice=choice,
+            strict=strict,
+            limits=limits,
+            partial_arguments=partial_arguments,
+        ),
+    )
 
 
 def fold_message(
@@ -438,10 +472,18 @@ def fold_message(
     choice: int = 0,
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
+    partial_arguments: bool = False,
 ) -> Message:
     """Fold a stream and return only the final Message."""
     final: Message | None = None
-    for event in fold(chunks, provider, choice=choice, strict=strict, limits=limits):
+    for event in fold(
+        chunks,
+        provider,
+        choice=choice,
+        strict=strict,
+        limits=limits,
+        partial_arguments=partial_arguments,
+    ):
         if isinstance(event, MessageCompleted):
             final = event.message
     assert final is not None  # a fold always ends with MessageCompleted
