@@ -35,7 +35,12 @@ from . import concurrency
 from .floor import JSON_LIBRARY, Result, dict_floor, sse_floor
 from .generate import PROVIDERS, WORKLOADS, Stream, generate
 from .peers import PEERS
-from .subject import streamfold_dicts, streamfold_sse, streamfold_sse_live_args
+from .subject import (
+    streamfold_dicts,
+    streamfold_sse,
+    streamfold_sse_live_args,
+    streamfold_sse_live_args_incremental,
+)
 
 Runner = Callable[[], Result]
 
@@ -110,7 +115,15 @@ _LIVE = Impl(
     ("text", "tools"),
     lambda s: lambda: streamfold_sse_live_args(s.provider, s.sse),
     "streamfold",
-    "no partial-arguments API yet: the consumer re-parses the prefix per delta",
+    "the consumer re-parses the prefix per delta (the reference; its growth is not judged)",
+)
+_LIVE_INCREMENTAL = Impl(
+    "streamfold + live args (incremental)",
+    "sse",
+    ("text", "tools"),
+    lambda s: lambda: streamfold_sse_live_args_incremental(s.provider, s.sse),
+    "streamfold",
+    "fold(partial_arguments=True): the consumer mirrors each delta's arguments_changes",
 )
 
 
@@ -251,7 +264,7 @@ def benchmark(
             streams = {n: generate(provider, workload, n, seed) for n in sizes}
             impls = _subject_impls()
             if workload == "bigargs":
-                impls.append(_LIVE)
+                impls.extend((_LIVE, _LIVE_INCREMENTAL))
             if peers:
                 for peer in PEERS:
                     if provider not in peer.providers or workload not in peer.workloads:
@@ -450,6 +463,8 @@ def targets(rows: list[Row], sizes: list[int]) -> list[tuple[str, bool | None, s
     for r in ours:
         by.setdefault((r.provider, r.workload, r.impl, r.input), {})[r.n] = r
     for (provider, workload, impl, inp), per_n in by.items():
+        if impl == _LIVE.name:
+            continue  # the re-parse reference: it grows by design
         label = f"{provider}/{workload}/{inp}" + (" live" if "live" in impl else "")
         growth = _growth(per_n, mid, big)
         if growth is None and len(sizes) > 2 and mid is not None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import jiter
 
-from streamfold import Message, MessageCompleted, PartDelta, fold
+from streamfold import Message, MessageCompleted, PartDelta, PartStarted, ToolCall, fold
 
 from .floor import Result
 
@@ -85,3 +85,76 @@ def streamfold_sse_live_args(provider: str, sse: bytes) -> Result:
             final = event.message
     assert final is not None
     return result_of(final)
+
+
+class _Text:
+    """A string in the consumer's mirror: its appended pieces, joined once at the end."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+
+
+def _mirror(root: Any, change: Any) -> Any:
+    """Apply one arguments change to the consumer's mirror: O(path depth + the change)."""
+    op, path, value = change
+    if op == "set":
+        if type(value) is str:  # a string opens empty; its text comes as appends
+            value = _Text()
+        elif type(value) in (dict, list):
+            value = type(value)()
+        if not path:
+            return value
+        parent = root
+        for key in path[:-1]:
+            parent = parent[key]
+        if type(parent) is list:
+            parent.append(value)  # a new element is always the next index
+        else:
+            parent[path[-1]] = value
+        return root
+    node = root
+    for key in path:
+        node = node[key]
+    node.chunks.append(value)
+    return root
+
+
+def _materialize(node: Any) -> Any:
+    if type(node) is _Text:
+        return "".join(node.chunks)
+    if type(node) is dict:
+        return {k: _materialize(v) for k, v in node.items()}
+    if type(node) is list:
+        return [_materialize(v) for v in node]
+    return node
+
+
+def streamfold_sse_live_args_incremental(provider: str, sse: bytes) -> Result:
+    """Fold SSE bytes with `partial_arguments=True` and keep a live view of the arguments.
+
+    Each tool-call PartDelta carries the changes its fragment made to the parsed
+    arguments; the consumer mirrors them (a member per set, a chunk per append, as a UI
+    forwarding them to a client would), so its cost per delta does not grow with the
+    argument. The result's tool arguments are the mirror's, so the check verifies the
+    changes end to end.
+    """
+    views: dict[int, Any] = {}
+    ids: dict[int, str] = {}
+    final: Message | None = None
+    for event in fold(chunks(sse), provider, partial_arguments=True):
+        if isinstance(event, PartDelta):
+            if event.arguments_changes:
+                view = views.get(event.index)
+                for change in event.arguments_changes:
+                    view = _mirror(view, change)
+                views[event.index] = view
+        elif isinstance(event, PartStarted) and isinstance(event.part, ToolCall):
+            ids[event.index] = event.part.call_id or str(event.index)
+        elif isinstance(event, MessageCompleted):
+            final = event.message
+    assert final is not None
+    result = result_of(final)
+    result.tools = {ids[i]: _materialize(view) for i, view in views.items()}
+    return result

@@ -63,6 +63,10 @@ def test_whole_harness_at_tiny_n(tmp_path: Path, capsys: pytest.CaptureFixture[s
             for impl, inp in (("floor", "sse"), ("floor", "dicts"),
                               ("streamfold", "sse"), ("streamfold", "dicts")):  # fmt: skip
                 assert (provider, workload, impl, inp) in measured
+        # The live partial-arguments rows: the re-parse reference and the incremental mode.
+        for impl in ("streamfold + live args (jiter on prefix)",
+                     "streamfold + live args (incremental)"):  # fmt: skip
+            assert (provider, "bigargs", impl, "sse") in measured
     # Every implementation that ran produced the expected text, thinking and tool
     # arguments; a peer may only be missing (package not installed), never wrong.
     bad = [r for r in rows if r["status"] not in ("ok", "missing")]
