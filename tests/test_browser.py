@@ -81,9 +81,7 @@ def test_page_renders_a_replay_live(base_url: str, tmp_path: Path) -> None:
         visible = page.inner_text("#message")
         assert "Final Answer" in visible and "###" not in visible
         assert page.query_selector(".part.text table") is not None
-        assert (
-            page.eval_on_selector_all('.part[data-state="streaming"]', "els => els.length") == 0
-        )
+        assert page.eval_on_selector_all('.part[data-state="streaming"]', "els => els.length") == 0
         reasoning = page.query_selector("details.part.reasoning")
         assert reasoning is not None
         assert reasoning.evaluate("e => e.open") is False  # collapsed once done
