@@ -578,3 +578,16 @@ async def test_afold_with_live_arguments() -> None:
     assert final.status == "complete" and final.arguments
     assert rebuilt == final.arguments
     assert fold_message(_pieces(data, 40), partial_arguments=True) == live.snapshot()
+
+
+def test_arguments_changes_survive_the_json_event_shape() -> None:
+    pytest.importorskip("redis")
+    from streamfold import event_to_json
+    from streamfold.relay import event_from_json
+
+    rel = "openai-chat/tool-call-long-args.sse"
+    events = list(fold([read(rel)], partial_arguments=True))
+    with_changes = [e for e in events if isinstance(e, PartDelta) and e.arguments_changes]
+    assert with_changes
+    for event in events:
+        assert event_from_json(event_to_json(event)) == event

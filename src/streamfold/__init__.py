@@ -42,6 +42,7 @@ from .message import (
     merge_usage,
     to_message,
 )
+from .partial_json import IncrementalJSON, PartialJSONError, apply_change, partial_arguments
 from .parts import (
     Citation,
     CitationSource,
@@ -78,6 +79,7 @@ __all__ = [
     "Event",
     "Fold",
     "IncompleteMessageError",
+    "IncrementalJSON",
     "InvalidModelError",
     "Limits",
     "Message",
@@ -89,6 +91,7 @@ __all__ = [
     "PartDelta",
     "PartMergeError",
     "PartStarted",
+    "PartialJSONError",
     "Problem",
     "ProviderErrored",
     "Recording",
@@ -108,6 +111,7 @@ __all__ = [
     "aencode_sse",
     "afold",
     "afold_message",
+    "apply_change",
     "ato_ui_message_stream",
     "check_replayable",
     "citations",
@@ -126,6 +130,7 @@ __all__ = [
     "merge_deltas",
     "merge_part",
     "merge_usage",
+    "partial_arguments",
     "parts_to_string",
     "put_utterance",
     "set_option_on_last_part",

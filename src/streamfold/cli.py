@@ -93,7 +93,7 @@ def event_to_json(event: Event) -> dict[str, Any]:
             "part": _part_json(event.part),
         }
     if isinstance(event, PartDelta):
-        return {
+        delta: dict[str, Any] = {
             "type": event.type,
             "index": event.index,
             "part_type": event.part_type,
@@ -101,6 +101,11 @@ def event_to_json(event: Event) -> dict[str, Any]:
             "options": dict(event.options) if event.options else {},
             "citations": [c.model_dump(mode="json") for c in event.citations],
         }
+        if event.arguments_changes:
+            delta["arguments_changes"] = [
+                [op, list(path), value] for op, path, value in event.arguments_changes
+            ]
+        return delta
     if isinstance(event, PartCompleted):
         return {
             "type": event.type,

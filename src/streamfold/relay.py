@@ -320,6 +320,9 @@ def event_from_json(data: Any) -> Event:
                 content=data.get("content"),
                 options=options or None,
                 citations=tuple(Citation.model_validate(c) for c in data.get("citations", ())),
+                arguments_changes=tuple(
+                    (c[0], tuple(c[1]), c[2]) for c in data.get("arguments_changes", ())
+                ),
             )
         if kind == "part_started":
             return PartStarted(index=data["index"], part=_part(data["part"], data["part_type"]))
