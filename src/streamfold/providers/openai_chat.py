@@ -104,7 +104,8 @@ class OpenAIChatDecoder(Decoder):
 
     def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
         """Translate one chat.completion.chunk (or an in-stream error) into deltas."""
-        fast = self._plain_text_chunk(payload)
+        # An SSE event named error must carry an error object: the full path says so.
+        fast = self._plain_text_chunk(payload) if event != "error" else None
         if fast is not None:
             return fast
         choices = payload.get("choices")
@@ -142,13 +143,13 @@ class OpenAIChatDecoder(Decoder):
         return out
 
     def _plain_text_chunk(self, payload: dict[str, Any]) -> list[Delta] | None:
-        """The common chunk (more text for the open text part, nothing else new), cheaply.
+        """The common chunks, cheaply: more text for the open text part, one argument
+        fragment for a known open tool call, or more reasoning for the open thinking part.
 
         Nearly every chunk of a stream is one of these. Anything else (None) takes the
         full path, which gives the same result for these chunks.
         """
-        text_key = self._text
-        if text_key is None or self._thinking is not None or self._pending_citations:
+        if self._pending_citations:
             return None
         choices = payload.get("choices")
         if type(choices) is not list or len(choices) != 1:
@@ -161,12 +162,6 @@ class OpenAIChatDecoder(Decoder):
         delta = choice.get("delta")
         if type(delta) is not dict:
             return None
-        content = delta.get("content")
-        if type(content) is not str or not content:
-            return None
-        for name, value in delta.items():
-            if value is not None and name != "content" and name != "role":
-                return None
         if (
             payload.get("usage") is not None
             or payload.get("error") is not None
@@ -175,6 +170,7 @@ class OpenAIChatDecoder(Decoder):
             or payload.get("search_results") is not None
         ):
             return None
+        # _metadata_from would add nothing: id and model known, the rest unchanged.
         metadata = self._metadata
         if "id" not in metadata or "model" not in metadata:
             return None
@@ -185,7 +181,91 @@ class OpenAIChatDecoder(Decoder):
         upstream = payload.get("provider")
         if isinstance(upstream, str) and metadata.get("upstream_provider") != upstream:
             return None
-        return [new_grow((text_key, content, None, ()))]
+        content = delta.get("content")
+        if type(content) is str and content:
+            text_key = self._text
+            if text_key is None or self._thinking is not None:
+                return None
+            for name, value in delta.items():
+                if value is not None and name != "content" and name != "role":
+                    return None
+            return [new_grow((text_key, content, None, ()))]
+        tool_calls = delta.get("tool_calls")
+        if tool_calls is not None:
+            return self._plain_tool_fragment(delta, tool_calls)
+        return self._plain_reasoning(delta)
+
+    def _plain_tool_fragment(self, delta: dict[str, Any], tool_calls: Any) -> list[Delta] | None:
+        """One argument fragment, by index only, for the latest call at that index.
+
+        The full path (_call_fragment) closes open thinking and text first (here none is
+        open), and _match then picks the latest call at the index when the fragment names
+        no id and no function: the result is certain. A fragment with an id or a name,
+        a closed call or an unknown index takes the full path.
+        """
+        if (
+            self._text is not None
+            or self._refusal is not None
+            or self._thinking is not None
+            or self._thinking_slot is not None
+        ):
+            return None
+        if type(tool_calls) is not list or len(tool_calls) != 1:
+            return None
+        for name, value in delta.items():
+            if value is not None and name != "tool_calls" and name != "role":
+                return None
+        fragment = tool_calls[0]
+        if type(fragment) is not dict:
+            return None
+        index = fragment.get("index")
+        call_id = fragment.get("id")
+        function = fragment.get("function")
+        if type(index) is not int or (call_id is not None and call_id != ""):
+            return None
+        if type(function) is not dict:
+            return None
+        fn_name = function.get("name")
+        arguments = function.get("arguments")
+        if (fn_name is not None and fn_name != "") or type(arguments) is not str or not arguments:
+            return None
+        call = self._latest_at.get(index)
+        if call is None or call.closed:
+            return None
+        return [new_grow((call.key, arguments, None, ()))]
+
+    def _plain_reasoning(self, delta: dict[str, Any]) -> list[Delta] | None:
+        """More reasoning text (reasoning_content or reasoning) for the open thinking part.
+
+        The full path (_reasoning -> _grow_thinking with slot (None, "text")) grows the
+        open thinking part when its slot is the same and no text part is open.
+        """
+        thinking = self._thinking
+        if (
+            thinking is None
+            or self._thinking_slot != (None, "text")
+            or self._text is not None
+            or self._refusal is not None
+        ):
+            return None
+        content = delta.get("reasoning_content")
+        plain = delta.get("reasoning")
+        if (content is not None and type(content) is not str) or (
+            plain is not None and type(plain) is not str
+        ):
+            return None
+        text = content or plain
+        if not text:
+            return None
+        for name, value in delta.items():
+            if (
+                value is not None
+                and name != "reasoning_content"
+                and name != "reasoning"
+                and name != "role"
+            ):
+                return None
+        return [new_grow((thinking, text, None, ()))]
 
     def done(self) -> list[Delta]:
         """`data: [DONE]`: the message is over; everything still open closes."""

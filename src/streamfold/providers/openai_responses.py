@@ -155,6 +155,12 @@ class OpenAIResponsesDecoder(Decoder):
                 f"expected a new sequence_number, got {sequence} again ({kind})",
                 payload,
             )
+        fast = _FAST.get(kind)
+        if fast is not None and not self._noted:
+            grow = fast(self, payload)
+            if grow is not None:
+                self._kind = kind
+                return [grow]
         deltas = self._dispatch(kind, payload)
         if self._noted:
             deltas[:0] = self._noted
@@ -169,6 +175,76 @@ class OpenAIResponsesDecoder(Decoder):
             deltas[:0] = self._noted
             self._noted = []
         return deltas
+
+    # --- fast paths: the common delta events for a part that is known and open ----------
+    #
+    # Each returns the one GrowPart the full handler would give, or None to take the full
+    # path. They only read the payload and run when every check the handler makes has an
+    # outcome that cannot add a repair, a protocol error or an opening delta: the item is
+    # found by a string item_id (so no missing_item_id / early-event handling), the part is
+    # already open and not ended, and the delta is a string. The sequence_number check has
+    # run in decode() before them.
+
+    def _fast_text_delta(self, payload: dict[str, Any]) -> Delta | None:
+        item_id = payload.get("item_id")
+        if type(item_id) is not str:
+            return None
+        item = self._items.get(item_id)
+        if item is None:
+            return None
+        index = payload.get("content_index", 0)
+        if index is None:
+            index = 0  # _int(default=0) reads null as the default
+        elif type(index) is not int:
+            return None
+        key = (item_id, "content", index)
+        state = item.parts.get(key)
+        delta = payload.get("delta")
+        if state is None or state.ended or type(delta) is not str:
+            return None
+        logprobs = payload.get("logprobs")
+        if isinstance(logprobs, list) and logprobs:
+            state.logprobs.extend(logprobs)
+        if delta:
+            state.has_text = True
+        grow: Delta = new_grow((key, delta, None, ()))
+        return grow
+
+    def _fast_summary_delta(self, payload: dict[str, Any]) -> Delta | None:
+        item_id = payload.get("item_id")
+        if type(item_id) is not str:
+            return None
+        item = self._items.get(item_id)
+        if item is None or item.kind != "reasoning":
+            return None  # another item kind: the full handler notes a repair
+        index = payload.get("summary_index")
+        delta = payload.get("delta")
+        if type(index) is not int or type(delta) is not str:
+            return None
+        key = (item_id, "summary", index)
+        state = item.parts.get(key)
+        if state is None or state.ended or key in item.closed:
+            return None
+        if delta:
+            state.has_text = True
+        grow: Delta = new_grow((key, delta, None, ()))
+        return grow
+
+    def _fast_arguments_delta(self, payload: dict[str, Any]) -> Delta | None:
+        item_id = payload.get("item_id")
+        if type(item_id) is not str:
+            return None
+        item = self._items.get(item_id)
+        delta = payload.get("delta")
+        if item is None or type(delta) is not str:
+            return None
+        if item.kind != "builtin":
+            if item.type != "function_call":
+                return None  # the full handler notes a delta_type_mismatch
+            if delta:
+                item.has_arguments = True
+        grow: Delta = new_grow(((item_id,), delta, None, ()))
+        return grow
 
     def _dispatch(self, kind: str, payload: dict[str, Any]) -> list[Delta]:
         self._kind = kind
@@ -1074,6 +1150,14 @@ def _opt_text(value: Any) -> str | None:
 
 
 _Handler = Callable[[OpenAIResponsesDecoder, dict[str, Any]], list[Delta]]
+
+_FAST: dict[str, Callable[[OpenAIResponsesDecoder, dict[str, Any]], Delta | None]] = {
+    "response.output_text.delta": OpenAIResponsesDecoder._fast_text_delta,
+    "response.refusal.delta": OpenAIResponsesDecoder._fast_text_delta,
+    "response.reasoning_text.delta": OpenAIResponsesDecoder._fast_text_delta,
+    "response.reasoning_summary_text.delta": OpenAIResponsesDecoder._fast_summary_delta,
+    "response.function_call_arguments.delta": OpenAIResponsesDecoder._fast_arguments_delta,
+}
 
 _HANDLERS: dict[str, _Handler] = {
     "response.created": OpenAIResponsesDecoder._on_started,

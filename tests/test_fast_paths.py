@@ -1,0 +1,324 @@
+"""The decoders' fast paths give exactly what their full paths give.
+
+Each fold runs twice: as shipped, and with every fast path switched off (the full path
+alone). Events, final Message and any error must be the same, lenient and strict.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import read, recordings
+
+from streamfold import StreamfoldError, fold
+from streamfold.providers import anthropic, openai_chat, openai_responses
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.generate import generate
+
+
+@contextmanager
+def _full_path_only() -> Iterator[None]:
+    saved = (
+        openai_chat.OpenAIChatDecoder._plain_text_chunk,
+        anthropic.AnthropicDecoder._plain_delta,
+        dict(openai_responses._FAST),
+    )
+    try:
+        openai_chat.OpenAIChatDecoder._plain_text_chunk = lambda self, payload: None  # type: ignore[method-assign]
+        anthropic.AnthropicDecoder._plain_delta = lambda self, payload: None  # type: ignore[method-assign]
+        openai_responses._FAST.clear()
+        yield
+    finally:
+        openai_chat.OpenAIChatDecoder._plain_text_chunk = saved[0]  # type: ignore[method-assign]
+        anthropic.AnthropicDecoder._plain_delta = saved[1]  # type: ignore[method-assign]
+        openai_responses._FAST.update(saved[2])
+
+
+def _outcome(run: Callable[[], list[Any]]) -> tuple[list[str], str | None]:
+    events: list[str] = []
+    try:
+        for event in run():
+            events.append(repr(event))
+    except StreamfoldError as exc:
+        return events, f"{type(exc).__name__}: {exc}"
+    return events, None
+
+
+def _assert_same(chunks: list[Any], provider: str | None, **options: Any) -> None:
+    def run() -> list[Any]:
+        return list(fold(list(chunks), provider, **options))
+
+    fast = _outcome(run)
+    with _full_path_only():
+        full = _outcome(run)
+    assert fast == full
+
+
+@pytest.mark.parametrize("rel", recordings())
+@pytest.mark.parametrize("strict", [False, True])
+def test_recordings_fast_equals_full(rel: str, strict: bool) -> None:
+    _assert_same([read(rel)], None, strict=strict)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai-chat", "openai-responses"])
+@pytest.mark.parametrize("workload", ["mixed", "bigargs"])
+def test_generated_fast_equals_full(provider: str, workload: str) -> None:
+    stream = generate(provider, workload, 300)
+    _assert_same([stream.sse], provider)
+    _assert_same(list(stream.dicts), provider)
+
+
+# --- Chat: chunks drawn from the cases the fast paths must tell apart -------------------
+
+_CHAT_META = {"id": "c1", "model": "m", "object": "chat.completion.chunk"}
+
+
+def _chat(delta: dict[str, Any], finish: str | None = None, **top: Any) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {**_CHAT_META, "choices": [choice], **top}
+
+
+def _frag(**fields: Any) -> dict[str, Any]:
+    return {"tool_calls": [fields]}
+
+
+_CHAT_CHUNKS = [
+    _chat({"role": "assistant", "content": ""}),
+    _chat({"content": "hi"}),
+    _chat({"content": "", "role": None}),
+    _chat({"refusal": "no"}),
+    _chat({"reasoning_content": "think"}),
+    _chat({"reasoning": "more"}),
+    _chat({"reasoning_content": "", "reasoning": "plain"}),
+    _chat({"reasoning_content": "a", "reasoning": "a"}),
+    _chat({"reasoning_details": [{"type": "reasoning.text", "text": "d", "index": 1}]}),
+    _chat({"reasoning_details": [{"type": "reasoning.text", "signature": "s", "index": 0}]}),
+    _chat(_frag(index=0, id="call_a", type="function", function={"name": "f", "arguments": ""})),
+    _chat(_frag(index=1, id="call_b", type="function", function={"name": "g", "arguments": "{"})),
+    _chat(_frag(index=0, function={"arguments": '{"x": '})),
+    _chat(_frag(index=1, function={"arguments": "1}"})),
+    _chat(_frag(index=2, function={"arguments": "[]"})),
+    _chat(_frag(index=0, id="", function={"name": "", "arguments": "2"})),
+    _chat(_frag(index=0, id="call_a", function={"arguments": "3"})),
+    _chat(_frag(index=0, id="call_c", function={"arguments": "4"})),
+    _chat(_frag(index=0, function={"name": "h", "arguments": "5"})),
+    _chat(_frag(index=True, function={"arguments": "6"})),
+    _chat(_frag(index=0, function={"arguments": 7})),
+    _chat(_frag(index=0, function=None)),
+    _chat(_frag(function={"arguments": "8"})),
+    _chat({"tool_calls": [{"index": 0, "function": {"arguments": "9"}}, {"index": 1}]}),
+    _chat({"tool_calls": [{"index": 0, "function": {"arguments": "x"}}], "content": "t"}),
+    _chat({}, "tool_calls"),
+    _chat({}, "stop"),
+    _chat({"content": "u"}, usage={"prompt_tokens": 1, "completion_tokens": 2}),
+    _chat({"content": "m"}, model="other"),
+    _chat({"content": "s"}, system_fingerprint="fp"),
+    _chat({"content": "c"}, citations=["https://a.example"]),
+    {**_CHAT_META, "choices": [{"index": 1, "delta": {"content": "other choice"}}]},
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    picks=st.lists(st.sampled_from(range(len(_CHAT_CHUNKS))), max_size=25),
+    strict=st.booleans(),
+    error_event=st.booleans(),
+)
+def test_chat_fast_equals_full(picks: list[int], strict: bool, error_event: bool) -> None:
+    chunks = [_CHAT_CHUNKS[i] for i in picks]
+    _assert_same(chunks, "openai-chat", strict=strict)
+    # As SSE, some chunks in an event named error (which must carry an error object).
+    sse = b"".join(
+        (b"event: error\n" if error_event and n % 3 == 1 else b"")
+        + b"data: "
+        + json.dumps(chunk).encode()
+        + b"\n\n"
+        for n, chunk in enumerate(chunks)
+    )
+    _assert_same([sse] if sse else [], "openai-chat", strict=strict)
+
+
+# --- Responses: events for known, unknown, ended and mismatched items and parts ----------
+
+
+def _ev(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"type": f"response.{kind}", **fields}
+
+
+_RESP_EVENTS = [
+    _ev("created", response={"id": "r1", "model": "m", "status": "in_progress"}),
+    _ev(
+        "output_item.added",
+        output_index=0,
+        item={"type": "message", "id": "msg", "role": "assistant"},
+    ),
+    _ev(
+        "content_part.added",
+        item_id="msg",
+        output_index=0,
+        content_index=0,
+        part={"type": "output_text", "text": ""},
+    ),
+    _ev("output_text.delta", item_id="msg", output_index=0, content_index=0, delta="hi"),
+    _ev("output_text.delta", item_id="msg", output_index=0, delta="no index"),
+    _ev("output_text.delta", item_id="msg", content_index=None, delta="null index"),
+    _ev("output_text.delta", item_id="msg", content_index=1, delta="other part"),
+    _ev("output_text.delta", item_id="msg", content_index=0, delta=""),
+    _ev("output_text.delta", item_id="msg", content_index=0, delta="lp", logprobs=[{"t": 1}]),
+    _ev("output_text.delta", output_index=0, content_index=0, delta="by index"),
+    _ev("output_text.delta", item_id="nope", content_index=0, delta="early"),
+    _ev("output_text.delta", item_id="rs", content_index=0, delta="in reasoning"),
+    _ev("refusal.delta", item_id="msg", content_index=0, delta="r"),
+    _ev("reasoning_text.delta", item_id="rs", content_index=0, delta="rt"),
+    _ev("output_text.done", item_id="msg", content_index=0, text="hi"),
+    _ev(
+        "content_part.done",
+        item_id="msg",
+        content_index=0,
+        part={"type": "output_text", "text": "hi"},
+    ),
+    _ev("output_item.added", output_index=1, item={"type": "reasoning", "id": "rs", "summary": []}),
+    _ev(
+        "reasoning_summary_part.added",
+        item_id="rs",
+        summary_index=0,
+        part={"type": "summary_text", "text": ""},
+    ),
+    _ev("reasoning_summary_text.delta", item_id="rs", summary_index=0, delta="sum"),
+    _ev("reasoning_summary_text.delta", item_id="rs", summary_index=1, delta="next"),
+    _ev("reasoning_summary_text.delta", item_id="msg", summary_index=0, delta="wrong item"),
+    _ev(
+        "reasoning_summary_part.done",
+        item_id="rs",
+        summary_index=0,
+        part={"type": "summary_text", "text": "sum"},
+    ),
+    _ev(
+        "output_item.added",
+        output_index=2,
+        item={"type": "function_call", "id": "fc", "call_id": "c", "name": "f", "arguments": ""},
+    ),
+    _ev("function_call_arguments.delta", item_id="fc", delta='{"a":'),
+    _ev("function_call_arguments.delta", item_id="fc", delta=""),
+    _ev("function_call_arguments.delta", item_id="msg", delta="1"),
+    _ev("function_call_arguments.done", item_id="fc", arguments='{"a":1}'),
+    _ev(
+        "output_item.added",
+        output_index=3,
+        item={"type": "mcp_call", "id": "mc", "name": "t", "server_label": "s"},
+    ),
+    _ev("function_call_arguments.delta", item_id="mc", delta="{}"),
+    _ev(
+        "output_item.done",
+        output_index=2,
+        item={
+            "type": "function_call",
+            "id": "fc",
+            "call_id": "c",
+            "name": "f",
+            "arguments": '{"a":1}',
+        },
+    ),
+    _ev(
+        "output_item.done",
+        output_index=0,
+        item={"type": "message", "id": "msg", "role": "assistant", "content": []},
+    ),
+    _ev(
+        "content_part.done",
+        item_id="rs",
+        content_index=0,
+        part={"type": "reasoning_text", "text": "rt"},
+    ),
+    _ev("output_item.done", output_index=1, item={"type": "reasoning", "id": "rs", "summary": []}),
+]
+
+
+# Events that end the fold (the response completes, or breaks the protocol): at most
+# one, last.
+_RESP_ENDINGS = [
+    _ev("completed", response={"id": "r1", "model": "m", "status": "completed", "output": []}),
+    _ev("output_text.delta", item_id="msg", content_index=0, delta=5),
+    _ev("output_text.delta", item_id="msg", content_index=True, delta="b"),
+    _ev("reasoning_summary_text.delta", item_id="rs", summary_index="0", delta="bad"),
+    _ev("function_call_arguments.delta", item_id="fc", delta=None),
+]
+
+_RESP_OPENING = [
+    n for n, event in enumerate(_RESP_EVENTS) if event["type"].endswith(("created", "added"))
+]
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    picks=st.lists(st.sampled_from(range(len(_RESP_EVENTS))), max_size=25),
+    numbers=st.lists(st.integers(0, 40), max_size=40),
+    strict=st.booleans(),
+    opened=st.booleans(),
+    broken=st.none() | st.sampled_from(_RESP_ENDINGS),
+)
+def test_responses_fast_equals_full(
+    picks: list[int],
+    numbers: list[int],
+    strict: bool,
+    opened: bool,
+    broken: dict[str, Any] | None,
+) -> None:
+    # Mostly with every item and part added first, so the random part is about deltas
+    # for known, ended and closed parts.
+    start = _RESP_OPENING if opened else []
+    events = [dict(_RESP_EVENTS[i]) for i in [*start, *picks]]
+    for event, number in zip(events[len(start) :], numbers, strict=False):
+        event["sequence_number"] = number  # repeats are duplicates to drop
+    if broken is not None:
+        events.append(dict(broken))
+    _assert_same(events, "openai-responses", strict=strict)
+
+
+def _find(kind: str, **fields: Any) -> dict[str, Any]:
+    return next(
+        e
+        for e in _RESP_EVENTS
+        if e["type"] == f"response.{kind}" and all(e.get(k) == v for k, v in fields.items())
+    )
+
+
+# Orders the random draw rarely makes: a delta for a reasoning part whose done arrived
+# (still the latest part, so not closed yet), a summary delta for a message item twice.
+_RESP_CASES = [
+    [
+        _find("reasoning_text.delta", item_id="rs"),
+        _find("content_part.done", item_id="rs"),
+        _find("reasoning_text.delta", item_id="rs"),
+    ],
+    [
+        _find("reasoning_summary_part.done", item_id="rs"),
+        _find("reasoning_summary_text.delta", item_id="rs", summary_index=0),
+    ],
+    [
+        _find("reasoning_summary_text.delta", item_id="msg"),
+        _find("reasoning_summary_text.delta", item_id="msg"),
+    ],
+    [
+        _find("function_call_arguments.delta", item_id="msg"),
+        _find("function_call_arguments.delta", item_id="mc"),
+        _find("function_call_arguments.delta", item_id="fc", delta=""),
+    ],
+]
+
+
+@pytest.mark.parametrize("case", range(len(_RESP_CASES)))
+@pytest.mark.parametrize("strict", [False, True])
+def test_responses_cases_fast_equals_full(case: int, strict: bool) -> None:
+    events = [dict(_RESP_EVENTS[i]) for i in _RESP_OPENING] + [dict(e) for e in _RESP_CASES[case]]
+    _assert_same(events, "openai-responses", strict=strict)
