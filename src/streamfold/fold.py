@@ -214,13 +214,65 @@ class StreamFolder:
             return self._start_framing(kind, head)
         events: list[Event] = []
         try:
-            for frame in self._framer.feed(data):
-                events.extend(self._frame(frame))
-                if self._acc.finished:
-                    break
+            frames = self._framer.feed(data)
+            if self._decoder is not None and self._format != "eventstream":
+                self._fold_frames(frames, events)
+            else:
+                for frame in frames:
+                    events.extend(self._frame(frame))
+                    if self._acc.finished:
+                        break
         except StreamfoldError as exc:
             raise self._attach(exc) from None
         return events
+
+    def _fold_frames(self, frames: list[Any], events: list[Event]) -> None:
+        """SSE / NDJSON frames with the provider known: _frame -> _payload -> _decode ->
+        _apply in one loop, for speed (a few calls less per event).
+
+        Every step and error is the same as theirs: the same position count, the same
+        typed errors attached with the same payload (the caller attaches once more, as it
+        does for _frame), the same stop once the message finished.
+        """
+        assert self._decoder is not None
+        acc = self._acc
+        decode = self._decoder.decode
+        apply = acc.apply
+        loads = jiter.from_json
+        sse = self._format == "sse"
+        name: str | None = None
+        for frame in frames:
+            self._position += 1
+            if sse:
+                raw = frame.data
+                if raw == b"[DONE]":
+                    events.extend(self._done())
+                    if acc.finished:
+                        break
+                    continue
+                name = frame.event
+            else:
+                raw = frame
+            try:
+                payload = loads(raw)
+            except ValueError as exc:
+                raise _json_error(exc, raw, self._position) from None
+            if type(payload) is not dict:
+                events.extend(self._payload(payload, name))  # raises the typed error
+                continue
+            try:
+                deltas = decode(payload, name)
+            except StreamfoldError as exc:
+                raise self._attach(exc, payload) from None
+            except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+                raise self._malformed(exc, payload) from exc
+            try:
+                for delta in deltas:
+                    events.extend(apply(delta))
+            except StreamfoldError as exc:
+                raise self._attach(exc, payload) from None
+            if acc.finished:
+                break
 
     def _start_framing(self, kind: StreamFormat, head: bytes) -> list[Event]:
         self._format = kind
@@ -326,16 +378,19 @@ class StreamFolder:
         except StreamfoldError as exc:
             raise self._attach(exc, payload) from None
         except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
-            # A payload whose fields have the wrong shape: the decoder's contract is typed
-            # errors only, so name what broke instead of leaking a bare KeyError.
-            raise self._attach(
-                StreamProtocolError(
-                    f"malformed {self._provider} event: {type(exc).__name__}: {exc}",
-                    raw=payload,
-                ),
-                payload,
-            ) from exc
+            raise self._malformed(exc, payload) from exc
         return self._apply(deltas, payload)
+
+    def _malformed(self, exc: Exception, payload: dict[str, Any]) -> StreamfoldError:
+        # A payload whose fields have the wrong shape: the decoder's contract is typed
+        # errors only, so name what broke instead of leaking a bare KeyError.
+        return self._attach(
+            StreamProtocolError(
+                f"malformed {self._provider} event: {type(exc).__name__}: {exc}",
+                raw=payload,
+            ),
+            payload,
+        )
 
     def _apply(self, deltas: list[Delta], raw: Any) -> list[Event]:
         try:
@@ -361,11 +416,15 @@ def _parse_json(data: bytes, position: int) -> Any:
     try:
         return jiter.from_json(data)
     except ValueError as exc:
-        raise StreamProtocolError(
-            f"expected JSON in the event data, got invalid JSON ({exc})",
-            raw=data,
-            position=position,
-        ) from None
+        raise _json_error(exc, data, position) from None
+
+
+def _json_error(exc: ValueError, data: bytes, position: int) -> StreamProtocolError:
+    return StreamProtocolError(
+        f"expected JSON in the event data, got invalid JSON ({exc})",
+        raw=data,
+        position=position,
+    )
 
 
 def _sdk_payload(obj: Any) -> dict[str, Any]:
