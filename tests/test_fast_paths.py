@@ -18,7 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import read, recordings
 
-from streamfold import StreamfoldError, fold
+from streamfold import StreamfoldError, ToolCall, accumulator, fold
+from streamfold.accumulator import Accumulator
+from streamfold.deltas import ClosePart, GrowPart, OpenPart
+from streamfold.errors import ToolArgumentsError
+from streamfold.limits import Limits
+from streamfold.message import parse_tool_arguments
 from streamfold.providers import anthropic, openai_chat, openai_responses
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -123,6 +128,10 @@ _CHAT_CHUNKS = [
     _chat({"content": "u"}, usage={"prompt_tokens": 1, "completion_tokens": 2}),
     _chat({"content": "m"}, model="other"),
     _chat({"content": "s"}, system_fingerprint="fp"),
+    _chat({"content": "t"}, service_tier="flex", obfuscation="xx"),
+    _chat({"content": "p"}, provider="Upstream"),
+    _chat({"content": "g"}, x_groq={"id": "g"}),
+    _chat({"content": "n"}, usage=None, error=None),
     _chat({"content": "c"}, citations=["https://a.example"]),
     {**_CHAT_META, "choices": [{"index": 1, "delta": {"content": "other choice"}}]},
 ]
@@ -368,3 +377,59 @@ def test_fused_frame_loop_equals_step_by_step(tail: int, split: bool) -> None:
     reference = _error_details([data], None)
     chunks = [data[:40], data[40:]] if split else [data]
     assert _error_details(chunks, "anthropic") == reference
+
+
+# --- Accumulator: a tool call's final arguments, parsed from bytes encoded in batches ----
+
+_ARG_PIECES = st.lists(
+    st.sampled_from(['{"a": ', '"x', "é", "😀", "\\n", '"', "}", " ", "1", "[", "]", ",", "{"]),
+    max_size=40,
+)
+
+
+def _final_call(chunks: list[str], *, cut: bool, max_depth: int = 128) -> Any:
+    acc = Accumulator(provider="test", limits=Limits(max_depth=max_depth))
+    acc.apply(OpenPart("k", ToolCall(call_id="c", name="f", arguments="")))
+    for chunk in chunks:
+        acc.apply(GrowPart("k", content=chunk))
+    events = acc.close() if cut else acc.apply(ClosePart("k"))
+    part = events[0].part
+    assert isinstance(part, ToolCall)
+    return part
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(pieces=_ARG_PIECES, cut=st.booleans(), batch=st.sampled_from([1, 2, 3, 4096]))
+def test_final_arguments_as_from_the_joined_text(
+    pieces: list[str], cut: bool, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "".join(pieces)
+    with monkeypatch.context() as patch:  # undone after each example
+        patch.setattr(accumulator, "_ENCODE_BATCH", batch)
+        call = _final_call(pieces, cut=cut)
+    if cut and not text.strip():
+        assert call.arguments == text and call.status == "incomplete"
+        return
+    try:
+        expected = parse_tool_arguments("c", "f", text)
+    except ToolArgumentsError as exc:
+        assert call.arguments == text
+        assert call.status == "incomplete"
+        assert call.metadata["arguments_error"] == str(exc)
+    else:
+        assert call.arguments == expected and call.status == "complete"
+
+
+def test_final_arguments_too_deep_keep_the_text() -> None:
+    pieces = ['{"a": ', "[[[", "1]]]", "}"]
+    call = _final_call(pieces, cut=False, max_depth=2)
+    assert call.arguments == "".join(pieces) and call.status == "incomplete"
+    assert "nested" in call.metadata["arguments_error"]
+
+
+def test_final_arguments_with_a_lone_surrogate_fail_as_before() -> None:
+    # Not encodable: the batched path steps aside and the join-then-encode path raises.
+    with pytest.raises(UnicodeEncodeError):
+        _final_call(['{"a": "', "\ud83d", '"}'], cut=False)

@@ -6,6 +6,7 @@ the part completes (or a snapshot asks). Completed parts are built once and reus
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Hashable, Iterable
 from functools import partial
 from typing import Any, Literal, assert_never
@@ -44,6 +45,7 @@ from .message import (
     forward_status,
     merge_usage,
     parse_tool_arguments,
+    parse_tool_arguments_json,
 )
 from .partial_json import Change, IncrementalJSON, PartialJSONError
 from .parts import STREAMED_OPTIONS, Citation, ContentPart, PartType
@@ -65,6 +67,10 @@ def _scan(slot: _Slot, scanner: IncrementalJSON, text: str) -> tuple[Change, ...
         slot.scanner = None
         slot.options["partial_arguments_error"] = str(exc)
         return exc.changes
+
+
+# Argument chunks joined and encoded at a time in a final build (see _Slot._parsed_call).
+_ENCODE_BATCH = 4096
 
 
 class _Slot:
@@ -157,6 +163,52 @@ class _Slot:
             options[key] = chunks[0]
         return options
 
+    def _parsed_call(
+        self, start: ToolCall, metadata: dict[str, Any], max_depth: int | None
+    ) -> ToolCall:
+        """The final build of a tool call whose argument text is not blank.
+
+        Memory (issue 8): the text is encoded a batch of chunks at a time, never joined
+        into one str (up to 4 bytes a character, where UTF-8 takes 1 to 4), and the
+        chunks go before the parse (a final build ends the slot; _close drops them
+        anyway): only the bytes and the parsed value coexist. An error decodes the bytes
+        back, which gives the same text.
+        """
+        chunks = self.chunks
+        if len(chunks) == 1:
+            data = chunks[0].encode()
+        else:
+            data = b"".join(
+                [
+                    "".join(chunks[at : at + _ENCODE_BATCH]).encode()
+                    for at in range(0, len(chunks), _ENCODE_BATCH)
+                ]
+            )
+        del chunks  # the list itself goes too
+        self.chunks = []
+        arguments: str | dict[str, Any]
+        status: Literal["incomplete", "complete"]
+        try:
+            parsed = parse_tool_arguments_json(start.call_id, start.name, data)
+            depth = None if max_depth is None else json_depth_over(parsed, max_depth)
+            if depth is not None:
+                raise ToolArgumentsError(
+                    start.call_id, start.name, data.decode(), f"nested {depth} deep"
+                )
+            arguments, status = parsed, "complete"
+        except ToolArgumentsError as exc:
+            # Keep the raw text: a cut-off call is still worth showing and storing.
+            metadata["arguments_error"] = str(exc)
+            arguments, status = exc.raw, "incomplete"
+        return ToolCall.model_construct(
+            call_id=start.call_id,
+            name=start.name,
+            arguments=arguments,
+            index=self.index,
+            status=status,
+            metadata=metadata,
+        )
+
     def build(
         self, *, final: bool, cut: bool = False, max_depth: int | None = None
     ) -> ContentPart | ToolCall:
@@ -168,8 +220,12 @@ class _Slot:
         """
         start = self.start
         if isinstance(start, ToolCall):
-            text = self._text()
             metadata = self._options()
+            if final and self.has_content and any(map(str.strip, self.chunks)):
+                # Text that is not blank (so `cut` changes nothing): parsed from its bytes.
+                with contextlib.suppress(UnicodeEncodeError):  # below: the same error
+                    return self._parsed_call(start, metadata, max_depth)
+            text = self._text()
             arguments: str | dict[str, Any] | None = text
             status: Any = "incomplete"
             if final and not (cut and not (text or "").strip()):

@@ -47,12 +47,20 @@ def parse_tool_arguments(call_id: str | None, name: str | None, raw: str) -> dic
     """Parse a complete tool call's argument text; empty text means no arguments."""
     if not raw.strip():
         return {}
+    return parse_tool_arguments_json(call_id, name, raw.encode())
+
+
+def parse_tool_arguments_json(call_id: str | None, name: str | None, data: bytes) -> dict[str, Any]:
+    """`parse_tool_arguments` for text already encoded (UTF-8, not blank).
+
+    The caller may drop the text once encoded: an error decodes it back (the same text).
+    """
     try:
-        value = jiter.from_json(raw.encode())
+        value = jiter.from_json(data)
     except ValueError as exc:
-        raise ToolArgumentsError(call_id, name, raw, str(exc)) from None
+        raise ToolArgumentsError(call_id, name, data.decode(), str(exc)) from None
     if not isinstance(value, dict):
-        raise ToolArgumentsError(call_id, name, raw, f"it is a {type(value).__name__}")
+        raise ToolArgumentsError(call_id, name, data.decode(), f"it is a {type(value).__name__}")
     return value
 
 
