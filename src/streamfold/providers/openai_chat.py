@@ -48,6 +48,22 @@ _FINISH: dict[str, tuple[StopReason, Status]] = {
 
 _META_FIELDS = ("system_fingerprint", "service_tier", "moderation", "prompt_filter_results")
 
+# The fields of an OpenAI chunk. Of those decode() reads, only usage, system_fingerprint
+# and service_tier are among them (id and model count once known); the rest it ignores.
+_OPENAI_CHUNK_KEYS = frozenset(
+    {
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "usage",
+        "system_fingerprint",
+        "service_tier",
+        "obfuscation",
+    }
+)
+
 
 def _first(value: int | None, earlier: int | None) -> int | None:
     return earlier if value is None else value
@@ -157,30 +173,43 @@ class OpenAIChatDecoder(Decoder):
         choice = choices[0]
         if type(choice) is not dict or choice.get("finish_reason") is not None:
             return None
-        if choice.get("index", 0) != self.choice or type(choice.get("index", 0)) is not int:
+        index = choice.get("index", 0)
+        if type(index) is not int or index != self.choice:
             return None
         delta = choice.get("delta")
         if type(delta) is not dict:
-            return None
-        if (
-            payload.get("usage") is not None
-            or payload.get("error") is not None
-            or payload.get("x_groq") is not None
-            or payload.get("citations") is not None
-            or payload.get("search_results") is not None
-        ):
             return None
         # _metadata_from would add nothing: id and model known, the rest unchanged.
         metadata = self._metadata
         if "id" not in metadata or "model" not in metadata:
             return None
-        for name in _META_FIELDS:
-            value = payload.get(name)
-            if value is not None and metadata.get(name) != value:
+        if payload.keys() <= _OPENAI_CHUNK_KEYS:
+            # OpenAI's own chunk (one C-level subset test): of the fields the full path
+            # reads, only usage and these two metadata fields can be there.
+            if payload.get("usage") is not None:
                 return None
-        upstream = payload.get("provider")
-        if isinstance(upstream, str) and metadata.get("upstream_provider") != upstream:
-            return None
+            value = payload.get("system_fingerprint")
+            if value is not None and metadata.get("system_fingerprint") != value:
+                return None
+            value = payload.get("service_tier")
+            if value is not None and metadata.get("service_tier") != value:
+                return None
+        else:
+            if (
+                payload.get("usage") is not None
+                or payload.get("error") is not None
+                or payload.get("x_groq") is not None
+                or payload.get("citations") is not None
+                or payload.get("search_results") is not None
+            ):
+                return None
+            for name in _META_FIELDS:
+                value = payload.get(name)
+                if value is not None and metadata.get(name) != value:
+                    return None
+            upstream = payload.get("provider")
+            if isinstance(upstream, str) and metadata.get("upstream_provider") != upstream:
+                return None
         content = delta.get("content")
         if type(content) is str and content:
             text_key = self._text
