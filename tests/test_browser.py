@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from browser_support import ARTIFACTS, missing, open_page
+from server_support import serve_in_thread
 from support import REAL, fold_bytes, read
 
 from streamfold import MessageCompleted
@@ -24,27 +22,12 @@ if missing() is not None:
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
     """A real uvicorn server on a free 127.0.0.1 port, serving the demo routes."""
-    import uvicorn
     from starlette.applications import Starlette
 
     from streamfold.web import ui_routes
 
-    app = Starlette(routes=ui_routes(REAL))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive(), "uvicorn stopped before it started"
-        assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with serve_in_thread(Starlette(routes=ui_routes(REAL))) as url:
+        yield url
 
 
 def test_page_renders_a_replay_live(base_url: str, tmp_path: Path) -> None:

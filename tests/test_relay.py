@@ -13,11 +13,9 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -28,6 +26,7 @@ from typing import Any
 import pytest
 from browser_support import ARTIFACTS, missing, open_page
 from redis_support import REDIS_SERVER, SKIP_REASON, RedisServer
+from server_support import serve_in_thread
 from support import REAL
 
 from streamfold import (
@@ -631,31 +630,14 @@ PAGE_RECORDING = "anthropic/code-execution-bash-thinking.sse"  # thinking, text,
 def _worker(redis_url: str, config: RelayConfig) -> Iterator[str]:
     """One 'worker': a uvicorn server on a free 127.0.0.1 port with the page, its routes and
     the relay routes, on its own thread and event loop, with its own Redis client."""
-    import uvicorn
     from starlette.applications import Starlette
 
     from streamfold.web import ui_routes
     from streamfold.web.relay_routes import relay_routes
 
     relay = Relay.from_url(redis_url, config)
-    app = Starlette(routes=[*ui_routes(REAL), *relay_routes(relay, REAL)])
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive(), "uvicorn stopped before it started"
-        assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with serve_in_thread(Starlette(routes=[*ui_routes(REAL), *relay_routes(relay, REAL)])) as url:
+        yield url
 
 
 def _sse_events(lines: Iterator[str], limit: int) -> list[dict[str, Any]]:

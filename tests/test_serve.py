@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import socket
-import threading
-import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from server_support import serve_in_thread
 from support import REAL, read
 
 from streamfold import Message, ToolCall, afold_message, fold_message
@@ -48,22 +46,8 @@ needs = {
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        create_app(REAL, speed=0), host="127.0.0.1", port=port, log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the replay server did not start"
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=5)
+    with serve_in_thread(create_app(REAL, speed=0)) as url:
+        yield url
 
 
 def _pick(rec: str) -> dict[str, str]:
