@@ -192,10 +192,17 @@ def _expected(plan: _Plan) -> Expected:
     )
 
 
-def _sse(events: list[tuple[str | None, dict[str, Any]]], done: bool = False) -> bytes:
+def _sse(
+    events: list[tuple[str | None, dict[str, Any]]],
+    done: bool = False,
+    pad: random.Random | None = None,
+) -> bytes:
     out: list[str] = []
     for name, payload in events:
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        if pad is not None:
+            # Anthropic's servers pad every event with 0 to 15 spaces before its last brace.
+            data = data[:-1] + " " * pad.randint(0, 15) + "}"
         out.append(f"event: {name}\ndata: {data}\n\n" if name else f"data: {data}\n\n")
     if done:
         out.append("data: [DONE]\n\n")
@@ -572,7 +579,11 @@ def generate(provider: str, workload: str, n: int, seed: int = 0) -> Stream:
         provider=provider,
         workload=workload,
         n=n,
-        sse=_sse(events, done=provider == "openai-chat"),
+        sse=_sse(
+            events,
+            done=provider == "openai-chat",
+            pad=random.Random(f"{seed}:pad:{n}") if provider == "anthropic" else None,
+        ),
         events=events,
         expected=_expected(plan),
     )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from streamfold import Event, Message, MessageCompleted, PartDelta, fold
+from streamfold import Event, Message, MessageCompleted, PartDelta, StreamfoldError, fold
 
 TESTS = Path(__file__).parent
 REAL = TESTS / "fixtures" / "real"
@@ -87,3 +89,57 @@ def coalesce(events: list[Event]) -> list[tuple[Any, ...]]:
         else:
             out.append((e.type, repr(e)))
     return out
+
+
+# --- the SSE hot lane (issue 8): folds with and without it must be the same -------------
+
+
+@contextlib.contextmanager
+def hot_lane_off() -> Iterator[None]:
+    """Every decoder's SSE hot lane switched off: the framer and decode() take all."""
+    from streamfold.providers import anthropic, openai_chat, openai_responses
+
+    classes = [
+        anthropic.AnthropicDecoder,
+        openai_chat.OpenAIChatDecoder,
+        openai_responses.OpenAIResponsesDecoder,
+    ]
+    saved = [cls.__dict__.get("sse_hot_head") for cls in classes]
+    try:
+        for cls in classes:
+            cls.sse_hot_head = None
+        yield
+    finally:
+        for cls, head in zip(classes, saved, strict=True):
+            if head is None:
+                with contextlib.suppress(AttributeError):
+                    del cls.sse_hot_head
+            else:
+                cls.sse_hot_head = head
+
+
+def fold_outcome(chunks: list[Any], provider: str | None, **options: Any) -> tuple[Any, ...]:
+    """Every event, the error if any (type, text, every attribute), the final snapshot."""
+    events: list[str] = []
+    run = fold(list(chunks), provider, **options)
+    try:
+        for event in run:
+            events.append(repr(event))
+    except StreamfoldError as exc:
+        details = {k: repr(v) for k, v in vars(exc).items()}
+        return events, type(exc).__name__, str(exc), details
+    return events, None, repr(run.snapshot())
+
+
+def assert_hot_lane_same(chunks: list[Any], provider: str | None, **options: Any) -> None:
+    """The fold with the hot lane gives exactly what it gives without it."""
+    hot = fold_outcome(chunks, provider, **options)
+    with hot_lane_off():
+        full = fold_outcome(chunks, provider, **options)
+    assert hot == full
+
+
+def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
+    """`data` cut at the given offsets (any order, repeats and out-of-range allowed)."""
+    points = sorted({min(max(c, 0), len(data)) for c in cuts} | {0, len(data)})
+    return [data[a:b] for a, b in itertools.pairwise(points) if b > a] or [data]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import read, recordings
+from support import hot_lane_off, read, recordings
 
 from streamfold import StreamfoldError, ToolCall, accumulator, fold
 from streamfold.accumulator import Accumulator
@@ -38,15 +38,16 @@ def _full_path_only() -> Iterator[None]:
         anthropic.AnthropicDecoder._plain_delta,
         dict(openai_responses._FAST),
     )
-    try:
-        openai_chat.OpenAIChatDecoder._plain_text_chunk = lambda self, payload: None  # type: ignore[method-assign]
-        anthropic.AnthropicDecoder._plain_delta = lambda self, payload: None  # type: ignore[method-assign]
-        openai_responses._FAST.clear()
-        yield
-    finally:
-        openai_chat.OpenAIChatDecoder._plain_text_chunk = saved[0]  # type: ignore[method-assign]
-        anthropic.AnthropicDecoder._plain_delta = saved[1]  # type: ignore[method-assign]
-        openai_responses._FAST.update(saved[2])
+    with hot_lane_off():  # the hot lane reads bytes the fast paths would have read
+        try:
+            openai_chat.OpenAIChatDecoder._plain_text_chunk = lambda self, payload: None  # type: ignore[method-assign]
+            anthropic.AnthropicDecoder._plain_delta = lambda self, payload: None  # type: ignore[method-assign]
+            openai_responses._FAST.clear()
+            yield
+        finally:
+            openai_chat.OpenAIChatDecoder._plain_text_chunk = saved[0]  # type: ignore[method-assign]
+            anthropic.AnthropicDecoder._plain_delta = saved[1]  # type: ignore[method-assign]
+            openai_responses._FAST.update(saved[2])
 
 
 def _outcome(run: Callable[[], list[Any]]) -> tuple[list[str], str | None]:

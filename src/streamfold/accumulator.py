@@ -349,6 +349,37 @@ class Accumulator:
             return []
         assert_never(delta)
 
+    def grow_text(self, key: Hashable, content: str, out: list[Event]) -> bool:
+        """`apply(GrowPart(key, content))` for an open part, its event appended to `out`.
+
+        The fold's hot lane: the same state and event as apply()'s own text branch,
+        without building the GrowPart or a list. False, and nothing done, when the part is
+        not open (or the message is over): the caller then takes the full path.
+        """
+        slot = self._open.get(key)
+        if slot is None or self._finished:
+            return False
+        slot.size += len(content)
+        if slot.size > slot.limit:
+            slot._too_big(slot.size)
+        slot.chunks.append(content)
+        slot.has_content = True
+        scanner = slot.scanner
+        out.append(
+            _new_part_delta(
+                (
+                    slot.index,
+                    slot.kind,
+                    content,
+                    None,
+                    (),
+                    "part_delta",
+                    () if scanner is None or not content else _scan(slot, scanner, content),
+                )
+            )
+        )
+        return True
+
     def apply_all(self, deltas: Iterable[Delta]) -> list[Event]:
         """Apply several deltas in order."""
         events: list[Event] = []

@@ -214,6 +214,21 @@ class StreamFolder:
             return self._start_framing(kind, head)
         events: list[Event] = []
         try:
+            decoder = self._decoder
+            if (
+                decoder is not None
+                and decoder.sse_hot_head is not None
+                and self._format == "sse"
+                and not self._acc.finished
+            ):
+                taken = self._framer.take_at_boundary(data)
+                if taken is not None:
+                    frames, buffer = taken
+                    if frames:
+                        self._fold_frames(frames, events)
+                    if buffer and not self._acc.finished:
+                        self._fold_sse_hot(decoder, buffer, events)
+                    return events
             frames = self._framer.feed(data)
             if self._decoder is not None and self._format != "eventstream":
                 self._fold_frames(frames, events)
@@ -225,6 +240,40 @@ class StreamFolder:
         except StreamfoldError as exc:
             raise self._attach(exc) from None
         return events
+
+    def _fold_sse_hot(self, decoder: Decoder, buffer: bytes, events: list[Event]) -> None:
+        """The hot lane (issue 8): SSE bytes that begin at an event boundary.
+
+        The decoder takes the runs of plain delta events straight from the bytes (see
+        `Decoder.sse_shortcut`); every other event goes through the framer and
+        `_fold_frames`, a run at a time, up to the next event the decoder might take.
+        Events, positions, state and errors are the same as the framer's path gives.
+        """
+        framer = self._framer
+        shortcut = decoder.sse_shortcut
+        grow = self._acc.grow_text
+        marker = b"\n\n" + (decoder.sse_hot_head or b"")
+        size = len(buffer)
+        pos = 0
+        while True:
+            before = len(events)
+            try:
+                pos = shortcut(buffer, pos, grow, events)
+            finally:
+                # One event per event taken (the hot lane never takes [DONE]).
+                self._position += len(events) - before
+            if pos >= size:
+                return
+            found = buffer.find(marker, pos)
+            end = size if found < 0 else found + 2
+            frames = framer.feed(buffer[pos:end])
+            if frames:
+                self._fold_frames(frames, events)
+                if self._acc.finished:
+                    return
+            if found < 0:
+                return
+            pos = end
 
     def _fold_frames(self, frames: list[Any], events: list[Event]) -> None:
         """SSE / NDJSON frames with the provider known: _frame -> _payload -> _decode ->

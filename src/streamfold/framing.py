@@ -132,6 +132,39 @@ class SSEDecoder:
         self._buffer = buffer[start:]
         return events
 
+    def take_at_boundary(self, data: bytes) -> tuple[list[SSEEvent], bytes] | None:
+        """Feed `data` up to its first event boundary; hand back the rest, unparsed.
+
+        For a caller that reads whole events from the bytes itself (the fold's hot lane):
+        gives the events completed before the boundary, and the bytes after it plus
+        anything this decoder held, which then begin at an event boundary of an LF-only
+        stream (`buffer.find(b"\n\n")` finds event ends). Every byte the caller does not
+        take must come back through `feed()`, in order. None, with nothing fed, when
+        `data` holds a CR or no boundary: the caller feeds it as usual.
+        """
+        if self._pending_cr or self._closed or b"\n" not in data or b"\r" in data:
+            return None
+        events: list[SSEEvent] = []
+        if self._data or self._event is not None or self._retry is not None:
+            # Inside an event: feed through its end (a blank line) the usual way.
+            if not self._buffer and not self._parked and data[:1] == b"\n":
+                cut = 1  # the last chunk ended a line; this one starts with a blank line
+            else:
+                cut = data.find(b"\n\n") + 2
+                if cut < 2:
+                    return None
+            events = self.feed(data[:cut])
+            data = data[cut:]
+        elif not self._started:
+            if self._buffer or data[:1] == _BOM[:1]:
+                return None  # a byte-order mark may be starting: feed() strips it
+            self._started = True
+        # Neither the kept line start nor a parked piece ever holds a CR (feed() sees to
+        # it), so the whole buffer is LF-only.
+        buffer = self._take_buffer(data)
+        self._buffer = b""
+        return events, buffer
+
     def close(self) -> list[SSEEvent]:
         """End of stream: deliver a last event that had no trailing blank line."""
         if self._closed:

@@ -14,6 +14,7 @@ message_stop) next to the raw ones; they repeat what the raw events said and are
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -33,7 +34,7 @@ from ..deltas import (
 )
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder
+from .base import Decoder, GrowText, json_string_body
 
 # stop_reason -> (normalised stop reason, status).
 _STOP: dict[str, tuple[StopReason, Status]] = {
@@ -64,6 +65,24 @@ _DELTA_KIND: dict[str, str] = {
     "compaction_delta": "compaction",
 }
 
+
+# The SSE hot lane: a plain delta event exactly as Anthropic's servers write it, e.g.
+#   event: content_block_delta
+#   data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}
+# (then a blank line): the head, the block index, the delta head of the block's kind, the
+# text as a JSON string body, `"}`, spaces (the servers pad each event with 0 to 15 of
+# them), `}`.
+_HOT_EVENT = b"event: content_block_delta\n"
+_HOT_HEAD = _HOT_EVENT + b'data: {"type":"content_block_delta","index":'
+_HOT_DELTA: dict[str, bytes] = {
+    "text": b',"delta":{"type":"text_delta","text":"',
+    "thinking": b',"delta":{"type":"thinking_delta","thinking":"',
+    "tool_use": b',"delta":{"type":"input_json_delta","partial_json":"',
+}
+# The rest of the event when the text holds nothing JSON escapes (the common case).
+_HOT_PLAIN_TAIL = re.compile(rb'([^"\\\x00-\x1f]*)"\} *\}\n\n')
+# An index as JSON writes it: digits, no leading zero; the comma within this many bytes.
+_HOT_INDEX_SPAN = 12
 
 # Usage fields from message_start / message_delta into Usage fields.
 _USAGE_FIELDS = (
@@ -131,6 +150,10 @@ class AnthropicDecoder(Decoder):
         # Lenient: deltas that came before their block's start, replayed when it starts.
         self._early: dict[int, list[_EarlyDelta]] = {}
         self._restarts = 0
+        # The hot lane's last event prefix (head, index, delta head), its index and block.
+        self._hot: tuple[bytes, int, _Block] | None = None
+
+    sse_hot_head = _HOT_EVENT
 
     # --- dispatch ------------------------------------------------------------------
 
@@ -353,6 +376,66 @@ class AnthropicDecoder(Decoder):
         if type(value) is not str or blk.kind != wants:
             return None
         return [new_grow((blk.key, value, None, ()))]
+
+    def sse_shortcut(self, buffer: bytes, pos: int, grow: GrowText, out: list[Any]) -> int:
+        """The SSE hot lane (see `Decoder.sse_shortcut`): the events `_plain_delta` takes.
+
+        An event matches when its bytes are the hot head, the index of an open text,
+        thinking or tool_use block, that kind's delta head, a JSON string body and the
+        tail: then its payload is exactly {"type": "content_block_delta", "index": i,
+        "delta": {"type": ..., key: text}}, for which `_plain_delta` gives the one
+        GrowPart this gives.
+        """
+        hot = self._hot
+        blocks = self._blocks
+        plain_tail = _HOT_PLAIN_TAIL.match
+        while buffer.startswith(_HOT_HEAD, pos):
+            if hot is None or not buffer.startswith(hot[0], pos):
+                hot = self._hot_prefix(buffer, pos)
+                if hot is None or not buffer.startswith(hot[0], pos):
+                    break
+            prefix, index, blk = hot
+            if not blk.open or blocks.get(index) is not blk:
+                hot = None
+                break
+            start = pos + len(prefix)
+            plain = plain_tail(buffer, start)
+            if plain is not None:
+                # Text with nothing JSON escapes: it is its own bytes.
+                end = plain.end()
+                try:
+                    text: str | None = plain.group(1).decode()
+                except UnicodeDecodeError:
+                    break
+            else:
+                # The event ends at its blank line; the text's closing quote is the last
+                # `"}` of the line (an escaped `\"}` in the text comes before it).
+                end = buffer.find(b"\n\n", start) + 2
+                close = buffer.rfind(b'"}', start, end)
+                if end < 2 or close < 0 or buffer[close + 2 : end].lstrip(b" ") != b"}\n\n":
+                    break
+                text = json_string_body(buffer[start:close])
+            if text is None or not grow(blk.key, text, out):
+                break
+            if text and blk.kind == "tool_use":
+                blk.got_json = True
+            pos = end
+        self._hot = hot
+        return pos
+
+    def _hot_prefix(self, buffer: bytes, pos: int) -> tuple[bytes, int, _Block] | None:
+        """The hot event prefix for the block whose index follows the head at `pos`."""
+        at = pos + len(_HOT_HEAD)
+        comma = buffer.find(b",", at, at + _HOT_INDEX_SPAN)
+        digits = buffer[at:comma]
+        if comma < 0 or not digits.isdigit() or (digits[:1] == b"0" and len(digits) > 1):
+            return None
+        index = int(digits)
+        blk = self._blocks.get(index)
+        delta_head = None if blk is None else _HOT_DELTA.get(blk.kind)
+        if blk is None or delta_head is None or not blk.open:
+            return None
+        return buffer[pos:comma] + delta_head, index, blk
 
     def _block_delta(self, payload: dict[str, Any]) -> list[Delta]:
         index = _index(self, payload)

@@ -1,0 +1,230 @@
+"""The SSE hot lane (issue 8) gives exactly what the framer and decode() give.
+
+The hot lane reads the common delta events straight from the bytes. Every stream here is
+folded twice, with and without it, split at arbitrary points (so events straddle the
+pieces), lenient and strict, with tight limits and live partial arguments: events, errors
+and the final message must not differ. The event pools mix events the lane takes with
+look-alikes it must leave to the full path (escapes, bad UTF-8, raw control characters,
+other spacing, a closed or unknown block, a delta of another kind...).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import assert_hot_lane_same, read, recordings, split_at
+
+from streamfold import PartDelta, fold
+from streamfold.framing import SSEDecoder
+from streamfold.limits import Limits
+from streamfold.providers import anthropic
+
+
+def sse(name: str | None, data: bytes | str | dict[str, Any]) -> bytes:
+    """One SSE event: an event line (if named), a data line, a blank line."""
+    if isinstance(data, dict):
+        data = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    if isinstance(data, str):
+        data = data.encode()
+    head = b"" if name is None else b"event: " + name.encode() + b"\n"
+    return head + b"data: " + data + b"\n\n"
+
+
+def _delta(index: Any, body: str) -> bytes:
+    return sse(
+        "content_block_delta",
+        '{"type":"content_block_delta","index":' + str(index) + ',"delta":' + body + "}",
+    )
+
+
+def _text(index: Any, raw: str) -> bytes:
+    return _delta(index, '{"type":"text_delta","text":"' + raw + '"}')
+
+
+def _start(index: int, block: dict[str, Any]) -> bytes:
+    return sse(
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": block},
+    )
+
+
+_MESSAGE_START = sse(
+    "message_start",
+    {
+        "type": "message_start",
+        "message": {"id": "msg_1", "model": "claude", "usage": {"input_tokens": 3}},
+    },
+)
+
+_ANTHROPIC_EVENTS: list[bytes] = [
+    _MESSAGE_START,
+    _start(0, {"type": "text", "text": ""}),
+    _start(1, {"type": "thinking", "thinking": "", "signature": ""}),
+    _start(2, {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}),
+    _start(3, {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {}}),
+    _start(0, {"type": "text", "text": "again"}),
+    _text(0, "Hello"),
+    _text(0, " world, naïve ☃ 😀"),
+    _text(0, ""),
+    _text(0, 'esc \\"q\\" \\n \\t \\u00e9 \\ud83d\\ude00 \\/'),
+    _text(0, "bad escape \\x"),
+    _text(0, "lone \\ud800"),
+    _text(0, 'raw " quote'),
+    _text(0, "trailing backslash \\"),
+    _text(0, "raw\ttab").replace(b"\\t", b"\t"),
+    _text(0, "raw\u0001ctl"),
+    _text(0, "x") + b"\x00",
+    _text(0, "bad utf8 ").replace(b"utf8 ", b"utf8 \xff\xfe"),
+    _text(0, "cut utf8 ").replace(b"utf8 ", b"utf8 \xe2\x98"),
+    _text("00", "leading zero"),
+    _text("0.0", "float index"),
+    _text(-1, "negative"),
+    _text(9, "unknown block"),
+    _text(1, "text into thinking"),
+    _text(12345678901234, "huge index"),
+    _delta(0, '{"type":"text_delta","text":"a","text":"dup"}'),
+    _delta(0, '{"type":"text_delta","text":"a","extra":1}'),
+    _delta(0, '{"text":"reordered","type":"text_delta"}'),
+    sse(
+        "content_block_delta",
+        '{"type": "content_block_delta", "index": 0, "delta": '
+        '{"type": "text_delta", "text": "spaced"}}',
+    ),
+    sse(
+        None,
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"no'
+        ' event line"}}',
+    ),
+    b'event: content_block_delta\ndata:{"type":"content_block_delta","index":0,"delta":'
+    b'{"type":"text_delta","text":"no space"}}\n\n',
+    b'event: content_block_delta\nid: 7\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":"with id"}}\n\n',
+    b'event: content_block_delta\r\ndata: {"type":"content_block_delta","index":0,"delta":'
+    b'{"type":"text_delta","text":"crlf"}}\r\n\r\n',
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":'
+    b'{"type":"text_delta","text":"two data lines"}}\ndata: {}\n\n',
+    b": a comment\n\n",
+    b"\n",
+    _delta(1, '{"type":"thinking_delta","thinking":"Let me think"}'),
+    _delta(1, '{"type":"thinking_delta","thinking":"more \\"thought\\""}'),
+    _delta(1, '{"type":"signature_delta","signature":"c2ln"}'),
+    _delta(0, '{"type":"thinking_delta","thinking":"thinking into text"}'),
+    _delta(2, '{"type":"input_json_delta","partial_json":"{\\"a\\": "}'),
+    _delta(2, '{"type":"input_json_delta","partial_json":"[1, \\"x\\""}'),
+    _delta(2, '{"type":"input_json_delta","partial_json":""}'),
+    _delta(2, '{"type":"input_json_delta","partial_json":"]}"}'),
+    _delta(3, '{"type":"input_json_delta","partial_json":"{\\"query\\": \\"q\\"}"}'),
+    _delta(2, '{"type":"text_delta","text":"text into a tool"}'),
+    sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    sse("content_block_stop", {"type": "content_block_stop", "index": 2}),
+    sse("ping", {"type": "ping"}),
+    sse(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 5},
+        },
+    ),
+    sse("error", {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
+    sse("message_stop", {"type": "message_stop"}),
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":'
+    b'{"type":"text_delta","text":"unterminated',
+]
+
+_OPENING = (
+    _MESSAGE_START
+    + _start(0, {"type": "text", "text": ""})
+    + _start(1, {"type": "thinking", "thinking": ""})
+    + _start(2, {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}})
+)
+
+_OPTIONS = st.sampled_from(
+    [
+        {},
+        {"strict": True},
+        {"partial_arguments": True},
+        {"limits": Limits(max_part_chars=40, max_tool_argument_chars=12)},
+        {"strict": True, "limits": Limits(max_part_chars=40)},
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    picks=st.lists(st.sampled_from(range(len(_ANTHROPIC_EVENTS))), max_size=30),
+    cuts=st.lists(st.integers(0, 4000), max_size=6),
+    opening=st.booleans(),
+    options=_OPTIONS,
+    named=st.booleans(),
+)
+def test_anthropic_hot_lane_equals_full_path(
+    picks: list[int], cuts: list[int], opening: bool, options: dict[str, Any], named: bool
+) -> None:
+    data = (_OPENING if opening else b"") + b"".join(_ANTHROPIC_EVENTS[i] for i in picks)
+    assert_hot_lane_same(split_at(data, cuts), "anthropic" if named else None, **options)
+
+
+@pytest.mark.parametrize("rel", recordings("anthropic", "openai-chat", "openai-responses"))
+def test_recordings_hot_lane_equals_full_path(rel: str) -> None:
+    data = read(rel)
+    for size in (7, 61, 4096):
+        pieces = [data[at : at + size] for at in range(0, len(data), size)]
+        assert_hot_lane_same(pieces, None)
+    assert_hot_lane_same([data], None, strict=True)
+
+
+def test_hot_lane_takes_the_common_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not vacuous: on a real recording the lane takes nearly every delta, and decode()
+    sees only the rest."""
+    data = read("anthropic/thinking-signature.sse")
+    decoded: list[str] = []
+    original = anthropic.AnthropicDecoder.decode
+
+    def counting(self: anthropic.AnthropicDecoder, payload: Any, event: Any = None) -> Any:
+        decoded.append(payload.get("type"))
+        return original(self, payload, event)
+
+    monkeypatch.setattr(anthropic.AnthropicDecoder, "decode", counting)
+    deltas = sum(type(e) is PartDelta for e in fold([data], "anthropic"))
+    assert deltas > 20
+    # decode() saw only the signature deltas: every text, thinking and input delta was
+    # taken from the bytes.
+    assert decoded.count("content_block_delta") == data.count(b'"signature_delta"')
+    assert "message_stop" in decoded
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    picks=st.lists(st.sampled_from(range(len(_ANTHROPIC_EVENTS))), max_size=20),
+    cuts=st.lists(st.integers(0, 3000), max_size=8),
+    take=st.lists(st.booleans(), min_size=10, max_size=10),
+)
+def test_take_at_boundary_loses_and_repeats_nothing(
+    picks: list[int], cuts: list[int], take: list[bool]
+) -> None:
+    """Framing alone: feeding pieces, or taking them at a boundary and feeding the bytes
+    back, gives the same events."""
+    data = b"".join(_ANTHROPIC_EVENTS[i] for i in picks)
+    plain = SSEDecoder()
+    expected = [e for piece in split_at(data, cuts) for e in plain.feed(piece)] + plain.close()
+    framer = SSEDecoder()
+    got = []
+    for n, piece in enumerate(split_at(data, cuts)):
+        taken = framer.take_at_boundary(piece) if take[n % len(take)] else None
+        if taken is None:
+            got.extend(framer.feed(piece))
+            continue
+        events, rest = taken
+        got.extend(events)
+        # Hand the rest back at an arbitrary event end, as the hot lane does.
+        end = rest.find(b"\n\n")
+        got.extend(framer.feed(rest[: end + 2] if end >= 0 else rest))
+        if end >= 0:
+            got.extend(framer.feed(rest[end + 2 :]))
+    got.extend(framer.close())
+    assert got == expected
