@@ -127,6 +127,8 @@ class StreamFolder:
             raise UsageError("StreamFolder.feed: expected a chunk before close(), got one after")
         if self._acc.finished:
             return []
+        if type(chunk) is bytes:  # the common chunk, before the general checks
+            return self._feed_bytes(chunk)
         if isinstance(chunk, bytes | bytearray | memoryview):
             return self._feed_bytes(bytes(chunk))
         if isinstance(chunk, str):
@@ -140,6 +142,56 @@ class StreamFolder:
             "StreamFolder.feed: expected bytes, str, a dict or an object with model_dump(), "
             f"got {type(chunk).__name__}"
         )
+
+    @property
+    def folding_objects(self) -> bool:
+        """True when decoded event dicts are being folded with the provider known."""
+        return self._format == "objects" and self._decoder is not None and not self._closed
+
+    def fold_objects(self, source: Iterable[Any]) -> Generator[Event, None, None]:
+        """Feed every chunk of `source` and yield the events, until the message finishes.
+
+        The same as `feed()` chunk by chunk, but each decoded event dict goes straight
+        from decode() to the accumulator in this one loop (issue 8: the steps of feed()
+        cost several times the work), a plain text delta by `grow_text`. Needs
+        `folding_objects`; other chunks take `feed()`.
+        """
+        decoder = self._decoder
+        if decoder is None or not self.folding_objects:
+            raise UsageError("StreamFolder.fold_objects: expected a fold of decoded dicts")
+        acc = self._acc
+        decode = decoder.decode
+        grow = acc.grow_text
+        out: list[Event] = []
+        for payload in source:
+            if acc.finished:
+                return
+            if type(payload) is not dict:
+                yield from self.feed(payload)
+                continue
+            self._position += 1
+            try:
+                deltas = decode(payload, None)
+            except StreamfoldError as exc:
+                raise self._attach(exc, payload) from None
+            except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+                raise self._malformed(exc, payload) from exc
+            if len(deltas) == 1:
+                delta = deltas[0]
+                if (
+                    type(delta) is GrowPart
+                    and delta.options is None
+                    and not delta.citations
+                    and delta.content is not None
+                ):
+                    try:
+                        taken = grow(delta.key, delta.content, out)
+                    except StreamfoldError as exc:
+                        raise self._attach(exc, payload) from None
+                    if taken:
+                        yield out.pop()
+                        continue
+            yield from self._apply(deltas, payload)
 
     def close(self) -> list[Event]:
         """The input ended: flush the framing and finish the message."""
@@ -215,12 +267,7 @@ class StreamFolder:
         events: list[Event] = []
         try:
             decoder = self._decoder
-            if (
-                decoder is not None
-                and decoder.sse_hot_head is not None
-                and self._format == "sse"
-                and not self._acc.finished
-            ):
+            if decoder is not None and decoder.sse_hot_head is not None and self._format == "sse":
                 taken = self._framer.take_at_boundary(data)
                 if taken is not None:
                     frames, buffer = taken
@@ -249,10 +296,8 @@ class StreamFolder:
         `_fold_frames`, a run at a time, up to the next event the decoder might take.
         Events, positions, state and errors are the same as the framer's path gives.
         """
-        framer = self._framer
         shortcut = decoder.sse_shortcut
         grow = self._acc.grow_text
-        marker = b"\n\n" + (decoder.sse_hot_head or b"")
         size = len(buffer)
         pos = 0
         while True:
@@ -264,9 +309,9 @@ class StreamFolder:
                 self._position += len(events) - before
             if pos >= size:
                 return
-            found = buffer.find(marker, pos)
+            found = buffer.find(b"\n\n" + (decoder.sse_hot_head or b""), pos)
             end = size if found < 0 else found + 2
-            frames = framer.feed(buffer[pos:end])
+            frames = self._framer.feed(buffer[pos:end])
             if frames:
                 self._fold_frames(frames, events)
                 if self._acc.finished:
@@ -519,15 +564,22 @@ class Fold:
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
         try:
-            for chunk in self._chunks:
+            source = iter(self._chunks)
+            for chunk in source:
                 yield from folder.feed(chunk)
                 if folder.finished:
-                    # The message is over: release the source (an HTTP response, an SDK
-                    # stream) instead of leaving it half read.
-                    close = getattr(self._chunks, "close", None)
-                    if callable(close):
-                        close()
-                    return
+                    break
+                if type(chunk) is dict and folder.folding_objects:
+                    # Decoded event dicts, the provider known: the rest in one loop.
+                    yield from folder.fold_objects(source)
+                    break
+            if folder.finished:
+                # The message is over: release the source (an HTTP response, an SDK
+                # stream) instead of leaving it half read.
+                close = getattr(self._chunks, "close", None)
+                if callable(close):
+                    close()
+                return
             yield from folder.close()
         except GeneratorExit:
             # The consumer stopped reading: what arrived is kept, marked cancelled.

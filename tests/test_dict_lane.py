@@ -1,0 +1,109 @@
+"""`fold()` over decoded dicts (its one-loop lane, issue 8) equals feeding them one by one.
+
+The reference is `StreamFolder.feed()` chunk by chunk, then `close()`: the path every
+other input takes. Streams are real recordings decoded to dicts, with events dropped,
+repeated and broken, strict and lenient, with tight limits; the events, the error (type,
+text, attributes) and the final snapshot must be the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jiter
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import fold_outcome, read, recordings
+
+from streamfold import StreamFolder, StreamfoldError
+from streamfold.limits import Limits
+
+
+def _dicts(rel: str) -> list[Any]:
+    """The JSON payloads of an SSE or NDJSON recording, in order."""
+    out: list[Any] = []
+    for line in read(rel).splitlines():
+        data = line[5:].strip() if line.startswith(b"data:") else line.strip()
+        if data.startswith(b"{"):
+            out.append(jiter.from_json(data))
+    return out
+
+
+def _stepwise(chunks: list[Any], provider: str | None, **options: Any) -> tuple[Any, ...]:
+    folder = StreamFolder(provider, **options)
+    events: list[str] = []
+    try:
+        for chunk in chunks:
+            events.extend(map(repr, folder.feed(chunk)))
+            if folder.finished:
+                break
+        else:
+            events.extend(map(repr, folder.close()))
+    except StreamfoldError as exc:
+        details = {k: repr(v) for k, v in vars(exc).items()}
+        return events, type(exc).__name__, str(exc), details
+    return events, None, repr(folder.snapshot())
+
+
+_SSE_RECORDINGS = [
+    rel
+    for rel in recordings("anthropic", "openai-chat", "openai-responses", "gemini", "ollama")
+    if rel.endswith((".sse", ".ndjson"))
+]
+
+
+@pytest.mark.parametrize("rel", _SSE_RECORDINGS)
+def test_recording_dicts_fold_as_fed_one_by_one(rel: str) -> None:
+    chunks = _dicts(rel)
+    assert chunks
+    for options in ({}, {"strict": True}, {"partial_arguments": True}):
+        assert fold_outcome(chunks, None, **options) == _stepwise(chunks, None, **options)
+
+
+_BROKEN: list[Any] = [
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}},
+    {"type": "content_block_delta", "index": 7, "delta": {"type": "text_delta", "text": "x"}},
+    {"type": "content_block_delta", "index": 0, "delta": "oops"},
+    {"type": "message_stop"},
+    {"type": 3},
+    {"choices": "nope"},
+    [1, 2],
+    b"data: {}\n\n",
+]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rel=st.sampled_from(
+        [
+            "anthropic/thinking-signature.sse",
+            "openai-chat/tool-calls-parallel-interleaved-args.sse",
+            "openai-responses/reasoning-summary.sse",
+        ]
+    ),
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 400), st.sampled_from(["drop", "repeat", "insert"]), st.integers(0, 7)
+        ),
+        max_size=4,
+    ),
+    options=st.sampled_from(
+        [{}, {"strict": True}, {"limits": Limits(max_part_chars=30, max_tool_argument_chars=20)}]
+    ),
+    named=st.booleans(),
+)
+def test_edited_dict_streams_fold_as_fed_one_by_one(
+    rel: str, edits: list[tuple[int, str, int]], options: dict[str, Any], named: bool
+) -> None:
+    chunks = _dicts(rel)
+    for at, kind, which in edits:
+        at %= len(chunks) + 1
+        if kind == "drop" and at < len(chunks):
+            del chunks[at]
+        elif kind == "repeat" and at < len(chunks):
+            chunks.insert(at, chunks[at])
+        else:
+            chunks.insert(at, _BROKEN[which])
+    provider = rel.split("/")[0] if named else None
+    assert fold_outcome(chunks, provider, **options) == _stepwise(chunks, provider, **options)
