@@ -81,6 +81,7 @@ _HOT_DELTA: dict[str, bytes] = {
 }
 # The rest of the event when the text holds nothing JSON escapes (the common case).
 _HOT_PLAIN_TAIL = re.compile(rb'([^"\\\x00-\x1f]*)"\} *\}\n\n')
+_HOT_TAIL = re.compile(rb'"\} *\}\n\n')
 # An index as JSON writes it: digits, no leading zero; the comma within this many bytes.
 _HOT_INDEX_SPAN = 12
 
@@ -389,6 +390,7 @@ class AnthropicDecoder(Decoder):
         hot = self._hot
         blocks = self._blocks
         plain_tail = _HOT_PLAIN_TAIL.match
+        escaped_tail = _HOT_TAIL.search
         while buffer.startswith(_HOT_HEAD, pos):
             if hot is None or not buffer.startswith(hot[0], pos):
                 hot = self._hot_prefix(buffer, pos)
@@ -408,13 +410,14 @@ class AnthropicDecoder(Decoder):
                 except UnicodeDecodeError:
                     break
             else:
-                # The event ends at its blank line; the text's closing quote is the last
-                # `"}` of the line (an escaped `\"}` in the text comes before it).
-                end = buffer.find(b"\n\n", start) + 2
-                close = buffer.rfind(b'"}', start, end)
-                if end < 2 or close < 0 or buffer[close + 2 : end].lstrip(b" ") != b"}\n\n":
+                # Escapes (or a broken event): the closing quote is the first `"` followed
+                # by the tail; json_string_body checks the text before it (and declines
+                # one that spans lines: the match was then another event's).
+                tail = escaped_tail(buffer, start)
+                if tail is None:
                     break
-                text = json_string_body(buffer[start:close])
+                end = tail.end()
+                text = json_string_body(buffer[start : tail.start()])
             if text is None or not grow(blk.key, text, out):
                 break
             if text and blk.kind == "tool_use":
