@@ -309,7 +309,10 @@ class StreamFolder:
                 self._position += len(events) - before
             if pos >= size:
                 return
-            found = buffer.find(b"\n\n" + (decoder.sse_hot_head or b""), pos)
+            # Frame the events up to the next one the lane might take; all of the rest
+            # when the decoder turned its lane off for this stream.
+            head = decoder.sse_hot_head
+            found = -1 if head is None else buffer.find(b"\n\n" + head, pos)
             end = size if found < 0 else found + 2
             frames = self._framer.feed(buffer[pos:end])
             if frames:

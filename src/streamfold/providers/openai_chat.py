@@ -13,8 +13,11 @@ starts, because fragments of an earlier call can still arrive after it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import re
+from collections.abc import Callable, Hashable
 from typing import Any
+
+import jiter
 
 from ..deltas import (
     ClosePart,
@@ -29,7 +32,7 @@ from ..deltas import (
 )
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder
+from .base import Decoder, GrowText
 
 # finish_reason -> (normalised stop reason, status). Anything else is kept raw as "other".
 _FINISH: dict[str, tuple[StopReason, Status]] = {
@@ -63,6 +66,85 @@ _OPENAI_CHUNK_KEYS = frozenset(
         "obfuscation",
     }
 )
+
+
+# The SSE hot lane (issue 8). A Chat chunk has no event line, and its fields before the
+# text (id, created, model, fingerprint...) repeat on every chunk of a stream but are not
+# known in advance, so the lane learns each shape from a chunk it had to leave to the full
+# path: the bytes before the text string (`data: {"id":...,"delta":{"content":"`), and the
+# bytes after it, e.g. `"},"logprobs":null,"finish_reason":null}],"obfuscation":"Xy"}`,
+# where OpenAI's random obfuscation value may differ per chunk (nothing reads it).
+_HOT_START = b"data: {"
+# The strings the dict fast path grows a part with, as JSON writes their key.
+_HOT_FIELDS = (b'"content":"', b'"arguments":"', b'"reasoning_content":"', b'"reasoning":"')
+# A JSON string body: anything but a quote, a backslash or a control character, or an
+# escape (which jiter then checks). The group is the body; the match ends at its close.
+_HOT_BODY = rb'([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)'
+_HOT_STRING = re.compile(_HOT_BODY + b'"')
+# An obfuscation value: printable ASCII but a quote or a backslash (valid UTF-8, and a
+# JSON string body as it is).
+_HOT_OBFUSCATION_VALUE = rb"[ !#-\[\]-~]*"
+_HOT_OBFUSCATION = b'"obfuscation":"'
+_HOT_DELTA = b'"delta":{'
+_BACKSLASH = 0x5C
+# Two different string bodies the lane parses a learned shape with, to see which part the
+# string at the learned place grows (and that nothing else does).
+_HOT_PROBES = ((b"hot lane probe", b"a"), (b"another probe", b"b"))
+# The lane must pay its way: a chunk it stops at (which the fold then frames alone) costs
+# a credit, a shape probed 3 more, a shape that replaces one for the same part (its prefix
+# changed) 16 more; a chunk taken earns one back, up to a cap. With no credit left the
+# lane goes off for the stream, so a server whose chunks are never plain (usage or a
+# channel in every chunk) or whose prefix changes per chunk (a timestamp, an id) costs no
+# more than a few chunks, and a long run of other chunks after the text turns it off too.
+_HOT_CREDIT = 16
+_HOT_CREDIT_CAP = 64
+_HOT_PROBE_COST = 3
+_HOT_RELEARN_COST = 16
+# How many prefixes not yet probed a stream remembers.
+_HOT_SEEN_KEPT = 8
+# A learned tail: the bytes after the string, or those before and after the obfuscation
+# value (None: it has none).
+_HotTail = tuple[bytes, bytes | None]
+# The compiled tails: streams of a server share them, so a stream after the first learns
+# without compiling.
+_HOT_TAILS: dict[_HotTail, Callable[[bytes, int], re.Match[bytes] | None]] = {}
+_HOT_TAILS_KEPT = 256
+
+
+class _HotShape:
+    """A learned chunk shape the hot lane takes: `prefix` + a JSON string body + tail.
+
+    `kind` says which part the body grows ("text", "reasoning", or "tool" with the
+    fragment's `index`), `head` the bytes every chunk of the stream starts with. Plain
+    data only, so that a saved fold state holds it (`_hot_tail` compiles the tail).
+    """
+
+    __slots__ = ("head", "index", "kind", "prefix", "tail")
+
+    def __init__(self, prefix: bytes, tail: _HotTail, kind: str, index: int | None) -> None:
+        self.prefix = prefix
+        self.tail = tail
+        self.kind = kind
+        self.index = index
+        delta = prefix.find(_HOT_DELTA)
+        self.head = prefix if delta < 0 else prefix[: delta + len(_HOT_DELTA)]
+
+
+def _hot_tail(tail: _HotTail) -> Callable[[bytes, int], re.Match[bytes] | None]:
+    """The matcher of a JSON string body, the tail (the bytes before an obfuscation value,
+    the value, the bytes after it) and the blank line ending the event; its group is the
+    body."""
+    match = _HOT_TAILS.get(tail)
+    if match is None:
+        before, after = tail
+        pattern = re.escape(before)
+        if after is not None:
+            pattern += _HOT_OBFUSCATION_VALUE + re.escape(after)
+        match = re.compile(_HOT_BODY + pattern + b"\n\n").match
+        if len(_HOT_TAILS) >= _HOT_TAILS_KEPT:
+            _HOT_TAILS.clear()
+        _HOT_TAILS[tail] = match
+    return match
 
 
 def _first(value: int | None, earlier: int | None) -> int | None:
@@ -115,6 +197,24 @@ class OpenAIChatDecoder(Decoder):
         # Perplexity repeats its source list on every chunk: attach each source once.
         self._cited: set[str] = set()
         self._pending_citations: list[Citation] = []
+        # Counts the changes of _metadata: the hot lane's shapes hold only while the
+        # metadata they were learned with stands (the fast path compares fields with it).
+        self._metadata_version = 0
+        # The hot lane: the shapes learned (the last one taken first), the metadata version
+        # they hold for, its credit, the prefixes seen once, and the head (None: lane off).
+        self._hot_shapes: list[_HotShape] = []
+        self._hot_version = 0
+        self._hot_credit = _HOT_CREDIT
+        self._hot_seen: set[bytes] = set()
+        self._hot_head: bytes | None = _HOT_START
+
+    # Learned per stream, so not the class attribute the base declares (a property, so
+    # that setting the class attribute to None still turns the lane off).
+    @property
+    def sse_hot_head(self) -> bytes | None:  # type: ignore[override]
+        """The first bytes of every chunk the lane may take: `data: {`, then the stream's
+        own prefix once a shape is learned; None once the lane went off for the stream."""
+        return self._hot_head
 
     # --- entry points ----------------------------------------------------------------
 
@@ -296,6 +396,219 @@ class OpenAIChatDecoder(Decoder):
                 return None
         return [new_grow((thinking, text, None, ()))]
 
+    # --- the SSE hot lane ------------------------------------------------------------
+
+    def sse_shortcut(self, buffer: bytes, pos: int, grow: GrowText, out: list[Any]) -> int:
+        """The SSE hot lane (see `Decoder.sse_shortcut`): the chunks `_plain_text_chunk`
+        turns into one GrowPart, read straight from their bytes by learned shapes.
+
+        A chunk is taken when its bytes are a shape's prefix, a JSON string body and the
+        shape's tail: its payload is then the payload the shape was learned from with only
+        that string (and the obfuscation value) changed, for which the fast path gives
+        GrowPart(key, text) whenever the decoder state `_hot_key` checks allows it.
+        Taking text changes no decoder state, so the state is checked once per shape and
+        call; the metadata the fast path compares with is checked by its version.
+        """
+        if self._pending_citations or self._hot_head is None:
+            return pos
+        if self._hot_version != self._metadata_version:
+            self._hot_shapes.clear()
+            self._hot_version = self._metadata_version
+            self._hot_head = _HOT_START
+        shapes = self._hot_shapes
+        before = len(out)
+        shape = shapes[-1] if shapes else None
+        if shape is not None:
+            prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
+            key = self._hot_key(shape)
+        while True:
+            if shape is None or not buffer.startswith(prefix, pos):
+                shape = None
+                for known in shapes:
+                    if buffer.startswith(known.prefix, pos):
+                        shape = known
+                        break
+                else:
+                    shape = self._hot_learn(buffer, pos)
+                if shape is None:
+                    break
+                prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
+                key = self._hot_key(shape)
+            if key is None:
+                break
+            match = tail(buffer, pos + skip)
+            if match is None:
+                break
+            raw = match[1]
+            if not raw:
+                break  # an empty string grows nothing: the fast path looks further
+            if _BACKSLASH in raw:
+                # json_string_body's escaped branch (jiter decodes the escapes).
+                try:
+                    text = jiter.from_json(b'"' + raw + b'"')
+                except ValueError:
+                    break
+            else:
+                try:
+                    text = raw.decode()
+                except UnicodeDecodeError:
+                    break
+            if not grow(key, text, out):
+                break
+            pos = match.end()
+        if shape is not None and shapes[-1] is not shape and shape in shapes:
+            shapes.remove(shape)
+            shapes.append(shape)  # the next call tries it first
+        credit = self._hot_credit + len(out) - before
+        if pos < len(buffer):
+            credit -= 1
+        if credit <= 0:
+            self._hot_head = None  # the lane cost more than it saved: off for the stream
+            shapes.clear()
+        self._hot_credit = min(credit, _HOT_CREDIT_CAP)
+        return pos
+
+    def _hot_key(self, shape: _HotShape) -> Hashable | None:
+        """The part a chunk of this shape grows now, as the fast path decides; None: none."""
+        if shape.kind == "text":
+            return self._text if self._thinking is None else None
+        if self._text is not None or self._refusal is not None:
+            return None
+        if shape.kind == "reasoning":
+            return self._thinking if self._thinking_slot == (None, "text") else None
+        if self._thinking is not None or self._thinking_slot is not None:
+            return None
+        call = self._latest_at.get(shape.index)
+        return None if call is None or call.closed else call.key
+
+    def _hot_learn(self, buffer: bytes, pos: int) -> _HotShape | None:
+        """The shape of the chunk at `pos`, learned, if the fast path takes it as one
+        GrowPart now; None (and nothing learned) otherwise.
+
+        The chunk must be one `data: {...}` line with a non-empty string at a field the
+        fast path grows a part with. Its bytes before the string are the prefix, those
+        after it the tail (an obfuscation value in it matches any plain value). Two probes
+        parse prefix + other string + tail: the fast path must give each probe's string
+        for the same part, so the string at this place, and nothing else in the chunk,
+        is the text (a later duplicate key would give the same text for both); it must
+        read each probe's obfuscation value as the top-level obfuscation, which it ignores.
+        Then any chunk of prefix + string body + tail parses to the same payload but for
+        these two strings, and the fast path gives the same GrowPart for it with the
+        string's text, as long as the state `_hot_key` and `sse_shortcut` check holds.
+        """
+        if self._text is None and self._thinking is None and not self._latest_at:
+            return None  # no part the fast path could grow is open: none to learn
+        line_end = buffer.find(b"\n", pos)
+        if line_end < 0:
+            return None  # the chunk is not whole yet: nothing to learn from
+        # The first field (in the chunk) of those the fast path grows with, with a
+        # non-empty string.
+        fields: list[tuple[int, bytes]] = []
+        if buffer.startswith(_HOT_START, pos):
+            for field in _HOT_FIELDS:
+                at = buffer.find(field, pos, line_end)
+                if at >= 0:
+                    fields.append((at + len(field), field))
+        text: tuple[int, bytes, int] | None = None  # (prefix end, field, closing quote)
+        for prefix_end, field in sorted(fields):
+            body = _HOT_STRING.match(buffer, prefix_end, line_end)
+            if body is None:
+                break
+            if body.end() - 1 > prefix_end:
+                text = (prefix_end, field, body.end() - 1)
+                break
+        if (
+            text is None
+            or not buffer.startswith(b"\n", line_end + 1)
+            or not self._hot_ready(text[1])
+        ):
+            return None
+        # Probe only a prefix seen before: a part of one chunk (a short tool call) is not
+        # worth it, nor is a server whose prefix changes per chunk.
+        prefix = buffer[pos : text[0]]
+        seen = self._hot_seen
+        if prefix not in seen:
+            if len(seen) >= _HOT_SEEN_KEPT:
+                seen.clear()
+            seen.add(prefix)
+            return None
+        self._hot_credit -= _HOT_PROBE_COST
+        shape = self._hot_probe(prefix, buffer[text[2] : line_end])
+        if shape is None:
+            seen.discard(prefix)  # not plain: probe it again only once seen twice more
+            return None
+        shapes = self._hot_shapes
+        # A shape for the same part replaces the old one, which no longer matches.
+        same = (shape.kind, shape.index)
+        kept = [known for known in shapes if (known.kind, known.index) != same]
+        if len(kept) < len(shapes):
+            self._hot_credit -= _HOT_RELEARN_COST
+        shapes[:] = kept
+        shapes.append(shape)
+        # The fold stops at the chunks that start as they all do (those of this stream).
+        heads = {known.head for known in shapes}
+        self._hot_head = heads.pop() if len(heads) == 1 else _HOT_START
+        return shape
+
+    def _hot_ready(self, field: bytes) -> bool:
+        """Whether the fast path could grow a part with this field now (before probing)."""
+        if field == b'"content":"':
+            return self._text is not None and self._thinking is None
+        if field == b'"arguments":"':
+            return (
+                self._text is None
+                and self._refusal is None
+                and self._thinking is None
+                and bool(self._latest_at)
+            )
+        return self._thinking is not None and self._text is None and self._refusal is None
+
+    def _hot_probe(self, prefix: bytes, tail: bytes) -> _HotShape | None:
+        """The shape prefix + string + tail (see `_hot_learn`), if the probes confirm it."""
+        start = tail.find(_HOT_OBFUSCATION) + len(_HOT_OBFUSCATION)
+        end = tail.find(b'"', start)
+        wild = start >= len(_HOT_OBFUSCATION) and end >= 0
+        found: Hashable | None = None
+        payload: Any = None
+        for text, obfuscation in _HOT_PROBES:
+            data = (
+                prefix[len(b"data: ") :]
+                + text
+                + (tail[:start] + obfuscation + tail[end:] if wild else tail)
+            )
+            try:
+                payload = jiter.from_json(data)
+            except ValueError:
+                return None
+            if type(payload) is not dict:
+                return None
+            if wild and payload.get("obfuscation") != obfuscation.decode():
+                return None
+            grown = self._plain_text_chunk(payload)
+            if grown is None or len(grown) != 1:
+                return None
+            part = grown[0]
+            if (
+                type(part) is not GrowPart
+                or part.content != text.decode()
+                or part.options is not None
+                or part.citations
+                or (found is not None and part.key != found)
+            ):
+                return None
+            found = part.key
+        learned: _HotTail = (tail[:start], tail[end:]) if wild else (tail, None)
+        if found == self._text:
+            return _HotShape(prefix, learned, "text", None)
+        if found == self._thinking:
+            return _HotShape(prefix, learned, "reasoning", None)
+        # Neither text nor thinking: the fast path took the tool-call fragment branch.
+        index = payload["choices"][0]["delta"]["tool_calls"][0]["index"]
+        call = self._latest_at.get(index)
+        if call is None or call.key != found:
+            return None
+        return _HotShape(prefix, learned, "tool", index)
+
     def done(self) -> list[Delta]:
         """`data: [DONE]`: the message is over; everything still open closes."""
         return [EndMessage()]
@@ -330,6 +643,7 @@ class OpenAIChatDecoder(Decoder):
                 update["x_groq"] = merged
         if update:
             self._metadata.update(update)
+            self._metadata_version += 1
             out.append(UpdateMessage(metadata=update))
 
     def _usage_from(self, payload: dict[str, Any], out: list[Delta]) -> None:
@@ -418,6 +732,7 @@ class OpenAIChatDecoder(Decoder):
         if reason == "content_filter" and filters:
             metadata["content_filter_results"] = filters
         self._metadata.update(metadata)
+        self._metadata_version += 1
         out.append(
             UpdateMessage(
                 status=status,
