@@ -139,8 +139,9 @@ class SSEDecoder:
         gives the events completed before the boundary, and the bytes after it plus
         anything this decoder held, which then begin at an event boundary of an LF-only
         stream (`buffer.find(b"\n\n")` finds event ends). Every byte the caller does not
-        take must come back through `feed()`, in order. None, with nothing fed, when
-        `data` holds a CR or no boundary: the caller feeds it as usual.
+        take must come back through `feed()`, in order; a rest with no whole event in it
+        is fed here, and the bytes handed back are then empty. None, with nothing fed,
+        when `data` holds a CR or no boundary: the caller feeds it as usual.
         """
         if self._pending_cr or self._closed or b"\n" not in data or b"\r" in data:
             return None
@@ -163,6 +164,10 @@ class SSEDecoder:
         # it), so the whole buffer is LF-only.
         buffer = self._take_buffer(data)
         self._buffer = b""
+        if b"\n\n" not in buffer:
+            # No whole event to take (small network pieces): the usual way is cheaper.
+            events.extend(self.feed(buffer))
+            buffer = b""
         return events, buffer
 
     def close(self) -> list[SSEEvent]:

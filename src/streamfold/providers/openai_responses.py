@@ -17,6 +17,7 @@ or repeat). Each item becomes one or more parts:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NoReturn
@@ -35,7 +36,7 @@ from ..deltas import (
 from ..errors import ToolArgumentsError
 from ..message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
 from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder
+from .base import Decoder, GrowText, json_string_body
 
 _PHASES = {"commentary": "narration", "final_answer": "answer"}
 
@@ -116,6 +117,62 @@ _IMPLIED_ITEM = {
 # Past this many sequence numbers held above a gap, the gap is taken as never coming.
 _MAX_SEQUENCE_GAP = 1024
 
+# The SSE hot lane: a delta event exactly as OpenAI's servers write it, e.g.
+#   event: response.output_text.delta
+#   data: {"type":"response.output_text.delta","sequence_number":12,"item_id":"msg_1",
+#          "output_index":1,"content_index":0,"delta":"Hi","logprobs":[],"obfuscation":"x3"}
+# (one line, then a blank line): the kind's head, the sequence number (older streams have
+# none), the part's middle (the item, its output_index, the content_index or
+# summary_index: tool arguments have neither), the text as a JSON string body, `"`, an
+# empty logprobs list and the obfuscation padding (either may be missing), `}`.
+_HOT_EVENT = b"event: response."
+# The delta events a fast path takes, by SSE event name: the part they grow.
+_HOT_PART: dict[bytes, Literal["content", "summary", "arguments"]] = {
+    b"response.output_text.delta": "content",
+    b"response.refusal.delta": "content",
+    b"response.reasoning_text.delta": "content",
+    b"response.reasoning_summary_text.delta": "summary",
+    b"response.function_call_arguments.delta": "arguments",
+}
+# Delta events declined in a row (written another way) before the lane stops.
+_HOT_MISSES = 8
+_HOT_NUMBERED = b',"sequence_number":'
+# A JSON integer as servers write it: no sign, no leading zero, no fraction; a longer or
+# other one is left to the full path.
+_HOT_INTEGER = rb"(?:0|[1-9][0-9]{0,17})"
+_HOT_SEQUENCE = re.compile(_HOT_INTEGER + rb"(?=,)")
+# After the event's `{"type":"<kind>"`: the sequence number if any, then the middle.
+_HOT_FIELDS = re.compile(
+    (
+        rb'(,"sequence_number":INTEGER)?'
+        rb'(,"item_id":"([^"\\\x00-\x1f]*)","output_index":INTEGER'
+        rb'(?:,"(content|summary)_index":(INTEGER))?,"delta":")'
+    ).replace(b"INTEGER", _HOT_INTEGER)
+)
+# The text (escapes and all: the first `"` no backslash escapes ends it) and the tail.
+# The padding is printable ASCII but `"` and `\`: a JSON string, which decode() ignores.
+_HOT_TEXT = rb'([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)"'
+_HOT_LOGPROBS = rb',"logprobs":\[\]'
+_HOT_OBFUSCATION = rb',"obfuscation":"[ !#-\[\]-~]*"'
+_HOT_END = rb"\}\n\n"
+_HOT_TAIL = re.compile(
+    _HOT_TEXT + rb"(?:" + _HOT_LOGPROBS + rb")?(?:" + _HOT_OBFUSCATION + rb")?" + _HOT_END
+)
+# The common case, a little faster: text with nothing JSON escapes, OpenAI's own tail.
+_HOT_PLAIN_TEXT = rb'([^"\\\x00-\x1f]*)"'
+_HOT_OPENAI_PADDED = re.compile(_HOT_PLAIN_TEXT + _HOT_OBFUSCATION + _HOT_END)
+_HOT_OPENAI_TAIL = {
+    "content": re.compile(_HOT_PLAIN_TEXT + _HOT_LOGPROBS + _HOT_OBFUSCATION + _HOT_END),
+    "summary": _HOT_OPENAI_PADDED,
+    "arguments": _HOT_OPENAI_PADDED,
+}
+
+
+# The hot lane's part: event kind, part kind, head (the sequence number's key included
+# if the events have one), middle, whether numbered, the part's key, item and state (None
+# for tool arguments).
+_Hot = tuple[str, str, bytes, bytes, bool, Hashable, _Item, _Part | None]
+
 
 class OpenAIResponsesDecoder(Decoder):
     """Decode OpenAI Responses API stream events into neutral deltas."""
@@ -137,6 +194,10 @@ class OpenAIResponsesDecoder(Decoder):
         # Sequence numbers seen: all up to _seq_floor, and those above it.
         self._seq_floor: int | None = None
         self._seq_above: set[int] = set()
+        # The hot lane's part: the one the last event it took (or learned) grows.
+        self._hot: _Hot | None = None
+        self._hot_misses = 0  # delta events declined since the lane last took one
+        self._hot_head: bytes | None = _HOT_EVENT  # None: the lane stopped for this stream
 
     # --- entry points ------------------------------------------------------------------
 
@@ -245,6 +306,217 @@ class OpenAIResponsesDecoder(Decoder):
                 item.has_arguments = True
         grow: Delta = new_grow(((item_id,), delta, None, ()))
         return grow
+
+    # --- the SSE hot lane: the fast paths' events straight from their bytes --------------
+
+    # Per stream, so not the class attribute the base declares (a property, so that
+    # setting the class attribute to None still turns the lane off).
+    @property
+    def sse_hot_head(self) -> bytes | None:  # type: ignore[override]
+        """The first bytes of every event the lane may take; None once it stopped."""
+        return self._hot_head
+
+    def sse_shortcut(self, buffer: bytes, pos: int, grow: GrowText, out: list[Any]) -> int:
+        """The SSE hot lane (see `Decoder.sse_shortcut`): the delta events the fast paths take.
+
+        An event matches when its bytes are its kind's head, a sequence number that
+        `_seen` does not call a duplicate (or none), the middle of the hot part (one the
+        fast path grows), a JSON string body and the tail. Its payload is then exactly
+        {"type": kind, ["sequence_number": n,] "item_id": id, "output_index": i,
+        ["content_index" | "summary_index": j,] "delta": text, ["logprobs": [],]
+        ["obfuscation": padding]}, for which decode() records n and its fast path gives the
+        one GrowPart this gives and marks the part (or call) as having text.
+        """
+        if self._noted or buffer.find(b"\n\n", pos) < 0:
+            # decode() takes no fast path while it holds repairs to say; no whole event.
+            return pos
+        startswith = buffer.startswith
+        hot = self._hot
+        # The hot part, if this event is of its kind and the fast path still grows it.
+        learn = hot is None or not startswith(hot[2], pos) or not self._hot_open(hot)
+        any_tail = _HOT_TAIL.match
+        floor = self._seq_floor
+        above = self._seq_above
+        learned_at = -1
+        taken = ""
+        try:
+            while True:
+                if learn or hot is None:
+                    if learned_at == pos:
+                        return pos  # the event just learned does not match its own prefix
+                    learned_at = pos
+                    found = self._hot_learn(buffer, pos)
+                    if found is None:
+                        return pos
+                    hot = found
+                learn = True  # once the run below ends, the event there may be another part's
+                kind, part, head, middle, numbered, key, item, state = hot
+                openai_tail = _HOT_OPENAI_TAIL[part].match
+                prefix = head + middle  # the whole prefix of an event without a number
+                # Numbered events: the common number, the one after the last, is read with
+                # the rest of the prefix; any other goes through _hot_sequence and _seen.
+                predict = numbered and floor is not None and not above
+                # Whether the part (or call) is already marked as having text: the fast
+                # path's mark is then a no-op. A built-in item's arguments mark nothing.
+                if state is not None:
+                    marked = state.has_text
+                else:
+                    marked = item.has_arguments or item.kind == "builtin"
+                while True:
+                    number: int | None = None
+                    if predict:
+                        number = floor + 1  # type: ignore[operator]  # predict: not None
+                        prefix = b"%b%d%b" % (head, number, middle)
+                        hit = startswith(prefix, pos)
+                    else:
+                        hit = not numbered and startswith(prefix, pos)
+                    if hit:
+                        start = pos + len(prefix)
+                    else:
+                        if not startswith(head, pos):
+                            break
+                        at = pos + len(head)
+                        if numbered:
+                            sequence = self._hot_sequence(buffer, at)
+                            if sequence is None:
+                                return pos  # not a plain number, or one seen before
+                            number, at = sequence
+                        if not startswith(middle, at):
+                            break
+                        start = at + len(middle)
+                    match = openai_tail(buffer, start)
+                    if match is not None:
+                        try:
+                            text = match.group(1).decode()
+                        except UnicodeDecodeError:
+                            return pos
+                    else:
+                        match = any_tail(buffer, start)
+                        if match is None:
+                            return pos
+                        decoded = json_string_body(match.group(1))
+                        if decoded is None:
+                            return pos
+                        text = decoded
+                    try:
+                        grown = grow(key, text, out)
+                    except BaseException:
+                        # decode() had recorded the event before the fold applied it.
+                        self._hot_record(number, text, item, state)
+                        taken = kind
+                        raise
+                    if not grown:
+                        return pos  # not open in the fold: the full path takes the event
+                    if number is not None:
+                        if hit:
+                            # The one after the floor, none above it: what _seen does.
+                            floor = self._seq_floor = number
+                        else:
+                            self._seen(number)
+                            floor = self._seq_floor
+                            predict = not above
+                    if not marked and text:
+                        marked = True
+                        self._hot_record(None, text, item, state)
+                    taken = kind
+                    pos = match.end()
+        finally:
+            self._hot = hot
+            if taken:
+                self._kind = taken
+                self._hot_misses = 0
+            else:
+                self._hot_missed(buffer, pos)
+
+    def _hot_learn(self, buffer: bytes, pos: int) -> _Hot | None:
+        """The hot part of the delta event at `pos`: its kind, head, middle and part."""
+        name_end = buffer.find(b"\n", pos, pos + 64)
+        if name_end < 0 or not buffer.startswith(b"event: ", pos):
+            return None
+        name = buffer[pos + 7 : name_end]
+        part = _HOT_PART.get(name)
+        head = b"event: " + name + b'\ndata: {"type":"' + name + b'"'
+        if part is None or not buffer.startswith(head, pos):
+            return None
+        fields = _HOT_FIELDS.match(buffer, pos + len(head))
+        if fields is None:
+            return None
+        numbered, middle, raw_id, index_name, raw_index = fields.groups()
+        if (part == "arguments") != (index_name is None) or (
+            index_name is not None and index_name.decode() != part
+        ):
+            return None
+        try:
+            item_id = raw_id.decode()
+        except UnicodeDecodeError:
+            return None
+        item = self._items.get(item_id)
+        if item is None:
+            return None
+        key: Hashable
+        state: _Part | None = None
+        if raw_index is None:
+            key = (item_id,)
+        else:
+            key = (item_id, part, int(raw_index))
+            state = item.parts.get(key)
+            if state is None:
+                return None
+        if numbered is not None:
+            head += _HOT_NUMBERED
+        hot = (name.decode(), part, head, middle, numbered is not None, key, item, state)
+        return hot if self._hot_open(hot) else None
+
+    def _hot_open(self, hot: _Hot) -> bool:
+        """Whether the fast path still grows the hot part (decode() may have run since)."""
+        _, part, _, _, _, key, item, state = hot
+        if self._items.get(item.id) is not item:
+            return False
+        if state is None:
+            # Tool arguments: the item's type decides, and it never changes.
+            return item.kind == "builtin" or item.type == "function_call"
+        if item.parts.get(key) is not state or state.ended:
+            return False
+        return part == "content" or (item.kind == "reasoning" and key not in item.closed)
+
+    def _hot_sequence(self, buffer: bytes, at: int) -> tuple[int, int] | None:
+        """The sequence number at `at` and where it ends; None if not one or one seen."""
+        found = _HOT_SEQUENCE.match(buffer, at)
+        if found is None:
+            return None
+        number = int(found.group())
+        floor = self._seq_floor
+        if floor is not None and (number <= floor or number in self._seq_above):
+            return None  # a duplicate: decode() repairs it
+        return number, found.end()
+
+    def _hot_missed(self, buffer: bytes, pos: int) -> None:
+        """The lane took nothing from a whole event: count it if it is a delta event of a
+        kind a fast path takes.
+
+        Streams whose delta events are written another way (other key orders, logprobs)
+        are declined event by event, each a slow step of its own: after a run of such
+        declines, the lane stops for this stream and the framer takes it all.
+        """
+        name_end = buffer.find(b"\n", pos, pos + 64)
+        if (
+            name_end > 0
+            and buffer.startswith(b"event: ", pos)
+            and buffer[pos + 7 : name_end] in _HOT_PART
+        ):
+            self._hot_misses += 1
+            if self._hot_misses >= _HOT_MISSES:
+                self._hot_head = None
+
+    def _hot_record(self, number: int | None, text: str, item: _Item, state: _Part | None) -> None:
+        """What decode() records for a delta event the lane takes, but the kind."""
+        if number is not None:
+            self._seen(number)
+        if text:
+            if state is not None:
+                state.has_text = True
+            elif item.kind != "builtin":
+                item.has_arguments = True
 
     def _dispatch(self, kind: str, payload: dict[str, Any]) -> list[Delta]:
         self._kind = kind
