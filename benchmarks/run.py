@@ -415,6 +415,38 @@ def table(rows: list[Row], sizes: list[int]) -> str:
     return "\n".join(lines)
 
 
+def markdown(rows: list[Row], sizes: list[int], title: str = "") -> str:
+    """The same table as Markdown, one per workload, for the READMEs."""
+    big, mid = sizes[-1], sizes[-2] if len(sizes) > 1 else None
+    head = (
+        "| implementation | in | "
+        + " | ".join(f"ns/Δ {_size(n)}" for n in sizes)
+        + f" | x floor {_size(big)} | t({_size(big)})/t({_size(mid or big)}) | "
+        + f"peak MiB {_size(big)} | x floor mem |"
+    )
+    rule = "|---|---|" + "--:|" * (len(sizes) + 4)
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.provider, r.workload), []).append(r)
+    lines: list[str] = []
+    for (provider, workload), group in groups.items():
+        lines += ["", f"**{provider} / {workload}**{title}", "", head, rule]
+        by_impl: dict[tuple[str, str], dict[int, Row]] = {}
+        for r in group:
+            by_impl.setdefault((r.impl, r.input), {})[r.n] = r
+        for (impl, inp), per_n in by_impl.items():
+            last = per_n.get(big)
+            cells = [impl, inp]
+            cells += [_fmt(per_n[n].ns_per_delta if n in per_n else None, ",.0f", 0) for n in sizes]
+            cells.append(_fmt(last.ratio if last else None, ".2f", 0))
+            cells.append(_fmt(_growth(per_n, mid, big), ".1f", 0))
+            peak = last.peak_bytes / 2**20 if last and last.peak_bytes else None
+            cells.append(_fmt(peak, ".2f", 0))
+            cells.append(_fmt(last.memory_ratio if last else None, ".2f", 0))
+            lines.append("| " + " | ".join(c.strip() for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def _size(n: int) -> str:
     return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
 
@@ -508,9 +540,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--smoke", action="store_true", help="tiny loops everywhere (the test suite's run)"
     )
     parser.add_argument("--show", type=Path, help="print the table of a saved --json file")
+    parser.add_argument(
+        "--markdown", action="store_true", help="with --show: the tables as Markdown"
+    )
     args = parser.parse_args(argv)
     if args.show:
-        return show(args.show)
+        return show(args.show, as_markdown=args.markdown)
 
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (
         [1000, 10000] if args.quick else [1000, 10000, 100000]
@@ -604,12 +639,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return out
 
 
-def show(path: Path) -> dict[str, Any]:
+def show(path: Path, as_markdown: bool = False) -> dict[str, Any]:
     """Print the table and targets of a saved run."""
     saved: dict[str, Any] = json.loads(path.read_text())
     rows = [Row(**r) for r in saved["rows"]]
     sizes = saved["meta"]["sizes"]
-    print(table(rows, sizes))
+    print(markdown(rows, sizes) if as_markdown else table(rows, sizes))
     print("\nTargets:")
     for what, met, detail in targets(rows, sizes):
         mark = "n/a " if met is None else ("MET " if met else "NOT ")

@@ -2,9 +2,11 @@
 
 `python -m benchmarks.stages [--n 100000] [--workload mixed]` times, per provider, the
 framing alone, framing + JSON, + the provider decoder, + the accumulator, and the whole
-public fold (events through the Fold generator), next to the SSE floor; each as ns per
-delta (median of 5, in this process's CPU time, which a busy shared machine disturbs
-less than wall time). The differences between adjacent stages are what each box costs.
+public fold (events through the Fold generator) with the decoder's SSE hot lane off,
+next to the SSE floor; each as ns per delta (median of 5, in this process's CPU time,
+which a busy shared machine disturbs less than wall time). The differences between
+adjacent stages are what each box costs. Last, the public fold as shipped: the hot lane
+takes the common delta events straight from their bytes, skipping the boxes above.
 """
 
 from __future__ import annotations
@@ -79,6 +81,20 @@ def _median_ns(run: Callable[[], Any], n: int, repeats: int) -> float:
     return statistics.median(samples) * 1e9 / n
 
 
+def _without_hot_lane(provider: str, sse: bytes) -> Any:
+    """The public fold with the decoder's SSE hot lane off: every event framed and decoded."""
+    decoder = type(get_decoder(provider))
+    saved = decoder.__dict__.get("sse_hot_head")
+    decoder.sse_hot_head = None  # type: ignore[misc]
+    try:
+        return streamfold_sse(provider, sse)
+    finally:
+        if saved is None:
+            del decoder.sse_hot_head
+        else:
+            decoder.sse_hot_head = saved  # type: ignore[misc]
+
+
 def stages(provider: str, workload: str, n: int, repeats: int = 5) -> list[tuple[str, float]]:
     """(stage, ns per delta), cumulative, for one generated stream."""
     stream = generate(provider, workload, n)
@@ -89,6 +105,7 @@ def stages(provider: str, workload: str, n: int, repeats: int = 5) -> list[tuple
         ("+ JSON (jiter.from_json)", lambda: _frames_json(sse)),
         ("+ decoder.decode", lambda: _frames_json_decode(provider, sse, False)),
         ("+ Accumulator.apply_all", lambda: _frames_json_decode(provider, sse, True)),
+        ("public fold(), hot lane off", lambda: _without_hot_lane(provider, sse)),
         ("public fold() (StreamFolder, Fold)", lambda: streamfold_sse(provider, sse)),
     ]
     return [(name, _median_ns(run, n, repeats)) for name, run in steps]
@@ -105,9 +122,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n{provider} / {args.workload} / N={args.n}")
         previous = None
         for name, ns in stages(provider, args.workload, args.n, args.repeats):
-            step = "" if previous is None or name.startswith("SSE") else f"(+{ns - previous:,.0f})"
+            cumulative = not name.startswith(("SSE", "public fold() ("))
+            step = f"(+{ns - previous:,.0f})" if cumulative and previous is not None else ""
             print(f"  {name:42} {ns:8,.0f} ns/Δ  {step}")
-            previous = None if name.startswith("SSE") else ns
+            previous = ns if cumulative else None
 
 
 if __name__ == "__main__":
