@@ -55,7 +55,10 @@ def json_depth_over(value: object, limit: int) -> int | None:
             continue
         if depth > limit:
             return depth
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+        # A plain loop: a generator here costs more than the walk of a small value.
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
     return None
 
 

@@ -50,9 +50,21 @@ from .message import (
 from .partial_json import Change, IncrementalJSON, PartialJSONError
 from .parts import STREAMED_OPTIONS, Citation, ContentPart, PartType
 
-# The tuple built directly, skipping the named tuple's keyword-handling __new__: this
-# runs once per delta of every stream.
+# The tuples built directly, skipping the named tuple's keyword-handling __new__: these
+# run once per delta, or once per part, of every stream.
 _new_part_delta = partial(tuple.__new__, PartDelta)
+_new_part_started = partial(tuple.__new__, PartStarted)
+_new_part_completed = partial(tuple.__new__, PartCompleted)
+
+
+def _is_flat(values: object) -> bool:
+    """A dict none of whose values is a dict or list: json_depth_over stops at the dict."""
+    if not isinstance(values, dict):
+        return False
+    for value in values.values():  # noqa: SIM110  (a loop: once per part, no generator)
+        if isinstance(value, dict | list):
+            return False
+    return True
 
 
 def _scan(slot: _Slot, scanner: IncrementalJSON, text: str) -> tuple[Change, ...]:
@@ -106,10 +118,11 @@ class _Slot:
         self.has_content = initial is not None
         # Streamed string options (the signature) as chunk lists, joined when built.
         self.streamed: dict[str, list[str]] = {}
-        for key in STREAMED_OPTIONS:
-            value = self.options.get(key)
-            if isinstance(value, str):
-                self.streamed[key] = [value]
+        if self.options:
+            for key in STREAMED_OPTIONS:
+                value = self.options.get(key)
+                if isinstance(value, str):
+                    self.streamed[key] = [value]
         self.done: ContentPart | ToolCall | None = None
         self.kind: PartType | Literal["tool_call"] = (
             "tool_call" if isinstance(start, ToolCall) else start.type
@@ -479,7 +492,7 @@ class Accumulator:
         part = delta.part
         if isinstance(part, ToolCall) and part.index != slot.index:
             part = part.model_copy(update={"index": slot.index})
-        events: list[Event] = [PartStarted(index=slot.index, part=part)]
+        events: list[Event] = [_new_part_started((slot.index, part, "part_started"))]
         if (
             self.scan_arguments
             and isinstance(part, ToolCall)
@@ -523,11 +536,14 @@ class Accumulator:
         slot.done = part
         slot.chunks = []  # the built part holds the text now
         slot.scanner = None
-        return PartCompleted(
-            index=slot.index,
-            part=part,
-            display_items=tuple(display_items_for(part, self.role)),
-            explicit=explicit,
+        return _new_part_completed(
+            (
+                slot.index,
+                part,
+                tuple(display_items_for(part, self.role)),
+                explicit,
+                "part_completed",
+            )
         )
 
     def _update(self, delta: UpdateMessage) -> list[Event]:
@@ -564,6 +580,16 @@ class Accumulator:
         return events
 
     def _check_part_depth(self, part: ContentPart | ToolCall, what: str) -> None:
+        # The walk below covers [options, [citation metadata...]] (a part) or [arguments,
+        # metadata] (a call): with no citations, and no dict or list inside the options or
+        # metadata, the deepest container is that dict at depth 2, so a limit of 2 or more
+        # passes without the walk (nearly every part start).
+        if self.limits.max_depth >= 2:
+            if isinstance(part, ContentPart):
+                if part.citations == [] and _is_flat(part.options):
+                    return
+            elif not isinstance(part.arguments, dict | list) and _is_flat(part.metadata):
+                return
         if isinstance(part, ContentPart):
             self._check_depth([part.options, [c.metadata for c in part.citations]], what)
         else:

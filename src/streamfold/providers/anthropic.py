@@ -563,6 +563,8 @@ class AnthropicDecoder(Decoder):
 
     def _close_block(self, blk: _Block, *, explicit: bool) -> list[Delta]:
         """Close a block and the implicit parts that grew beside it."""
+        if not blk.strays and blk.open:
+            return [self._close_one(blk, explicit=explicit)]  # nearly every block
         out: list[Delta] = [self._close_one(blk, explicit=explicit)] if blk.open else []
         out.extend(self._close_one(s, explicit=explicit) for s in blk.strays.values() if s.open)
         return out
