@@ -6,6 +6,7 @@ rotting: generators, floors, streamfold, every installed peer, recordings, concu
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -73,6 +74,7 @@ def test_whole_harness_at_tiny_n(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert bad == []
     assert all(r["median_s"] is not None for r in rows if r["status"] == "ok")
     assert result["concurrency"]["correct"] is True
+    assert result["concurrency"]["tuned_gc"]["correct"] is True
     recordings = result["recordings"]
     assert recordings and all(e["status"] == "ok" for e in recordings)
     assert all(e["text_matches_floor"] is not False for e in recordings)
@@ -83,3 +85,13 @@ def test_concurrency_folds_every_stream() -> None:
     assert result["correct"] is True
     for name in ("streamfold", "floor"):
         assert result[name]["aggregate_deltas_per_s"] > 0
+
+
+def test_concurrency_with_gc_thresholds_restores_them() -> None:
+    before = gc.get_threshold()
+    result = concurrency.measure(
+        streams=10, n=30, repeats=1, single_runs=2, gc_thresholds=(12_345, 11, 12)
+    )
+    assert result["gc_thresholds"] == [12_345, 11, 12]
+    assert result["correct"] is True
+    assert gc.get_threshold() == before
