@@ -11,17 +11,33 @@ other spacing, a closed or unknown block, a delta of another kind...).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import assert_hot_lane_same, read, recordings, split_at
+from support import (
+    HOT_LANE_AFTER,
+    assert_hot_lane_same,
+    hot_lane_from,
+    read,
+    recordings,
+    split_at,
+)
 
 from streamfold import PartDelta, fold
 from streamfold.framing import SSEDecoder
 from streamfold.limits import Limits
 from streamfold.providers import anthropic
+
+
+@pytest.fixture(autouse=True)
+def _lane_from_the_first_event() -> Iterator[None]:
+    """These streams are short: the lane starts at once (assert_hot_lane_same also folds
+    with the shipped start)."""
+    with hot_lane_from(0):
+        yield
 
 
 def sse(name: str | None, data: bytes | str | dict[str, Any]) -> bytes:
@@ -228,3 +244,29 @@ def test_take_at_boundary_loses_and_repeats_nothing(
             got.extend(framer.feed(rest[end + 2 :]))
     got.extend(framer.close())
     assert got == expected
+
+
+def test_the_lane_starts_after_the_shipped_number_of_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A short stream is framed in one run, never trying the lane; a long one uses it
+    from event HOT_LANE_AFTER on."""
+    tries: list[int] = []
+    original = anthropic.AnthropicDecoder.sse_shortcut
+
+    def counting(self: anthropic.AnthropicDecoder, buffer: bytes, pos: int, *rest: Any) -> int:
+        tries.append(pos)
+        return original(self, buffer, pos, *rest)
+
+    monkeypatch.setattr(anthropic.AnthropicDecoder, "sse_shortcut", counting)
+    short = read("anthropic/text-basic.sse")
+    assert short.count(b"\n\n") < HOT_LANE_AFTER
+    with hot_lane_from(HOT_LANE_AFTER):
+        list(fold([short], "anthropic"))
+        assert tries == []
+        long = read("anthropic/thinking-signature.sse")
+        events = list(fold([long], "anthropic"))
+    assert tries
+    # The first try is at the start of the event after the first HOT_LANE_AFTER.
+    assert long[: tries[0]].count(b"\n\n") == HOT_LANE_AFTER
+    assert len(events) > HOT_LANE_AFTER

@@ -13,18 +13,27 @@ logprobs, escapes, bad UTF-8, raw control characters, and the events that close 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import INDEX, fold_outcome, hot_lane_off, read, split_at
+from support import INDEX, fold_outcome, hot_lane_from, hot_lane_off, read, split_at
 
 from streamfold import PartDelta, StreamFolder, StreamfoldError, fold
 from streamfold.limits import Limits
 from streamfold.providers import openai_responses
+
+
+@pytest.fixture(autouse=True)
+def _lane_from_the_first_event() -> Iterator[None]:
+    """These streams are short: the lane starts at once (assert_hot_lane_same also folds
+    with the shipped start)."""
+    with hot_lane_from(0):
+        yield
+
 
 _TEXT = "response.output_text.delta"
 _SUMMARY = "response.reasoning_summary_text.delta"

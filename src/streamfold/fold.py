@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator, Iterable, Iterator
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import jiter
 
@@ -47,6 +47,11 @@ def sniff_format(head: bytes) -> StreamFormat | None:
 
 class StreamFolder:
     """Feed a provider stream piece by piece; get events; read `snapshot()` at any time."""
+
+    # The SSE hot lane starts after this many events: a short stream (most real ones are
+    # a few dozen events, nearly all of them starts, stops and metadata) is framed in one
+    # run and never pays for the lane's tries; a long one loses nothing that matters.
+    hot_lane_after: ClassVar[int] = 32
 
     def __init__(
         self,
@@ -300,6 +305,22 @@ class StreamFolder:
         grow = self._acc.grow_text
         size = len(buffer)
         pos = 0
+        while self._position < self.hot_lane_after:
+            # Not yet: the events up to the start of the lane, framed in one run.
+            wait = self.hot_lane_after - self._position
+            end = size
+            if buffer.count(b"\n\n", pos) > wait:  # one C call answers for short streams
+                end = pos
+                for _ in range(wait):
+                    end = buffer.find(b"\n\n", end) + 2
+            frames = self._framer.feed(buffer[pos:end])
+            if frames:
+                self._fold_frames(frames, events)
+                if self._acc.finished:
+                    return
+            if end >= size:
+                return
+            pos = end
         while True:
             before = len(events)
             try:
@@ -310,10 +331,9 @@ class StreamFolder:
             if pos >= size:
                 return
             # Frame the events up to the next one the lane might take; all of the rest
-            # when the decoder turned its lane off for this stream.
-            head = decoder.sse_hot_head
-            found = -1 if head is None else buffer.find(b"\n\n" + head, pos)
-            end = size if found < 0 else found + 2
+            # when there is none (or the decoder turned its lane off for this stream).
+            found = decoder.sse_next_hot(buffer, pos)
+            end = size if found < 0 else found
             frames = self._framer.feed(buffer[pos:end])
             if frames:
                 self._fold_frames(frames, events)

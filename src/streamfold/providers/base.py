@@ -72,6 +72,19 @@ class Decoder:
         """
         return pos
 
+    def sse_next_hot(self, buffer: bytes, pos: int) -> int:
+        """Where, after `pos`, the next event `sse_shortcut` might take begins; -1: none.
+
+        The fold frames and decodes everything before it in one run, so a precise answer
+        keeps short streams (mostly events the lane leaves) from being framed an event at
+        a time. By default: the next event that starts with `sse_hot_head`.
+        """
+        head = self.sse_hot_head
+        if head is None:
+            return -1
+        found = buffer.find(b"\n\n" + head, pos)
+        return found if found < 0 else found + 2
+
     def done(self) -> list[Delta]:
         """The `data: [DONE]` sentinel arrived (OpenAI-style streams)."""
         return [EndMessage()]

@@ -134,6 +134,8 @@ _HOT_PART: dict[bytes, Literal["content", "summary", "arguments"]] = {
     b"response.reasoning_summary_text.delta": "summary",
     b"response.function_call_arguments.delta": "arguments",
 }
+# The start of the next event of those kinds (after its blank line).
+_HOT_NEXT = re.compile(b"\n\n(?=event: (?:" + b"|".join(map(re.escape, _HOT_PART)) + b")\n)")
 # Delta events declined in a row (written another way) before the lane stops.
 _HOT_MISSES = 8
 _HOT_NUMBERED = b',"sequence_number":'
@@ -315,6 +317,14 @@ class OpenAIResponsesDecoder(Decoder):
     def sse_hot_head(self) -> bytes | None:  # type: ignore[override]
         """The first bytes of every event the lane may take; None once it stopped."""
         return self._hot_head
+
+    def sse_next_hot(self, buffer: bytes, pos: int) -> int:
+        """The next delta event of a kind the lane takes (every Responses event starts
+        with the same `event: response.`: the head alone would stop at each one)."""
+        if self._hot_head is None:
+            return -1
+        found = _HOT_NEXT.search(buffer, pos)
+        return -1 if found is None else found.start() + 2
 
     def sse_shortcut(self, buffer: bytes, pos: int, grow: GrowText, out: list[Any]) -> int:
         """The SSE hot lane (see `Decoder.sse_shortcut`): the delta events the fast paths take.
