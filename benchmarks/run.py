@@ -421,10 +421,11 @@ def markdown(rows: list[Row], sizes: list[int], title: str = "") -> str:
     head = (
         "| implementation | in | "
         + " | ".join(f"ns/Δ {_size(n)}" for n in sizes)
-        + f" | x floor {_size(big)} | t({_size(big)})/t({_size(mid or big)}) | "
-        + f"peak MiB {_size(big)} | x floor mem |"
+        + " | "
+        + " | ".join(f"x floor {_size(n)}" for n in sizes)
+        + f" | t({_size(big)})/t({_size(mid or big)}) | peak MiB {_size(big)} | x floor mem |"
     )
-    rule = "|---|---|" + "--:|" * (len(sizes) + 4)
+    rule = "|---|---|" + "--:|" * (2 * len(sizes) + 3)
     groups: dict[tuple[str, str], list[Row]] = {}
     for r in rows:
         groups.setdefault((r.provider, r.workload), []).append(r)
@@ -438,7 +439,7 @@ def markdown(rows: list[Row], sizes: list[int], title: str = "") -> str:
             last = per_n.get(big)
             cells = [impl, inp]
             cells += [_fmt(per_n[n].ns_per_delta if n in per_n else None, ",.0f", 0) for n in sizes]
-            cells.append(_fmt(last.ratio if last else None, ".2f", 0))
+            cells += [_fmt(per_n[n].ratio if n in per_n else None, ".2f", 0) for n in sizes]
             cells.append(_fmt(_growth(per_n, mid, big), ".1f", 0))
             peak = last.peak_bytes / 2**20 if last and last.peak_bytes else None
             cells.append(_fmt(peak, ".2f", 0))
