@@ -1,0 +1,98 @@
+"""Byte-level fuzz of the SSE hot lane: a mutated stream folds the same with and without it.
+
+The event-pool tests (tests/test_hot_lane*.py) build look-alikes by hand; here real
+recordings and generated streams get random byte edits (a flipped byte, a byte removed,
+one of the bytes JSON and SSE care about inserted), anywhere, including inside the
+events the lane reads straight from their bytes. Whatever the edit makes of the stream,
+the fold with the lane must give the same events, error and message as without it.
+`STREAMFOLD_FUZZ_EXAMPLES` raises the number of examples for a long local run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import assert_hot_lane_same, hot_lane_from, read, split_at
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.generate import generate
+
+
+@pytest.fixture(autouse=True)
+def _lane_from_the_first_event() -> Iterator[None]:
+    with hot_lane_from(0):
+        yield
+
+
+def _generated(provider: str, workload: str) -> bytes:
+    return generate(provider, workload, 60).sse
+
+
+_STREAMS: list[tuple[str, bytes]] = [
+    ("anthropic", read("anthropic/thinking-signature.sse")),
+    ("anthropic", read("anthropic/web-search-citations.sse")),
+    ("anthropic", _generated("anthropic", "mixed")),
+    ("openai-chat", read("openai-chat/tool-calls-parallel-interleaved-args.sse")),
+    ("openai-chat", read("openai-chat/text-long-nano.sse")),
+    ("openai-chat", _generated("openai-chat", "mixed")),
+    ("openai-chat", read("deepseek/reasoner-reasoning-content.sse")),
+    ("openai-responses", read("openai-responses/reasoning-summary.sse")),
+    ("openai-responses", read("openai-responses/function-call-reasoning-usage.sse")),
+    ("openai-responses", _generated("openai-responses", "mixed")),
+]
+
+# Bytes that matter to JSON and SSE, and two that are not UTF-8 or not allowed raw.
+_INTERESTING = b'"\\}{],:\n\r 0159-.eE\x00\x1f\x7f\xc3\xff'
+
+_EDIT = st.tuples(
+    st.floats(0, 1, exclude_max=True),  # where, as a fraction of the stream
+    st.sampled_from(["flip", "delete", "insert"]),
+    st.integers(0, 255),
+    st.sampled_from(list(_INTERESTING)),
+)
+
+_EXAMPLES = int(os.environ.get("STREAMFOLD_FUZZ_EXAMPLES", "300"))
+
+
+def _mutate(data: bytes, edits: list[tuple[float, str, int, int]]) -> bytes:
+    buf = bytearray(data)
+    for where, kind, value, interesting in edits:
+        at = int(where * len(buf))
+        if kind == "flip" and buf:
+            buf[at] = value
+        elif kind == "delete" and buf:
+            del buf[at]
+        else:
+            buf.insert(at, interesting)
+    return bytes(buf)
+
+
+@settings(
+    max_examples=_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    stream=st.sampled_from(range(len(_STREAMS))),
+    edits=st.lists(_EDIT, min_size=1, max_size=3),
+    cuts=st.lists(st.integers(0, 20_000), max_size=4),
+    named=st.booleans(),
+    strict=st.booleans(),
+)
+def test_a_mutated_stream_folds_the_same_with_the_hot_lane(
+    stream: int,
+    edits: list[tuple[float, str, int, int]],
+    cuts: list[int],
+    named: bool,
+    strict: bool,
+) -> None:
+    provider, data = _STREAMS[stream]
+    mutated = _mutate(data, edits)
+    assert_hot_lane_same(split_at(mutated, cuts), provider if named else None, strict=strict)
