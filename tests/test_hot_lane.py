@@ -26,7 +26,7 @@ from support import (
     split_at,
 )
 
-from streamfold import PartDelta, fold
+from streamfold import PartDelta, StreamFolder, event_to_json, fold
 from streamfold.framing import SSEDecoder
 from streamfold.limits import Limits
 from streamfold.providers import anthropic
@@ -270,3 +270,20 @@ def test_the_lane_starts_after_the_shipped_number_of_events(
     # The first try is at the start of the event after the first HOT_LANE_AFTER.
     assert long[: tries[0]].count(b"\n\n") == HOT_LANE_AFTER
     assert len(events) > HOT_LANE_AFTER
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.5, 0.8])
+def test_anthropic_hot_lane_state_saves_and_restores(cut: float) -> None:
+    """A fold saved while the lane holds a block (its last prefix) restores in a fresh
+    folder and continues exactly as the uninterrupted fold."""
+    data = read("anthropic/thinking-signature.sse")
+    pieces = [data[at : at + 700] for at in range(0, len(data), 700)]
+    half = int(len(pieces) * cut)
+    folder = StreamFolder("anthropic")
+    events = [e for piece in pieces[:half] for e in folder.feed(piece)]
+    decoder = folder._decoder
+    assert isinstance(decoder, anthropic.AnthropicDecoder) and decoder._hot is not None
+    restored = StreamFolder.restore(json.loads(json.dumps(folder.save_state())))
+    events += [e for piece in pieces[half:] for e in restored.feed(piece)] + restored.close()
+    whole = list(fold(pieces, "anthropic"))
+    assert [event_to_json(e) for e in events] == [event_to_json(e) for e in whole]
