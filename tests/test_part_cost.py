@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support import read, recordings
 
-from streamfold import fold
+from streamfold import accumulator, fold
 from streamfold._model import json_depth_over
 from streamfold.accumulator import Accumulator
-from streamfold.deltas import ClosePart, OpenPart
+from streamfold.deltas import ClosePart, GrowPart, OpenPart
 from streamfold.errors import StreamLimitError
 from streamfold.events import PartCompleted, PartStarted
 from streamfold.limits import Limits
@@ -140,3 +141,26 @@ def test_part_events_are_the_named_tuples_they_were() -> None:
         index=0, part=completed.part, display_items=completed.display_items, explicit=True
     )
     assert completed.type == "part_completed"
+
+
+def test_shared_empty_buffers_stay_empty_after_real_folds() -> None:
+    """Completed slots share one empty chunk list and option map, and a slot shares one
+    empty citation list until its first citation: none may ever be written to (a write
+    would leak into every other fold)."""
+    for rel in recordings("anthropic", "openai-responses", "gemini", "perplexity"):
+        list(fold([read(rel)]))
+    assert accumulator._RELEASED_CHUNKS == []
+    assert accumulator._RELEASED_STREAMED == {}
+    assert accumulator._NO_CITATIONS == []
+
+
+def test_a_completed_part_keeps_no_growth_buffers() -> None:
+    acc = Accumulator(provider="test")
+    acc.apply(OpenPart("k", ContentPart(type="text", content="")))
+    acc.apply(GrowPart("k", content="see "))
+    acc.apply(GrowPart("k", citations=(Citation(cited_text="x", start_index=0, end_index=1),)))
+    [done] = acc.apply(ClosePart("k"))
+    slot = acc._slots[0]
+    assert slot.start is done.part and slot.chunks == [] and slot.streamed == {}
+    assert done.part.content == "see " and len(done.part.citations) == 1
+    assert acc.snapshot().content == [done.part]

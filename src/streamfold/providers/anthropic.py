@@ -122,8 +122,9 @@ class _Block:
     # The content_block as its start carried it (to tell a duplicated start from a new one).
     origin: dict[str, Any] | None = None
     open: bool = True
-    # buffered blocks (server_tool_use, mcp_tool_use): their input JSON, joined at stop.
-    json_chunks: list[str] = field(default_factory=list)
+    # buffered blocks (server_tool_use, mcp_tool_use): their input JSON, joined at stop
+    # (None until the first: fewer live objects per block for the garbage collector).
+    json_chunks: list[str] | None = None
     # A non-empty input_json_delta arrived (else tool_use keeps its start's input).
     got_json: bool = False
     # Lenient: implicit parts for deltas that did not fit this block, by the kind they grow.
@@ -514,6 +515,8 @@ class AnthropicDecoder(Decoder):
             if value:
                 blk.got_json = True
             if blk.kind == "buffered":
+                if blk.json_chunks is None:
+                    blk.json_chunks = []
                 blk.json_chunks.append(value)
             else:
                 out.append(GrowPart(key, content=value))
@@ -633,7 +636,7 @@ def _implicit(wants: str, key: Hashable) -> tuple[_Block, ContentPart | ToolCall
 
 def _with_input(blk: _Block) -> tuple[dict[str, Any], dict[str, Any]]:
     """The buffered block with its streamed input parsed, and extra options on failure."""
-    text = "".join(blk.json_chunks)
+    text = "".join(blk.json_chunks or ())
     block = dict(blk.block)
     if not text.strip():
         return block, {}
