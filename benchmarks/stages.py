@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import jiter
 
+from streamfold import StreamFolder
 from streamfold.accumulator import Accumulator
 from streamfold.framing import SSEDecoder
 from streamfold.providers import get_decoder
@@ -82,17 +84,13 @@ def _median_ns(run: Callable[[], Any], n: int, repeats: int) -> float:
 
 
 def _without_hot_lane(provider: str, sse: bytes) -> Any:
-    """The public fold with the decoder's SSE hot lane off: every event framed and decoded."""
-    decoder = type(get_decoder(provider))
-    saved = decoder.__dict__.get("sse_hot_head")
-    decoder.sse_hot_head = None  # type: ignore[misc]
+    """The public fold with the SSE hot lane never starting: every event framed and decoded."""
+    saved = StreamFolder.hot_lane_after
+    StreamFolder.hot_lane_after = sys.maxsize
     try:
         return streamfold_sse(provider, sse)
     finally:
-        if saved is None:
-            del decoder.sse_hot_head
-        else:
-            decoder.sse_hot_head = saved  # type: ignore[misc]
+        StreamFolder.hot_lane_after = saved
 
 
 def stages(provider: str, workload: str, n: int, repeats: int = 5) -> list[tuple[str, float]]:

@@ -329,23 +329,20 @@ class Accumulator:
         if self._finished:
             return []
         if isinstance(delta, GrowPart):
+            content = delta.content
+            if content is not None and delta.options is None and not delta.citations:
+                # The common delta, just text, for an open part (else the checks below).
+                events: list[Event] = []
+                if self.grow_text(delta.key, content, events):
+                    return events
             slot = self._open.get(delta.key)
             if slot is None:
                 slot = self._slot_for(delta.key, "a delta")
                 if slot is None:
                     return []
-            content = delta.content
-            if content is not None and delta.options is None and not delta.citations:
-                # The common delta, just text: the same as slot.grow() without its checks.
-                slot.size += len(content)
-                if slot.size > slot.limit:
-                    slot._too_big(slot.size)
-                slot.chunks.append(content)
-                slot.has_content = True
-            else:
-                if delta.options:
-                    self._check_depth(delta.options, f"a delta of part {slot.index}")
-                slot.grow(delta)
+            if delta.options:
+                self._check_depth(delta.options, f"a delta of part {slot.index}")
+            slot.grow(delta)
             scanner = slot.scanner
             return [
                 _new_part_delta(
@@ -384,9 +381,9 @@ class Accumulator:
     def grow_text(self, key: Hashable, content: str, out: list[Event]) -> bool:
         """`apply(GrowPart(key, content))` for an open part, its event appended to `out`.
 
-        The fold's hot lane: the same state and event as apply()'s own text branch,
-        without building the GrowPart or a list. False, and nothing done, when the part is
-        not open (or the message is over): the caller then takes the full path.
+        The way apply() takes for plain text, and the fold's hot lane's, without building
+        the GrowPart. False, and nothing done, when the part is not open (or the message
+        is over): apply()'s checks then decide (a repair, or an error when strict).
         """
         slot = self._open.get(key)
         if slot is None or self._finished:

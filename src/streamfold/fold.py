@@ -313,12 +313,7 @@ class StreamFolder:
                 end = pos
                 for _ in range(wait):
                     end = buffer.find(b"\n\n", end) + 2
-            frames = self._framer.feed(buffer[pos:end])
-            if frames:
-                self._fold_frames(frames, events)
-                if self._acc.finished:
-                    return
-            if end >= size:
+            if self._fold_run(buffer[pos:end], events) or end >= size:
                 return
             pos = end
         while True:
@@ -334,14 +329,17 @@ class StreamFolder:
             # when there is none (or the decoder turned its lane off for this stream).
             found = decoder.sse_next_hot(buffer, pos)
             end = size if found < 0 else found
-            frames = self._framer.feed(buffer[pos:end])
-            if frames:
-                self._fold_frames(frames, events)
-                if self._acc.finished:
-                    return
-            if found < 0:
+            if self._fold_run(buffer[pos:end], events) or found < 0:
                 return
             pos = end
+
+    def _fold_run(self, data: bytes, events: list[Event]) -> bool:
+        """Frame and fold `data` the usual way (the hot lane's run of other events); True
+        when the message finished in it."""
+        frames = self._framer.feed(data)
+        if frames:
+            self._fold_frames(frames, events)
+        return self._acc.finished
 
     def _fold_frames(self, frames: list[Any], events: list[Event]) -> None:
         """SSE / NDJSON frames with the provider known: _frame -> _payload -> _decode ->

@@ -154,8 +154,7 @@ class AnthropicDecoder(Decoder):
         self._restarts = 0
         # The hot lane's last event prefix (head, index, delta head), its index and block.
         self._hot: tuple[bytes, int, _Block] | None = None
-
-    sse_hot_head = _HOT_EVENT
+        self._hot_head = _HOT_EVENT  # sse_hot_head: every plain delta event starts so
 
     # --- dispatch ------------------------------------------------------------------
 

@@ -47,12 +47,17 @@ class Decoder:
 
     provider: ClassVar[str] = "unknown"
 
-    # The first bytes of every SSE event `sse_shortcut` may take; None: it takes none.
-    sse_hot_head: ClassVar[bytes | None] = None
-
     def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
         self.choice = choice
         self.strict = strict
+        # See sse_hot_head: a decoder with a hot lane sets its own, and may change it (or
+        # turn the lane off with None) as the stream goes.
+        self._hot_head: bytes | None = None
+
+    @property
+    def sse_hot_head(self) -> bytes | None:
+        """The first bytes of every SSE event `sse_shortcut` may take; None: it takes none."""
+        return self._hot_head
 
     def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
         """Translate one provider event into neutral deltas."""

@@ -32,7 +32,7 @@ from ..deltas import (
 )
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder, GrowText
+from .base import Decoder, GrowText, json_string_body
 
 # finish_reason -> (normalised stop reason, status). Anything else is kept raw as "other".
 _FINISH: dict[str, tuple[StopReason, Status]] = {
@@ -86,7 +86,6 @@ _HOT_STRING = re.compile(_HOT_BODY + b'"')
 _HOT_OBFUSCATION_VALUE = rb"[ !#-\[\]-~]*"
 _HOT_OBFUSCATION = b'"obfuscation":"'
 _HOT_DELTA = b'"delta":{'
-_BACKSLASH = 0x5C
 # Two different string bodies the lane parses a learned shape with, to see which part the
 # string at the learned place grows (and that nothing else does).
 _HOT_PROBES = ((b"hot lane probe", b"a"), (b"another probe", b"b"))
@@ -206,15 +205,9 @@ class OpenAIChatDecoder(Decoder):
         self._hot_version = 0
         self._hot_credit = _HOT_CREDIT
         self._hot_seen: set[bytes] = set()
-        self._hot_head: bytes | None = _HOT_START
-
-    # Learned per stream, so not the class attribute the base declares (a property, so
-    # that setting the class attribute to None still turns the lane off).
-    @property
-    def sse_hot_head(self) -> bytes | None:  # type: ignore[override]
-        """The first bytes of every chunk the lane may take: `data: {`, then the stream's
-        own prefix once a shape is learned; None once the lane went off for the stream."""
-        return self._hot_head
+        # sse_hot_head: `data: {`, then the stream's own prefix once a shape is learned;
+        # None once the lane went off for the stream.
+        self._hot_head = _HOT_START
 
     # --- entry points ----------------------------------------------------------------
 
@@ -442,18 +435,8 @@ class OpenAIChatDecoder(Decoder):
             raw = match[1]
             if not raw:
                 break  # an empty string grows nothing: the fast path looks further
-            if _BACKSLASH in raw:
-                # json_string_body's escaped branch (jiter decodes the escapes).
-                try:
-                    text = jiter.from_json(b'"' + raw + b'"')
-                except ValueError:
-                    break
-            else:
-                try:
-                    text = raw.decode()
-                except UnicodeDecodeError:
-                    break
-            if not grow(key, text, out):
+            text = json_string_body(raw)
+            if text is None or not grow(key, text, out):
                 break
             pos = match.end()
         if shape is not None and shapes[-1] is not shape and shape in shapes:

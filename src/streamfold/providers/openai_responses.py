@@ -199,7 +199,7 @@ class OpenAIResponsesDecoder(Decoder):
         # The hot lane's part: the one the last event it took (or learned) grows.
         self._hot: _Hot | None = None
         self._hot_misses = 0  # delta events declined since the lane last took one
-        self._hot_head: bytes | None = _HOT_EVENT  # None: the lane stopped for this stream
+        self._hot_head = _HOT_EVENT  # None: the lane stopped for this stream
 
     # --- entry points ------------------------------------------------------------------
 
@@ -310,13 +310,6 @@ class OpenAIResponsesDecoder(Decoder):
         return grow
 
     # --- the SSE hot lane: the fast paths' events straight from their bytes --------------
-
-    # Per stream, so not the class attribute the base declares (a property, so that
-    # setting the class attribute to None still turns the lane off).
-    @property
-    def sse_hot_head(self) -> bytes | None:  # type: ignore[override]
-        """The first bytes of every event the lane may take; None once it stopped."""
-        return self._hot_head
 
     def sse_next_hot(self, buffer: bytes, pos: int) -> int:
         """The next delta event of a kind the lane takes (every Responses event starts
