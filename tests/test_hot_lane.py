@@ -287,3 +287,74 @@ def test_anthropic_hot_lane_state_saves_and_restores(cut: float) -> None:
     events += [e for piece in pieces[half:] for e in restored.feed(piece)] + restored.close()
     whole = list(fold(pieces, "anthropic"))
     assert [event_to_json(e) for e in events] == [event_to_json(e) for e in whole]
+
+
+def _tool_json(index: int, raw: str) -> bytes:
+    return _delta(index, '{"type":"input_json_delta","partial_json":"' + raw + '"}')
+
+
+_RUN_BREAKERS = {
+    "bad utf-8": _text(0, "bad ").replace(b"bad ", b"bad \xff"),
+    "cut utf-8": _text(0, "cut ").replace(b"cut ", b"cut \xe2\x98"),
+    "bad escape": _text(0, "bad \\x escape"),
+    "lone surrogate": _text(0, "lone \\ud800"),
+    "raw control": _text(0, "raw\u0001ctl"),
+    "escaped quote": _text(0, 'fine \\"q\\" \\u00e9 \\n'),
+    "trailing backslash": _text(0, "ends \\\\"),
+    "other block": _text(9, "unknown"),
+    "other kind": _delta(0, '{"type":"thinking_delta","thinking":"into text"}'),
+    "spacing": sse(
+        "content_block_delta",
+        '{"type": "content_block_delta", "index": 0, "delta": '
+        '{"type": "text_delta", "text": "spaced"}}',
+    ),
+}
+
+
+@pytest.mark.parametrize("breaker", sorted(_RUN_BREAKERS))
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"strict": True}, {"limits": Limits(max_part_chars=70)}],
+    ids=["lenient", "strict", "limit-mid-run"],
+)
+def test_a_run_with_any_event_in_the_middle_folds_as_the_full_path(
+    breaker: str, options: dict[str, Any]
+) -> None:
+    """The lane takes a run of one block's events in one accumulator call; an event in
+    the middle that the run may not take (or that passes the size limit) ends it there,
+    with every event before it delivered."""
+    before = b"".join(_text(0, f"piece {n} ") for n in range(8))
+    after = b"".join(_text(0, f"more {n} ") for n in range(8))
+    data = _OPENING + before + _RUN_BREAKERS[breaker] + after
+    for cuts in ([], [len(_OPENING) + 100], [len(data) // 2, len(data) - 30]):
+        assert_hot_lane_same(split_at(data, cuts), "anthropic", **options)
+
+
+def test_tool_input_runs_with_live_arguments_fold_as_the_full_path() -> None:
+    """A tool_use run with partial_arguments on: the changes per delta are the same."""
+    pieces = ['{\\"city\\": \\"Par', "is\\", '\\"days\\": [1, ', "2]", ", \\n", '\\"x\\": null}']
+    data = _OPENING + b"".join(_tool_json(2, p) for p in pieces)
+    assert_hot_lane_same([data], "anthropic", partial_arguments=True)
+    assert_hot_lane_same([data], "anthropic")
+
+
+def test_runs_are_taken_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not vacuous: on a real recording, runs of several deltas reach the accumulator
+    in one grow_texts call, escaped text included."""
+    from streamfold.accumulator import Accumulator
+
+    sizes: list[int] = []
+    original = Accumulator.grow_texts
+
+    def counting(self: Accumulator, key: Any, texts: list[str], out: list[Any]) -> bool:
+        sizes.append(len(texts))
+        return original(self, key, texts, out)
+
+    monkeypatch.setattr(Accumulator, "grow_texts", counting)
+    data = read("anthropic/thinking-signature.sse")
+    list(fold([data], "anthropic"))
+    assert max(sizes) > 20
+    escaped = _OPENING + b"".join(_text(0, f'q \\"{n}\\" \\n') for n in range(5))
+    sizes.clear()
+    list(fold([escaped], "anthropic"))
+    assert sizes == [5]

@@ -232,7 +232,7 @@ class _Slot:
             # Keep the raw text: a cut-off call is still worth showing and storing.
             metadata["arguments_error"] = str(exc)
             arguments, status = exc.raw, "incomplete"
-        return ToolCall.model_construct(
+        return ToolCall.trusted(
             call_id=start.call_id,
             name=start.name,
             arguments=arguments,
@@ -272,7 +272,7 @@ class _Slot:
                 except ToolArgumentsError as exc:
                     # Keep the raw text: a cut-off call is still worth showing and storing.
                     metadata["arguments_error"] = str(exc)
-            return ToolCall.model_construct(
+            return ToolCall.trusted(
                 call_id=start.call_id,
                 name=start.name,
                 arguments=arguments,
@@ -280,7 +280,7 @@ class _Slot:
                 status=status,
                 metadata=metadata,
             )
-        return ContentPart.model_construct(
+        return ContentPart.trusted(
             type=start.type,
             content=self._text(),
             options=self._options(),
@@ -409,6 +409,32 @@ class Accumulator:
         )
         return True
 
+    def grow_texts(self, key: Hashable, texts: list[str], out: list[Event]) -> bool:
+        """`grow_text` for each of `texts` in order, at one call's cost (the hot lane's runs).
+
+        The same events, state and errors: a run that would pass the part's size limit,
+        or whose deltas carry argument changes, goes one text at a time, so the events
+        before the one that fails are in `out` when it raises.
+        """
+        slot = self._open.get(key)
+        if slot is None or self._finished:
+            return False
+        if not texts:
+            return True
+        size = slot.size + sum(map(len, texts))
+        if size > slot.limit or slot.scanner is not None:
+            for text in texts:
+                self.grow_text(key, text, out)
+            return True
+        slot.size = size
+        slot.chunks += texts
+        slot.has_content = True
+        index = slot.index
+        kind = slot.kind
+        new = tuple.__new__
+        out += [new(PartDelta, (index, kind, t, None, (), "part_delta", ())) for t in texts]
+        return True
+
     def apply_all(self, deltas: Iterable[Delta]) -> list[Event]:
         """Apply several deltas in order."""
         events: list[Event] = []
@@ -507,7 +533,7 @@ class Accumulator:
         self._closed_keys.discard(delta.key)
         part = delta.part
         if isinstance(part, ToolCall) and part.index != slot.index:
-            part = part.model_copy(update={"index": slot.index})
+            part = part.replaced(index=slot.index)
         events: list[Event] = [_new_part_started((slot.index, part, "part_started"))]
         if (
             self.scan_arguments
@@ -542,11 +568,7 @@ class Accumulator:
             # Checked before anything changes: a refused replacement leaves the part open,
             # so a later end (or a cancel) still keeps what it had.
             self._check_part_depth(final, f"part {slot.index}")
-            part = (
-                final.model_copy(update={"index": slot.index})
-                if isinstance(final, ToolCall)
-                else final
-            )
+            part = final.replaced(index=slot.index) if isinstance(final, ToolCall) else final
         del self._open[key]
         self._closed_keys.add(key)
         slot.done = part
@@ -637,7 +659,7 @@ class Accumulator:
             metadata["skipped_events"] = dict(self._skipped)
         if self._repairs:
             metadata["repairs"] = dict(self._repairs)
-        return Message.model_construct(
+        return Message.trusted(
             role=self.role,
             content=[p for p in built if isinstance(p, ContentPart)],
             tool_calls=[p for p in built if isinstance(p, ToolCall)],

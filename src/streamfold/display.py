@@ -33,9 +33,9 @@ def part_display_item(part: ContentPart, role: Role) -> DisplayItem | None:
         marker = utterance(part)
         if marker is not None:
             content["utterance"] = marker
-        return DisplayItem.model_construct(type="text", message_type=role, content=content)
+        return DisplayItem.trusted(type="text", message_type=role, content=content)
     if part.type == "thinking":
-        return DisplayItem.model_construct(
+        return DisplayItem.trusted(
             type="thinking", message_type=role, content={"text": part.content or ""}
         )
     return None
@@ -43,7 +43,7 @@ def part_display_item(part: ContentPart, role: Role) -> DisplayItem | None:
 
 def tool_call_display_item(call: ToolCall, role: Role) -> DisplayItem:
     """The display item for a tool call."""
-    return DisplayItem.model_construct(
+    return DisplayItem.trusted(
         type="tool_call",
         message_type=role,
         content={"call_id": call.call_id, "name": call.name, "arguments": call.arguments},
@@ -57,7 +57,7 @@ def tool_result_display_item(result: ToolResult, role: Role) -> DisplayItem:
         if isinstance(result.content, str)
         else [p.model_dump(mode="json") for p in result.content]
     )
-    return DisplayItem.model_construct(
+    return DisplayItem.trusted(
         type="tool_result",
         message_type=role,
         content={
@@ -96,7 +96,7 @@ def extract_display_items(
     items.extend(tool_result_display_item(r, role) for r in message.tool_results)
     if items and message.status in ABNORMAL_STATUSES:
         last = items[-1]
-        items[-1] = DisplayItem.model_construct(
+        items[-1] = DisplayItem.trusted(
             type=last.type,
             message_type=last.message_type,
             content={**last.content, "stop_reason": message.stop_reason or message.status},

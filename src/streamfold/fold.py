@@ -302,7 +302,7 @@ class StreamFolder:
         Events, positions, state and errors are the same as the framer's path gives.
         """
         shortcut = decoder.sse_shortcut
-        grow = self._acc.grow_text
+        grower = self._acc
         size = len(buffer)
         pos = 0
         while self._position < self.hot_lane_after:
@@ -319,7 +319,7 @@ class StreamFolder:
         while True:
             before = len(events)
             try:
-                pos = shortcut(buffer, pos, grow, events)
+                pos = shortcut(buffer, pos, grower, events)
             finally:
                 # One event per event taken (the hot lane never takes [DONE]).
                 self._position += len(events) - before

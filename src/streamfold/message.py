@@ -144,7 +144,7 @@ def merge_usage(current: Usage | None, later: Usage | None) -> Usage | None:
         return current
     if current is None or later.cumulative:
         return later
-    return Usage.model_construct(
+    return Usage.trusted(
         input_tokens=_add(current.input_tokens, later.input_tokens),
         output_tokens=_add(current.output_tokens, later.output_tokens),
         cache_read_tokens=_add(current.cache_read_tokens, later.cache_read_tokens),

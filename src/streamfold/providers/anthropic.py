@@ -13,9 +13,10 @@ message_stop) next to the raw ones; they repeat what the raw events said and are
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -34,7 +35,7 @@ from ..deltas import (
 )
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder, GrowText, json_string_body
+from .base import Decoder, PartGrower, json_string_body
 
 # stop_reason -> (normalised stop reason, status).
 _STOP: dict[str, tuple[StopReason, Status]] = {
@@ -82,8 +83,22 @@ _HOT_DELTA: dict[str, bytes] = {
 # The rest of the event when the text holds nothing JSON escapes (the common case).
 _HOT_PLAIN_TAIL = re.compile(rb'([^"\\\x00-\x1f]*)"\} *\}\n\n')
 _HOT_TAIL = re.compile(rb'"\} *\}\n\n')
+# The rest of the event in a run: a JSON string body (plain bytes, each backslash with the
+# character after it; jiter then reads the escapes, and refuses bad ones) and the tail.
+_HOT_RUN_TAIL = rb'([^"\\\x00-\x1f]*(?:\\[^\x00-\x1f][^"\\\x00-\x1f]*)*)"\} *\}\n\n'
 # An index as JSON writes it: digits, no leading zero; the comma within this many bytes.
 _HOT_INDEX_SPAN = 12
+
+
+@functools.lru_cache(maxsize=256)
+def _hot_plain_event(prefix: bytes) -> Callable[[bytes, int], re.Match[bytes] | None]:
+    """A whole plain event of one block: its prefix, then what _HOT_PLAIN_TAIL matches.
+
+    Cached by prefix (a compiled pattern is no fold state): a stream's blocks, and the
+    next stream's, use the same few.
+    """
+    return re.compile(re.escape(prefix) + _HOT_RUN_TAIL).match
+
 
 # Usage fields from message_start / message_delta into Usage fields.
 _USAGE_FIELDS = (
@@ -311,9 +326,11 @@ class AnthropicDecoder(Decoder):
             text = _optional(self, block, "text", str, payload)
             citations = _optional(self, block, "citations", list, payload) or []
             blk = _Block("text", btype, block)
-            part = ContentPart(
+            # Checked above (and each citation validated): trusted.
+            part = ContentPart.trusted(
                 type="text",
                 content=text if text is not None else "",
+                options={},
                 citations=[_citation(self, c, payload) for c in citations],
             )
         elif btype == "thinking":
@@ -321,10 +338,11 @@ class AnthropicDecoder(Decoder):
             signature = _optional(self, block, "signature", str, payload)
             blk = _Block("thinking", btype, block)
             # An empty signature is not replayable: only a non-empty one is an option.
-            part = ContentPart(
+            part = ContentPart.trusted(
                 type="thinking",
                 content=thinking if thinking is not None else "",
                 options={"signature": signature} if signature else {},
+                citations=[],
             )
         elif btype == "tool_use":
             call_id = _optional(self, block, "id", str, payload)
@@ -332,7 +350,17 @@ class AnthropicDecoder(Decoder):
             _optional(self, block, "input", dict, payload)
             blk = _Block("tool_use", btype, block)
             extra = {k: v for k, v in block.items() if k not in ("type", "id", "name", "input")}
-            part = ToolCall(call_id=call_id, name=name, arguments="", metadata=extra)
+            if extra:  # anything else the block carries: checked as JSON by validation
+                part = ToolCall(call_id=call_id, name=name, arguments="", metadata=extra)
+            else:
+                part = ToolCall.trusted(
+                    call_id=call_id,
+                    name=name,
+                    arguments="",
+                    index=None,
+                    status="incomplete",
+                    metadata=extra,
+                )
         else:
             if btype == "compaction":
                 kind: BlockKind = "compaction"
@@ -378,7 +406,7 @@ class AnthropicDecoder(Decoder):
             return None
         return [new_grow((blk.key, value, None, ()))]
 
-    def sse_shortcut(self, buffer: bytes, pos: int, grow: GrowText, out: list[Any]) -> int:
+    def sse_shortcut(self, buffer: bytes, pos: int, grower: PartGrower, out: list[Any]) -> int:
         """The SSE hot lane (see `Decoder.sse_shortcut`): the events `_plain_delta` takes.
 
         An event matches when its bytes are the hot head, the index of an open text,
@@ -391,6 +419,9 @@ class AnthropicDecoder(Decoder):
         blocks = self._blocks
         plain_tail = _HOT_PLAIN_TAIL.match
         escaped_tail = _HOT_TAIL.search
+        loads = jiter.from_json
+        grow_text = grower.grow_text
+        grow_texts = grower.grow_texts
         while buffer.startswith(_HOT_HEAD, pos):
             if hot is None or not buffer.startswith(hot[0], pos):
                 hot = self._hot_prefix(buffer, pos)
@@ -400,6 +431,31 @@ class AnthropicDecoder(Decoder):
             if not blk.open or blocks.get(index) is not blk:
                 hot = None
                 break
+            # The run of this block's plain events (nearly all of them), one regex match
+            # each, handed to the accumulator at once.
+            match = _hot_plain_event(prefix)
+            found = match(buffer, pos)
+            if found is not None:
+                run_start = pos
+                raw: list[bytes] = []
+                while found is not None:
+                    raw.append(found.group(1))
+                    pos = found.end()
+                    found = match(buffer, pos)
+                try:
+                    texts = [
+                        piece.decode() if b"\\" not in piece else loads(b'"' + piece + b'"')
+                        for piece in raw
+                    ]
+                except ValueError:  # bad UTF-8 or a bad escape
+                    pos = run_start  # one at a time below, up to the bad one
+                else:
+                    if not grow_texts(blk.key, texts, out):
+                        pos = run_start
+                        break
+                    if blk.kind == "tool_use" and any(raw):
+                        blk.got_json = True
+                    continue
             start = pos + len(prefix)
             plain = plain_tail(buffer, start)
             if plain is not None:
@@ -418,7 +474,7 @@ class AnthropicDecoder(Decoder):
                     break
                 end = tail.end()
                 text = json_string_body(buffer[start : tail.start()])
-            if text is None or not grow(blk.key, text, out):
+            if text is None or not grow_text(blk.key, text, out):
                 break
             if text and blk.kind == "tool_use":
                 blk.got_json = True

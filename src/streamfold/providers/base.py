@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable
-from typing import Any, ClassVar
+from collections.abc import Hashable
+from typing import Any, ClassVar, Protocol
 
 import jiter
 
 from ..deltas import Delta, EndMessage, Repair
 from ..errors import StreamProtocolError
 
-# The fold's cheap apply of one plain GrowPart(key, text): it appends the event to the
-# list and says True, or does nothing and says False (the part is not open).
-GrowText = Callable[[Hashable, str, list[Any]], bool]
+
+class PartGrower(Protocol):
+    """The fold's cheap apply of plain GrowPart(key, text)s (the Accumulator's).
+
+    Each appends the events to `out` and says True, or does nothing and says False (the
+    part is not open).
+    """
+
+    def grow_text(self, key: Hashable, content: str, out: list[Any]) -> bool:
+        """apply(GrowPart(key, content))."""
+        ...
+
+    def grow_texts(self, key: Hashable, texts: list[str], out: list[Any]) -> bool:
+        """apply(GrowPart(key, text)) for each text in order, at one call's cost."""
+        ...
+
 
 # Bytes a JSON string body must not hold raw: its quote, escapes and control characters.
 NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
@@ -63,15 +76,17 @@ class Decoder:
         """Translate one provider event into neutral deltas."""
         raise NotImplementedError
 
-    def sse_shortcut(self, buffer: bytes, pos: int, grow: GrowText, out: list[Any]) -> int:
+    def sse_shortcut(self, buffer: bytes, pos: int, grower: PartGrower, out: list[Any]) -> int:
         """Take the plain delta events that start at `buffer[pos]` straight from their bytes.
 
         The fold's hot lane (issue 8): `buffer` is LF-only SSE and `pos` an event
         boundary. For each whole event, from `pos` on, that is byte for byte one this
         decoder's fast path would turn into a single GrowPart of text (its JSON written the
-        provider's own way, the text a valid JSON string), call `grow(key, text, out)` and
-        update this decoder's state exactly as decode() would. Stop at the first event that
-        is anything else, or when `grow` says False, and return where the taken events end
+        provider's own way, the text a valid JSON string), call `grower.grow_text(key,
+        text, out)` (or, for a run of one part's events, `grower.grow_texts(key, texts,
+        out)`) and update this decoder's state exactly as decode() would. Stop at the first
+        event that is anything else, or when the grower says False, and return where the
+        taken events end
         (`pos` if none): the fold frames and decodes the rest as usual. Nothing may differ
         from the full path: tests/test_fast_paths.py folds every stream both ways.
         """

@@ -32,7 +32,7 @@ from ..deltas import (
 )
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder, GrowText, json_string_body
+from .base import Decoder, PartGrower, json_string_body
 
 # finish_reason -> (normalised stop reason, status). Anything else is kept raw as "other".
 _FINISH: dict[str, tuple[StopReason, Status]] = {
@@ -391,7 +391,7 @@ class OpenAIChatDecoder(Decoder):
 
     # --- the SSE hot lane ------------------------------------------------------------
 
-    def sse_shortcut(self, buffer: bytes, pos: int, grow: GrowText, out: list[Any]) -> int:
+    def sse_shortcut(self, buffer: bytes, pos: int, grower: PartGrower, out: list[Any]) -> int:
         """The SSE hot lane (see `Decoder.sse_shortcut`): the chunks `_plain_text_chunk`
         turns into one GrowPart, read straight from their bytes by learned shapes.
 
@@ -409,6 +409,7 @@ class OpenAIChatDecoder(Decoder):
             self._hot_version = self._metadata_version
             self._hot_head = _HOT_START
         shapes = self._hot_shapes
+        grow = grower.grow_text
         before = len(out)
         shape = shapes[-1] if shapes else None
         if shape is not None:

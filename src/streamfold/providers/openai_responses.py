@@ -36,7 +36,7 @@ from ..deltas import (
 from ..errors import ToolArgumentsError
 from ..message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
 from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder, GrowText, json_string_body
+from .base import Decoder, PartGrower, json_string_body
 
 _PHASES = {"commentary": "narration", "final_answer": "answer"}
 
@@ -319,7 +319,7 @@ class OpenAIResponsesDecoder(Decoder):
         found = _HOT_NEXT.search(buffer, pos)
         return -1 if found is None else found.start() + 2
 
-    def sse_shortcut(self, buffer: bytes, pos: int, grow: GrowText, out: list[Any]) -> int:
+    def sse_shortcut(self, buffer: bytes, pos: int, grower: PartGrower, out: list[Any]) -> int:
         """The SSE hot lane (see `Decoder.sse_shortcut`): the delta events the fast paths take.
 
         An event matches when its bytes are its kind's head, a sequence number that
@@ -334,6 +334,7 @@ class OpenAIResponsesDecoder(Decoder):
             # decode() takes no fast path while it holds repairs to say; no whole event.
             return pos
         startswith = buffer.startswith
+        grow = grower.grow_text
         hot = self._hot
         # The hot part, if this event is of its kind and the fast path still grows it.
         learn = hot is None or not startswith(hot[2], pos) or not self._hot_open(hot)
