@@ -553,3 +553,64 @@ def test_every_look_alike_between_taken_events(taken: int) -> None:
         data = _stream([taken, other, taken, other, other, taken], True)
         _assert_same([data], "openai-responses")
         _assert_same([data], "openai-responses", strict=True)
+
+
+def _text_event(text: str) -> Callable[[int], bytes]:
+    return lambda n: _delta(_TEXT, n, _MSG, text)
+
+
+_RUN_BREAKERS: dict[str, Callable[[int], bytes]] = {
+    "bad utf-8": lambda n: _delta(_TEXT, n, _MSG, "bad ").replace(b"bad ", b"bad \xff"),
+    "bad escape": _text_event("bad \\x escape"),
+    "lone surrogate": _text_event("lone \\ud800"),
+    "escaped": _text_event('fine \\"q\\" \\u00e9 \\n'),
+    "duplicate number": lambda n: _delta(_TEXT, n - 2, _MSG, "dup"),
+    "skipped number": lambda n: _delta(_TEXT, n + 3, _MSG, "ahead"),
+    "no number": lambda n: _delta(_TEXT, None, _MSG, "unnumbered"),
+    "other part": lambda n: _delta(_SUMMARY, n, _RS, "summary"),
+    "no obfuscation": lambda n: _delta(_TEXT, n, _MSG, "plain", tail=_LOGPROBS),
+    "empty": _text_event(""),
+}
+
+
+@pytest.mark.parametrize("breaker", sorted(_RUN_BREAKERS))
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"strict": True}, {"limits": Limits(max_part_chars=60)}],
+    ids=["lenient", "strict", "limit-mid-run"],
+)
+def test_a_run_with_any_event_in_the_middle_folds_as_the_full_path(
+    breaker: str, options: dict[str, Any]
+) -> None:
+    """The lane takes a run of one part's consecutively numbered events in one
+    accumulator call; an event in the middle that the run may not take (or that passes
+    the size limit) ends it there, decoder state and all."""
+    run = [_text_event(f"piece {k} ") for k in range(8)]
+    more = [_text_event(f"more {k} ") for k in range(8)]
+    events = [*_OPENING, *run, _RUN_BREAKERS[breaker], *more]
+    data = b"".join(make(n) for n, make in enumerate(events))
+    opening = sum(len(make(n)) for n, make in enumerate(_OPENING))
+    for cuts in ([], [opening + 150], [len(data) // 2, len(data) - 40]):
+        _assert_same(split_at(data, cuts), "openai-responses", **options)
+
+
+def test_runs_are_taken_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not vacuous: runs of several deltas, escaped text included, reach the accumulator
+    in one grow_texts call."""
+    from streamfold.accumulator import Accumulator
+
+    sizes: list[int] = []
+    original = Accumulator.grow_texts
+
+    def counting(self: Accumulator, key: Any, texts: list[str], out: list[Any]) -> bool:
+        sizes.append(len(texts))
+        return original(self, key, texts, out)
+
+    monkeypatch.setattr(Accumulator, "grow_texts", counting)
+    run = [_text_event(f'q \\"{k}\\" \\n') for k in range(6)]
+    data = b"".join(make(n) for n, make in enumerate([*_OPENING, *run]))
+    list(fold([data], "openai-responses"))
+    assert sizes == [6]
+    sizes.clear()
+    list(fold([read("openai-responses/reasoning-summary.sse")], "openai-responses"))
+    assert max(sizes) > 20

@@ -22,6 +22,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NoReturn
 
+import jiter
+
 from ..deltas import (
     ClosePart,
     Delta,
@@ -163,6 +165,12 @@ _HOT_TAIL = re.compile(
 # The common case, a little faster: text with nothing JSON escapes, OpenAI's own tail.
 _HOT_PLAIN_TEXT = rb'([^"\\\x00-\x1f]*)"'
 _HOT_OPENAI_PADDED = re.compile(_HOT_PLAIN_TEXT + _HOT_OBFUSCATION + _HOT_END)
+# A run's tail: the same, escapes allowed (jiter reads them, and refuses bad ones).
+_HOT_OPENAI_RUN_TAIL = {
+    "content": re.compile(_HOT_TEXT + _HOT_LOGPROBS + _HOT_OBFUSCATION + _HOT_END),
+    "summary": re.compile(_HOT_TEXT + _HOT_OBFUSCATION + _HOT_END),
+    "arguments": re.compile(_HOT_TEXT + _HOT_OBFUSCATION + _HOT_END),
+}
 _HOT_OPENAI_TAIL = {
     "content": re.compile(_HOT_PLAIN_TEXT + _HOT_LOGPROBS + _HOT_OBFUSCATION + _HOT_END),
     "summary": _HOT_OPENAI_PADDED,
@@ -367,6 +375,16 @@ class OpenAIResponsesDecoder(Decoder):
                 else:
                     marked = item.has_arguments or item.kind == "builtin"
                 while True:
+                    if predict:
+                        try:
+                            end, marked = self._hot_run(buffer, pos, hot, grower, out, marked)
+                        except BaseException:
+                            taken = kind  # decode() had named the event's kind
+                            raise
+                        if end != pos:
+                            taken = kind
+                            floor = self._seq_floor
+                            pos = end
                     number: int | None = None
                     if predict:
                         number = floor + 1  # type: ignore[operator]  # predict: not None
@@ -431,6 +449,66 @@ class OpenAIResponsesDecoder(Decoder):
                 self._hot_misses = 0
             else:
                 self._hot_missed(buffer, pos)
+
+    def _hot_run(
+        self,
+        buffer: bytes,
+        pos: int,
+        hot: _Hot,
+        grower: PartGrower,
+        out: list[Any],
+        marked: bool,
+    ) -> tuple[int, bool]:
+        """The run of numbered events from `pos` in OpenAI's own layout, each numbered one
+        after the last with none above (what the lane predicts), given to the accumulator
+        at once: where they end and whether the part is now marked as having text.
+
+        `pos` when there are fewer than two, or one holds bad UTF-8 or a bad escape: the
+        event-by-event loop then takes them, or leaves them to the full path.
+        """
+        _, part, head, middle, _, key, item, state = hot
+        tail = _HOT_OPENAI_RUN_TAIL[part]
+        startswith = buffer.startswith
+        floor = self._seq_floor
+        assert floor is not None  # predicted: the floor is known and nothing is above it
+        number = floor
+        pieces: list[bytes] = []
+        end = pos
+        while True:
+            prefix = b"%b%d%b" % (head, number + 1, middle)
+            if not startswith(prefix, end):
+                break
+            found = tail.match(buffer, end + len(prefix))
+            if found is None:
+                break
+            pieces.append(found.group(1))
+            number += 1
+            end = found.end()
+        if len(pieces) < 2:
+            return pos, marked
+        loads = jiter.from_json
+        try:
+            texts = [p.decode() if b"\\" not in p else loads(b'"' + p + b'"') for p in pieces]
+        except ValueError:  # bad UTF-8 or a bad escape
+            return pos, marked
+        before = len(out)
+        try:
+            grown = grower.grow_texts(key, texts, out)
+        except BaseException:
+            # decode() records each event before the fold applies it: those taken, and
+            # the one that failed.
+            failed = len(out) - before
+            self._seq_floor = floor + failed + 1
+            if not marked and any(texts[: failed + 1]):
+                self._hot_mark(item, state)
+            raise
+        if not grown:
+            return pos, marked
+        self._seq_floor = number
+        if not marked and any(texts):
+            self._hot_mark(item, state)
+            marked = True
+        return end, marked
 
     def _hot_learn(self, buffer: bytes, pos: int) -> _Hot | None:
         """The hot part of the delta event at `pos`: its kind, head, middle and part."""
@@ -517,10 +595,14 @@ class OpenAIResponsesDecoder(Decoder):
         if number is not None:
             self._seen(number)
         if text:
-            if state is not None:
-                state.has_text = True
-            elif item.kind != "builtin":
-                item.has_arguments = True
+            self._hot_mark(item, state)
+
+    def _hot_mark(self, item: _Item, state: _Part | None) -> None:
+        """What decode() marks when a delta brings text: the part, or the call's arguments."""
+        if state is not None:
+            state.has_text = True
+        elif item.kind != "builtin":
+            item.has_arguments = True
 
     def _dispatch(self, kind: str, payload: dict[str, Any]) -> list[Delta]:
         self._kind = kind
