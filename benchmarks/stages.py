@@ -85,12 +85,12 @@ def _median_ns(run: Callable[[], Any], n: int, repeats: int) -> float:
 
 def _without_hot_lane(provider: str, sse: bytes) -> Any:
     """The public fold with the SSE hot lane never starting: every event framed and decoded."""
-    saved = StreamFolder.hot_lane_after
-    StreamFolder.hot_lane_after = sys.maxsize
+    saved = StreamFolder.hot_lane_after, StreamFolder.hot_lane_ahead
+    StreamFolder.hot_lane_after = StreamFolder.hot_lane_ahead = sys.maxsize
     try:
         return streamfold_sse(provider, sse)
     finally:
-        StreamFolder.hot_lane_after = saved
+        StreamFolder.hot_lane_after, StreamFolder.hot_lane_ahead = saved
 
 
 def stages(provider: str, workload: str, n: int, repeats: int = 5) -> list[tuple[str, float]]:

@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,19 +140,22 @@ def fold_outcome(chunks: list[Any], provider: str | None, **options: Any) -> tup
     return events, None, repr(run.snapshot())
 
 
-# The shipped StreamFolder.hot_lane_after (the hot-lane tests set it to 0 meanwhile).
+# The shipped StreamFolder.hot_lane_after and hot_lane_ahead (the hot-lane tests set
+# them meanwhile).
 HOT_LANE_AFTER = StreamFolder.hot_lane_after
+HOT_LANE_AHEAD = StreamFolder.hot_lane_ahead
 
 
 @contextlib.contextmanager
-def hot_lane_from(events: int) -> Iterator[None]:
-    """The hot lane starting after `events` events (StreamFolder.hot_lane_after)."""
-    saved = StreamFolder.hot_lane_after
-    StreamFolder.hot_lane_after = events
+def hot_lane_from(events: int, ahead: int = sys.maxsize) -> Iterator[None]:
+    """The hot lane starting after `events` events (StreamFolder.hot_lane_after), or at
+    once when the bytes at hand hold `ahead` events (never, by default)."""
+    saved = StreamFolder.hot_lane_after, StreamFolder.hot_lane_ahead
+    StreamFolder.hot_lane_after, StreamFolder.hot_lane_ahead = events, ahead
     try:
         yield
     finally:
-        StreamFolder.hot_lane_after = saved
+        StreamFolder.hot_lane_after, StreamFolder.hot_lane_ahead = saved
 
 
 def assert_hot_lane_same(chunks: list[Any], provider: str | None, **options: Any) -> None:
@@ -159,8 +163,8 @@ def assert_hot_lane_same(chunks: list[Any], provider: str | None, **options: Any
     the first event (the test streams are short), from the third, and as shipped."""
     with hot_lane_off():
         full = fold_outcome(chunks, provider, **options)
-    for start in (0, 3, HOT_LANE_AFTER):
-        with hot_lane_from(start):
+    for start, ahead in ((0, sys.maxsize), (3, sys.maxsize), (HOT_LANE_AFTER, HOT_LANE_AHEAD)):
+        with hot_lane_from(start, ahead):
             assert fold_outcome(chunks, provider, **options) == full, f"lane from {start}"
 
 

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import (
     HOT_LANE_AFTER,
+    HOT_LANE_AHEAD,
     assert_hot_lane_same,
     hot_lane_from,
     read,
@@ -270,6 +271,33 @@ def test_the_lane_starts_after_the_shipped_number_of_events(
     # The first try is at the start of the event after the first HOT_LANE_AFTER.
     assert long[: tries[0]].count(b"\n\n") == HOT_LANE_AFTER
     assert len(events) > HOT_LANE_AFTER
+
+
+def test_the_lane_starts_at_once_when_many_events_are_at_hand(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long stream read in one large piece takes the lane from its first delta; the
+    same stream in small pieces only after HOT_LANE_AFTER events; a short one never."""
+    decoded: list[str] = []
+    original = anthropic.AnthropicDecoder.decode
+
+    def counting(self: anthropic.AnthropicDecoder, payload: Any, event: Any = None) -> Any:
+        decoded.append(payload.get("type"))
+        return original(self, payload, event)
+
+    monkeypatch.setattr(anthropic.AnthropicDecoder, "decode", counting)
+    long = read("anthropic/thinking-signature.sse")
+    assert long.count(b"\n\n") >= HOT_LANE_AHEAD
+    signatures = long.count(b'"signature_delta"')
+    with hot_lane_from(HOT_LANE_AFTER, HOT_LANE_AHEAD):
+        list(fold([long], "anthropic"))
+        assert decoded.count("content_block_delta") == signatures
+        decoded.clear()
+        list(fold(split_at(long, list(range(0, len(long), 300))), "anthropic"))
+        # The deltas among the first HOT_LANE_AFTER events went through decode().
+        first = long.split(b"\n\n")[:HOT_LANE_AFTER]
+        early = sum(b"event: content_block_delta" in e for e in first)
+        assert decoded.count("content_block_delta") >= early > signatures
 
 
 @pytest.mark.parametrize("cut", [0.3, 0.5, 0.8])

@@ -52,6 +52,10 @@ class StreamFolder:
     # a few dozen events, nearly all of them starts, stops and metadata) is framed in one
     # run and never pays for the lane's tries; a long one loses nothing that matters.
     hot_lane_after: ClassVar[int] = 32
+    # ... or at once, when the bytes at hand hold at least this many events: a stream read
+    # in large pieces (a replay, a proxy's buffer, a fast server) then takes the lane from
+    # its first delta, and a short one is still framed in one run.
+    hot_lane_ahead: ClassVar[int] = 64
 
     def __init__(
         self,
@@ -306,10 +310,13 @@ class StreamFolder:
         size = len(buffer)
         pos = 0
         while self._position < self.hot_lane_after:
+            ahead = buffer.count(b"\n\n", pos)  # one C call answers for short streams
+            if ahead >= self.hot_lane_ahead:
+                break
             # Not yet: the events up to the start of the lane, framed in one run.
             wait = self.hot_lane_after - self._position
             end = size
-            if buffer.count(b"\n\n", pos) > wait:  # one C call answers for short streams
+            if ahead > wait:
                 end = pos
                 for _ in range(wait):
                     end = buffer.find(b"\n\n", end) + 2
