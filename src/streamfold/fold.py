@@ -310,16 +310,20 @@ class StreamFolder:
         size = len(buffer)
         pos = 0
         while self._position < self.hot_lane_after:
-            ahead = buffer.count(b"\n\n", pos)  # one C call answers for short streams
-            if ahead >= self.hot_lane_ahead:
+            # The ends of the whole events at hand, up to hot_lane_ahead of them (found one
+            # by one: bytes.count(b"\n\n") reads a 64 KiB piece at 0.75 ns a byte).
+            ends: list[int] = []
+            end = pos
+            while len(ends) < self.hot_lane_ahead:
+                end = buffer.find(b"\n\n", end) + 2
+                if end < 2:
+                    break
+                ends.append(end)
+            if len(ends) >= self.hot_lane_ahead:
                 break
             # Not yet: the events up to the start of the lane, framed in one run.
             wait = self.hot_lane_after - self._position
-            end = size
-            if ahead > wait:
-                end = pos
-                for _ in range(wait):
-                    end = buffer.find(b"\n\n", end) + 2
+            end = ends[wait - 1] if len(ends) > wait else size
             if self._fold_run(buffer[pos:end], events) or end >= size:
                 return
             pos = end

@@ -419,9 +419,7 @@ class AnthropicDecoder(Decoder):
         blocks = self._blocks
         plain_tail = _HOT_PLAIN_TAIL.match
         escaped_tail = _HOT_TAIL.search
-        loads = jiter.from_json
         grow_text = grower.grow_text
-        grow_texts = grower.grow_texts
         while buffer.startswith(_HOT_HEAD, pos):
             if hot is None or not buffer.startswith(hot[0], pos):
                 hot = self._hot_prefix(buffer, pos)
@@ -431,31 +429,6 @@ class AnthropicDecoder(Decoder):
             if not blk.open or blocks.get(index) is not blk:
                 hot = None
                 break
-            # The run of this block's plain events (nearly all of them), one regex match
-            # each, handed to the accumulator at once.
-            match = _hot_plain_event(prefix)
-            found = match(buffer, pos)
-            if found is not None:
-                run_start = pos
-                raw: list[bytes] = []
-                while found is not None:
-                    raw.append(found.group(1))
-                    pos = found.end()
-                    found = match(buffer, pos)
-                try:
-                    texts = [
-                        piece.decode() if b"\\" not in piece else loads(b'"' + piece + b'"')
-                        for piece in raw
-                    ]
-                except ValueError:  # bad UTF-8 or a bad escape
-                    pos = run_start  # one at a time below, up to the bad one
-                else:
-                    if not grow_texts(blk.key, texts, out):
-                        pos = run_start
-                        break
-                    if blk.kind == "tool_use" and any(raw):
-                        blk.got_json = True
-                    continue
             start = pos + len(prefix)
             plain = plain_tail(buffer, start)
             if plain is not None:
@@ -479,8 +452,45 @@ class AnthropicDecoder(Decoder):
             if text and blk.kind == "tool_use":
                 blk.got_json = True
             pos = end
+            if buffer.startswith(prefix, pos):
+                # More of the same block (a live stream's chunk holds one event; a
+                # replayed or buffered one, long runs): the run at once.
+                pos = self._hot_run(buffer, pos, prefix, blk, grower, out)
         self._hot = hot
         return pos
+
+    def _hot_run(
+        self,
+        buffer: bytes,
+        pos: int,
+        prefix: bytes,
+        blk: _Block,
+        grower: PartGrower,
+        out: list[Any],
+    ) -> int:
+        """The run of `blk`'s plain events from `pos`, one regex match each, given to the
+        accumulator in one call; `pos` (nothing taken) if one holds bad UTF-8 or a bad
+        escape: the event-by-event loop then takes them up to it."""
+        match = _hot_plain_event(prefix)
+        raw: list[bytes] = []
+        end = pos
+        found = match(buffer, end)
+        while found is not None:
+            raw.append(found.group(1))
+            end = found.end()
+            found = match(buffer, end)
+        if not raw:
+            return pos
+        loads = jiter.from_json
+        try:
+            texts = [p.decode() if b"\\" not in p else loads(b'"' + p + b'"') for p in raw]
+        except ValueError:  # bad UTF-8 or a bad escape
+            return pos
+        if not grower.grow_texts(blk.key, texts, out):
+            return pos
+        if blk.kind == "tool_use" and any(raw):
+            blk.got_json = True
+        return end
 
     def _hot_prefix(self, buffer: bytes, pos: int) -> tuple[bytes, int, _Block] | None:
         """The hot event prefix for the block whose index follows the head at `pos`."""
