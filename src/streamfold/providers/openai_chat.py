@@ -31,8 +31,14 @@ from ..deltas import (
     new_grow,
 )
 from ..message import Status, StopReason, ToolCall, Usage
-from ..parts import Citation, CitationSource, ContentPart
+from ..parts import Citation, CitationSource, ContentPart, PartType
 from .base import Decoder, PartGrower, json_string_body
+
+
+def _empty_part(kind: PartType, options: dict[str, Any] | None = None) -> ContentPart:
+    """A part as a chunk starts it: empty (constants only: built without validation)."""
+    return ContentPart.trusted(type=kind, content="", options=options or {}, citations=[])
+
 
 # finish_reason -> (normalised stop reason, status). Anything else is kept raw as "other".
 _FINISH: dict[str, tuple[StopReason, Status]] = {
@@ -854,7 +860,7 @@ class OpenAIChatDecoder(Decoder):
         if self._thinking is not None and self._thinking_slot != slot:
             self._close_thinking(out)
         if self._thinking is None:
-            self._thinking = self._open_part(ContentPart(type="thinking", content=""), out)
+            self._thinking = self._open_part(_empty_part("thinking"), out)
             self._thinking_slot = slot
         out.append(GrowPart(self._thinking, content=text, options=options or None))
 
@@ -914,7 +920,7 @@ class OpenAIChatDecoder(Decoder):
     ) -> None:
         self._close_thinking(out)
         if self._text is None:
-            self._text = self._open_part(ContentPart(type="text", content=""), out)
+            self._text = self._open_part(_empty_part("text"), out)
         if self._pending_citations:
             citations = (*self._pending_citations, *citations)
             self._pending_citations = []
@@ -924,7 +930,7 @@ class OpenAIChatDecoder(Decoder):
         self._close_thinking(out)
         self._saw_refusal = True
         if self._refusal is None:
-            part = ContentPart(type="text", content="", options={"refusal": True})
+            part = _empty_part("text", {"refusal": True})
             self._refusal = self._open_part(part, out)
         out.append(GrowPart(self._refusal, content=text))
 

@@ -911,8 +911,14 @@ class OpenAIResponsesDecoder(Decoder):
             item.has_arguments = bool(initial)
             self._items[item_id] = item
             self._tool_calls += 1
-            call = ToolCall(
-                call_id=item.call_id, name=item.name, arguments=initial or "", metadata=metadata
+            # Each field checked above: built without validation.
+            call = ToolCall.trusted(
+                call_id=item.call_id,
+                name=item.name,
+                arguments=initial or "",
+                index=None,
+                status="incomplete",
+                metadata=metadata,
             )
             return self._replay_early(item_id, [OpenPart((item_id,), call)])
         item = _Item(item_id, item_type, "builtin", raw)
@@ -1129,7 +1135,11 @@ class OpenAIResponsesDecoder(Decoder):
                 else:
                     options["phase"] = item.phase
             state.has_text = bool(start)
-            return [OpenPart(key, ContentPart(type="text", content=start or "", options=options))]
+            # Each field checked above: built without validation.
+            text_part = ContentPart.trusted(
+                type="text", content=start or "", options=options, citations=[]
+            )
+            return [OpenPart(key, text_part)]
         # An unknown content part type: keep it whole.
         options = {"type": str(part_type), "id": item.id, "block": part}
         return [OpenPart(key, ContentPart(type="unsupported", content=None, options=options))]
@@ -1141,7 +1151,9 @@ class OpenAIResponsesDecoder(Decoder):
         item.parts[key] = state
         item.latest = key
         options = {"id": item.id, "type": part_type}
-        return OpenPart(key, ContentPart(type="thinking", content=text, options=options))
+        # The caller checked `text` and `part_type`: built without validation.
+        part = ContentPart.trusted(type="thinking", content=text, options=options, citations=[])
+        return OpenPart(key, part)
 
     def _close_finished_reasoning(self, item: _Item) -> list[Delta]:
         # Reasoning parts whose own done arrived close once a later part starts.
