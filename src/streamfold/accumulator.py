@@ -316,17 +316,14 @@ class Accumulator:
         self._usage: Usage | None = None
         self._metadata: dict[str, Any] = {} if provider is None else {"provider": provider}
         self._skipped: dict[str, int] = {}
-        self._finished = False
+        # True once MessageCompleted has been emitted. An attribute, not a property: the
+        # fold reads it for every chunk of a live stream.
+        self.finished = False
         self._final: Message | None = None
-
-    @property
-    def finished(self) -> bool:
-        """True once MessageCompleted has been emitted."""
-        return self._finished
 
     def apply(self, delta: Delta) -> list[Event]:
         """Apply one neutral delta and return the events it causes."""
-        if self._finished:
+        if self.finished:
             return []
         if isinstance(delta, GrowPart):
             content = delta.content
@@ -386,7 +383,7 @@ class Accumulator:
         is over): apply()'s checks then decide (a repair, or an error when strict).
         """
         slot = self._open.get(key)
-        if slot is None or self._finished:
+        if slot is None or self.finished:
             return False
         slot.size += len(content)
         if slot.size > slot.limit:
@@ -417,7 +414,7 @@ class Accumulator:
         before the one that fails are in `out` when it raises.
         """
         slot = self._open.get(key)
-        if slot is None or self._finished:
+        if slot is None or self.finished:
             return False
         if not texts:
             return True
@@ -444,11 +441,11 @@ class Accumulator:
 
     def close(self) -> list[Event]:
         """The input ended: finish the message with the status it has (incomplete if cut)."""
-        return [] if self._finished else self._finish(cut=True)
+        return [] if self.finished else self._finish(cut=True)
 
     def cancel(self) -> list[Event]:
         """The consumer stopped reading: finish the message with status cancelled."""
-        if self._finished:
+        if self.finished:
             return []
         self._status = forward_status(self._status, "cancelled")
         self._stop_reason = "cancelled"
@@ -649,7 +646,7 @@ class Accumulator:
         events: list[Event] = self._close_open(cut=cut)
         message = self._message([slot.done for slot in self._slots if slot.done is not None])
         self._final = message
-        self._finished = True
+        self.finished = True
         events.append(MessageCompleted(message=message))
         return events
 

@@ -595,11 +595,12 @@ class Fold:
 
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
+        acc = folder._acc  # its finished attribute: no property call per chunk
         try:
             source = iter(self._chunks)
             for chunk in source:
                 yield from folder.feed(chunk)
-                if folder.finished:
+                if acc.finished:
                     break
                 if type(chunk) is dict and folder.folding_objects:
                     # Decoded event dicts, the provider known: the rest in one loop.
