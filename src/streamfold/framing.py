@@ -143,7 +143,20 @@ class SSEDecoder:
         is fed here, and the bytes handed back are then empty. None, with nothing fed,
         when `data` holds a CR or no boundary: the caller feeds it as usual.
         """
-        if self._pending_cr or self._closed or b"\n" not in data or b"\r" in data:
+        if b"\r" in data or self._pending_cr or self._closed:
+            return None
+        if (
+            data[-2:] == b"\n\n"
+            and not self._buffer
+            and not self._parked
+            and not self._data
+            and self._started
+            and self._event is None
+            and self._retry is None
+        ):
+            # A live stream's chunk: whole events, and nothing held from the last one.
+            return [], data
+        if b"\n" not in data:
             return None
         events: list[SSEEvent] = []
         if self._data or self._event is not None or self._retry is not None:

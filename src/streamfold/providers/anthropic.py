@@ -420,8 +420,11 @@ class AnthropicDecoder(Decoder):
         plain_tail = _HOT_PLAIN_TAIL.match
         escaped_tail = _HOT_TAIL.search
         grow_text = grower.grow_text
-        while buffer.startswith(_HOT_HEAD, pos):
+        while True:
             if hot is None or not buffer.startswith(hot[0], pos):
+                # Not the last block's prefix (which starts with the head): another one's?
+                if not buffer.startswith(_HOT_HEAD, pos):
+                    break
                 hot = self._hot_prefix(buffer, pos)
                 if hot is None or not buffer.startswith(hot[0], pos):
                     break

@@ -375,16 +375,6 @@ class OpenAIResponsesDecoder(Decoder):
                 else:
                     marked = item.has_arguments or item.kind == "builtin"
                 while True:
-                    if predict:
-                        try:
-                            end, marked = self._hot_run(buffer, pos, hot, grower, out, marked)
-                        except BaseException:
-                            taken = kind  # decode() had named the event's kind
-                            raise
-                        if end != pos:
-                            taken = kind
-                            floor = self._seq_floor
-                            pos = end
                     number: int | None = None
                     if predict:
                         number = floor + 1  # type: ignore[operator]  # predict: not None
@@ -442,6 +432,13 @@ class OpenAIResponsesDecoder(Decoder):
                         self._hot_record(None, text, item, state)
                     taken = kind
                     pos = match.end()
+                    if predict and startswith(head, pos):
+                        # More of the same kind (a live stream's chunk holds one event; a
+                        # replayed or buffered one, long runs): the run at once.
+                        pos, marked = self._hot_run(buffer, pos, hot, grower, out, marked)
+                        floor = self._seq_floor
+                if pos >= len(buffer):
+                    return pos
         finally:
             self._hot = hot
             if taken:
@@ -463,7 +460,7 @@ class OpenAIResponsesDecoder(Decoder):
         after the last with none above (what the lane predicts), given to the accumulator
         at once: where they end and whether the part is now marked as having text.
 
-        `pos` when there are fewer than two, or one holds bad UTF-8 or a bad escape: the
+        `pos` when there are none, or one holds bad UTF-8 or a bad escape: the
         event-by-event loop then takes them, or leaves them to the full path.
         """
         _, part, head, middle, _, key, item, state = hot
@@ -484,7 +481,7 @@ class OpenAIResponsesDecoder(Decoder):
             pieces.append(found.group(1))
             number += 1
             end = found.end()
-        if len(pieces) < 2:
+        if not pieces:
             return pos, marked
         loads = jiter.from_json
         try:
