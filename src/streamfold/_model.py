@@ -63,8 +63,35 @@ def json_depth_over(value: object, limit: int) -> int | None:
     return None
 
 
+def _plain_json(value: Any) -> bool:
+    """True when `value` is JSON made of exact built-in types (what a JSON parser gives).
+
+    The quick answer for nearly every value; False sends it to `_check_json`, which
+    accepts subclasses too and says what is wrong and where (building each path on the
+    way costs more than the walk).
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not _plain_json(item):
+                return False
+        return True
+    if kind is list:
+        for item in value:  # noqa: SIM110  # a plain loop: all() of a generator is slower
+            if not _plain_json(item):
+                return False
+        return True
+    return False
+
+
 def check_json_object(value: object, name: str = "options") -> dict[str, Any]:
     """Return `value` if it is a str-keyed dict of JSON values, else raise OptionsError."""
+    if type(value) is dict and _plain_json(value):
+        return value
     if not isinstance(value, dict):
         raise OptionsError(f"{name}: expected a dict with str keys, got {type(value).__name__}")
     for key, item in value.items():

@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar
 
 import jiter
 
+from .._model import check_json_object
 from ..deltas import (
     ClosePart,
     Delta,
@@ -294,9 +295,9 @@ class AnthropicDecoder(Decoder):
         thinking = details.get("thinking_tokens") if isinstance(details, dict) else None
         if thinking is not None:
             thinking = _check(self, thinking, int, "usage.output_tokens_details", raw)
-        return Usage(
-            **fields, reasoning_tokens=thinking, raw=dict(self._usage_raw), cumulative=True
-        )
+        # Every count checked above, the raw totals here: built without validation.
+        raw_totals = check_json_object(dict(self._usage_raw), "raw")
+        return Usage.trusted(**fields, reasoning_tokens=thinking, raw=raw_totals, cumulative=True)
 
     # --- content blocks ------------------------------------------------------------
 

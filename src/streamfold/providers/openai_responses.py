@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal, NoReturn
 
 import jiter
 
+from .._model import check_json_object
 from ..deltas import (
     ClosePart,
     Delta,
@@ -743,13 +744,14 @@ class OpenAIResponsesDecoder(Decoder):
             )
         input_details = usage.get("input_tokens_details")
         output_details = usage.get("output_tokens_details")
-        return Usage(
+        # Every count checked by _opt_count, the raw object here: built without validation.
+        return Usage.trusted(
             input_tokens=self._opt_count(usage, "input_tokens"),
             output_tokens=self._opt_count(usage, "output_tokens"),
             cache_read_tokens=self._opt_count(input_details, "cached_tokens"),
             cache_write_tokens=self._opt_count(input_details, "cache_write_tokens"),
             reasoning_tokens=self._opt_count(output_details, "reasoning_tokens"),
-            raw=usage,
+            raw=check_json_object(dict(usage), "raw"),
             cumulative=True,  # one final total per response
         )
 
