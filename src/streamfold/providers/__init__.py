@@ -80,10 +80,17 @@ def canonical_provider(name: str) -> str:
     return key
 
 
+# Decoder classes by canonical name, imported on first use.
+_CLASSES: dict[str, type[Decoder]] = {}
+
+
 def get_decoder(name: str, **options: Any) -> Decoder:
     """A fresh decoder for the named provider."""
-    module_name, class_name = _DECODERS[canonical_provider(name)]
-    cls: type[Decoder] = getattr(importlib.import_module(module_name), class_name)
+    key = canonical_provider(name)
+    cls = _CLASSES.get(key)
+    if cls is None:
+        module_name, class_name = _DECODERS[key]
+        cls = _CLASSES[key] = getattr(importlib.import_module(module_name), class_name)
     return cls(**options)
 
 
