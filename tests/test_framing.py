@@ -88,7 +88,8 @@ sse_lines = st.lists(
     st.one_of(
         st.just(""),
         st.builds(
-            lambda s: "data: " + s, st.text(alphabet=st.characters(blacklist_characters="\r\n"))
+            lambda s: "data: " + s,
+            st.text(alphabet=st.characters(blacklist_characters="\r\n", codec="utf-8")),
         ),
         st.builds(lambda s: "event: " + s, st.sampled_from(["a", "message_delta", "é"])),
         st.just(": comment"),
