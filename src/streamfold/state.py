@@ -17,7 +17,10 @@ from pydantic import BaseModel
 
 from .errors import UsageError
 
-STATE_VERSION = 1
+# The state is the object graph itself, so a change to what the fold's objects hold
+# changes the format: 2 since Accumulator.finished became an attribute (was _finished).
+# A state of another version is refused with a clear error, never half restored.
+STATE_VERSION = 2
 _OWN_MODULES = "streamfold."
 
 
