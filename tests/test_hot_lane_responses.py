@@ -614,3 +614,33 @@ def test_runs_are_taken_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     sizes.clear()
     list(fold([read("openai-responses/reasoning-summary.sse")], "openai-responses"))
     assert max(sizes) > 20
+
+
+def test_a_run_of_an_item_whose_id_holds_percent_signs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run formats each event's prefix from a template: an id with `%d` or `%%` in it
+    must still be matched byte for byte."""
+    from streamfold.accumulator import Accumulator
+
+    item_id = "m%d%s%%1"
+    fields = f',"item_id":"{item_id}","output_index":0,"content_index":0'
+    opening: list[Callable[[int], bytes]] = [
+        _OPENING[0],
+        lambda n: _added(n, 0, {**_MESSAGE, "id": item_id, "content": []}),
+        lambda n: _part(n, "added", item_id, 0, _TEXT_PART),
+    ]
+    run = [lambda n, k=k: _delta(_TEXT, n, fields, f"piece {k} ") for k in range(6)]
+    data = b"".join(make(n) for n, make in enumerate([*opening, *run]))
+    _assert_same([data], "openai-responses")
+    sizes: list[int] = []
+    original = Accumulator.grow_texts
+
+    def counting(self: Accumulator, key: Any, texts: list[str], out: list[Any]) -> bool:
+        sizes.append(len(texts))
+        return original(self, key, texts, out)
+
+    monkeypatch.setattr(Accumulator, "grow_texts", counting)
+    events = list(fold([data], "openai-responses"))
+    assert sizes == [5]
+    assert "".join(e.content for e in events if type(e) is PartDelta) == "".join(
+        f"piece {k} " for k in range(6)
+    )

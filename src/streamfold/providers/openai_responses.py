@@ -465,25 +465,29 @@ class OpenAIResponsesDecoder(Decoder):
         event-by-event loop then takes them, or leaves them to the full path.
         """
         _, part, head, middle, _, key, item, state = hot
-        tail = _HOT_OPENAI_RUN_TAIL[part]
+        match = _HOT_OPENAI_RUN_TAIL[part].match
         startswith = buffer.startswith
         floor = self._seq_floor
         assert floor is not None  # predicted: the floor is known and nothing is above it
-        number = floor
+        # Each event's prefix, its number formatted in (one substitution, not three).
+        template = head.replace(b"%", b"%%") + b"%d" + middle.replace(b"%", b"%%")
         pieces: list[bytes] = []
+        append = pieces.append
+        number = floor
         end = pos
         while True:
-            prefix = b"%b%d%b" % (head, number + 1, middle)
+            number += 1
+            prefix = template % number
             if not startswith(prefix, end):
                 break
-            found = tail.match(buffer, end + len(prefix))
+            found = match(buffer, end + len(prefix))
             if found is None:
                 break
-            pieces.append(found.group(1))
-            number += 1
+            append(found.group(1))
             end = found.end()
         if not pieces:
             return pos, marked
+        number = floor + len(pieces)  # the last one taken
         loads = jiter.from_json
         try:
             texts = [p.decode() if b"\\" not in p else loads(b'"' + p + b'"') for p in pieces]
