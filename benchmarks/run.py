@@ -149,11 +149,19 @@ def check(result: Result, stream: Stream, fields: tuple[str, ...]) -> str | None
     return None
 
 
-def _time(run: Runner) -> float:
+# A sample lasts at least this long: a shorter run is repeated in a loop and the sample
+# is its mean, so timer resolution and the cache sweep of the gc.collect() before each
+# sample do not make up a small stream's time (the recordings are timed the same way).
+MIN_SAMPLE_S = 0.02
+
+
+def _time(run: Runner, loops: int = 1) -> float:
+    """Seconds one run takes: the mean of `loops` runs in a row, after a collection."""
     gc.collect()
     start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
+    for _ in range(loops):
+        run()
+    return (time.perf_counter() - start) / loops
 
 
 def _peak(run: Runner) -> int:
@@ -228,7 +236,8 @@ def measure_impl(
             row.note = problem
             continue
         runs = max(1, min(repeats, int(budget // max(first, 1e-9))))
-        samples = [first] if runs == 1 else [_time(run) for _ in range(runs)]
+        loops = max(1, int(MIN_SAMPLE_S / max(first, 1e-9)))
+        samples = [first] if runs == 1 else [_time(run, loops) for _ in range(runs)]
         row.runs = len(samples)
         row.samples_s = samples
         row.median_s = statistics.median(samples)
