@@ -607,7 +607,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     conc: dict[str, Any] | None = None
     if not args.no_concurrency:
         log(f"concurrency: {streams} streams")
-        conc = concurrency.measure(
+        conc = concurrency.measure_in_fresh_process(
             streams=streams,
             n=20 if args.smoke else 100,
             repeats=min(args.repeats, 3),
@@ -623,7 +623,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # The same with the collector's thresholds raised, as a server with thousands of
         # streams in flight may set them: the throughput it loses is mostly collection.
         log("concurrency: the same with gc thresholds raised")
-        conc["tuned_gc"] = concurrency.measure(
+        conc["tuned_gc"] = concurrency.measure_in_fresh_process(
             streams=streams,
             n=20 if args.smoke else 100,
             repeats=min(args.repeats, 3),
