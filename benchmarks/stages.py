@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import jiter
 
-from streamfold import StreamFolder
 from streamfold.accumulator import Accumulator
 from streamfold.framing import SSEDecoder
 from streamfold.providers import get_decoder
@@ -84,13 +82,14 @@ def _median_ns(run: Callable[[], Any], n: int, repeats: int) -> float:
 
 
 def _without_hot_lane(provider: str, sse: bytes) -> Any:
-    """The public fold with the SSE hot lane never starting: every event framed and decoded."""
-    saved = StreamFolder.hot_lane_after, StreamFolder.hot_lane_ahead
-    StreamFolder.hot_lane_after = StreamFolder.hot_lane_ahead = sys.maxsize
+    """The public fold with the decoder's SSE hot lane off: every event framed and decoded
+    (a decoder whose `sse_hot_head` is None takes none, and the fold never tries)."""
+    decoder_class = type(get_decoder(provider))
+    decoder_class.sse_hot_head = None  # type: ignore[assignment]  # shadows the property
     try:
         return streamfold_sse(provider, sse)
     finally:
-        StreamFolder.hot_lane_after, StreamFolder.hot_lane_ahead = saved
+        del decoder_class.sse_hot_head
 
 
 def stages(provider: str, workload: str, n: int, repeats: int = 5) -> list[tuple[str, float]]:
