@@ -107,3 +107,35 @@ def test_edited_dict_streams_fold_as_fed_one_by_one(
             chunks.insert(at, _BROKEN[which])
     provider = rel.split("/")[0] if named else None
     assert fold_outcome(chunks, provider, **options) == _stepwise(chunks, provider, **options)
+
+
+def _responses_edits() -> list[tuple[str, list[Any]]]:
+    """Sequence numbers out of the lane's line: a delta repeated a few events later, two
+    deltas swapped (one then arrives early, the other late) and the early one repeated,
+    each around several deltas."""
+    base = _dicts("openai-responses/reasoning-summary.sse")
+    deltas = [i for i, c in enumerate(base) if str(c.get("type", "")).endswith(".delta")]
+    cases: list[tuple[str, list[Any]]] = []
+    for i in (deltas[0], deltas[1], deltas[5], deltas[len(deltas) // 2]):
+        repeated = list(base)
+        repeated.insert(i + 3, base[i])
+        cases.append((f"repeat {i} later", repeated))
+        for after in (2, 4):  # the early one again: at once, or a few events later
+            swapped = list(base)
+            swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
+            swapped.insert(i + after, base[i + 1])
+            cases.append((f"swap {i}, repeat +{after}", swapped))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "chunks"), _responses_edits(), ids=lambda x: str(x)[:24])
+def test_responses_dicts_with_numbers_out_of_line_fold_as_fed_one_by_one(
+    name: str, chunks: list[Any]
+) -> None:
+    """The Responses dict lane takes a delta only when its number is the one after the
+    last with none above, and records it as decode() would: a later repeat of a delta it
+    took is still a duplicate, and an early one is not taken twice."""
+    for options in ({}, {"strict": True}):
+        assert fold_outcome(chunks, "openai-responses", **options) == _stepwise(
+            chunks, "openai-responses", **options
+        )

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 import jiter
 
 from .accumulator import Accumulator
-from .deltas import ClosePart, Delta, GrowPart, OpenPart
+from .deltas import ClosePart, Delta, GrowPart, OpenPart, new_grow
 from .errors import StreamfoldError, StreamLimitError, StreamProtocolError, UsageError
 from .events import Event, MessageCompleted
 from .framing import NDJSONDecoder, SSEDecoder, SSEEvent
@@ -25,6 +25,8 @@ StreamFormat = Literal["sse", "ndjson", "eventstream", "objects"]
 
 # How many events may pass before a stream that names no provider is given up on.
 _DETECT_WITHIN = 16
+# fold_objects: the dict was taken by the decoder's object_text and grow_text.
+_TAKEN: list[Delta] = []
 _WHITESPACE = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 
@@ -170,6 +172,9 @@ class StreamFolder:
             raise UsageError("StreamFolder.fold_objects: expected a fold of decoded dicts")
         acc = self._acc
         decode = decoder.decode
+        # The decoder's own lane for the common delta dicts (Decoder.object_text), if any.
+        lane = type(decoder).object_text is not Decoder.object_text
+        plain = decoder.object_text if lane else None
         grow = acc.grow_text
         out: list[Event] = []
         for payload in source:
@@ -180,11 +185,21 @@ class StreamFolder:
                 continue
             self._position += 1
             try:
-                deltas = decode(payload, None)
+                hit = None if plain is None else plain(payload)
+                if hit is None:
+                    deltas = decode(payload, None)
+                elif grow(hit[0], hit[1], out):
+                    deltas = _TAKEN
+                else:
+                    # Not open in the accumulator: apply() decides, as after decode().
+                    deltas = [new_grow((hit[0], hit[1], None, ()))]
             except StreamfoldError as exc:
                 raise self._attach(exc, payload) from None
             except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
                 raise self._malformed(exc, payload) from exc
+            if deltas is _TAKEN:
+                yield out.pop()
+                continue
             if len(deltas) == 1:
                 delta = deltas[0]
                 if (

@@ -185,7 +185,9 @@ class AnthropicDecoder(Decoder):
             )
         if kind == "content_block_delta":
             fast = self._plain_delta(payload)
-            return self._block_delta(payload) if fast is None else fast
+            if fast is None:
+                return self._block_delta(payload)
+            return [new_grow((fast[0], fast[1], None, ()))]
         if kind == "content_block_start":
             return self._block_start(payload)
         if kind == "content_block_stop":
@@ -379,11 +381,19 @@ class AnthropicDecoder(Decoder):
             out.extend(self._apply_delta(index, blk, dtype, value, raw))
         return out
 
-    def _plain_delta(self, payload: dict[str, Any]) -> list[Delta] | None:
-        """The common delta (text, thinking or tool input for its own open block), cheaply.
+    def object_text(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
+        """The dict lane (see `Decoder.object_text`): the deltas `_plain_delta` takes."""
+        if payload.get("type") != "content_block_delta":
+            return None
+        return self._plain_delta(payload)
 
-        Nearly every event of a stream is one of these; anything else (None) takes the
-        full path with its checks and repairs, which gives the same result for these.
+    def _plain_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
+        """The common delta (text, thinking or tool input for its own open block), cheaply:
+        the part's key and the text, for one GrowPart.
+
+        Nearly every event of a stream is one of these; anything else (None, nothing
+        changed) takes the full path with its checks and repairs, which gives the same
+        result for these.
         """
         delta = payload.get("delta")
         index = payload.get("index")
@@ -399,13 +409,13 @@ class AnthropicDecoder(Decoder):
             value, wants = delta.get("thinking"), "thinking"
         elif dtype == "input_json_delta" and blk.kind == "tool_use":
             value, wants = delta.get("partial_json"), "tool_use"
-            if value:
-                blk.got_json = True
         else:
             return None
         if type(value) is not str or blk.kind != wants:
             return None
-        return [new_grow((blk.key, value, None, ()))]
+        if value and wants == "tool_use":
+            blk.got_json = True
+        return blk.key, value
 
     def sse_shortcut(self, buffer: bytes, pos: int, grower: PartGrower, out: list[Any]) -> int:
         """The SSE hot lane (see `Decoder.sse_shortcut`): the events `_plain_delta` takes.

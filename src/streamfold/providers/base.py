@@ -92,6 +92,17 @@ class Decoder:
         """
         return pos
 
+    def object_text(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
+        """The dict lane (issue 8): `(key, text)` when `decode(payload)` would give exactly
+        `[GrowPart(key, text)]`, this decoder's state then updated as decode() updates it;
+        None, and nothing changed, for anything else (decode() then decides).
+
+        The fold applies the text with `grow_text`, and when the part is not open there,
+        `[GrowPart(key, text)]` through the accumulator, as if decode() had given it. By
+        default: None (the decoder has no such lane).
+        """
+        return None
+
     def sse_next_hot(self, buffer: bytes, pos: int) -> int:
         """Where, after `pos`, the next event `sse_shortcut` might take begins; -1: none.
 

@@ -222,7 +222,7 @@ class OpenAIChatDecoder(Decoder):
         # An SSE event named error must carry an error object: the full path says so.
         fast = self._plain_text_chunk(payload) if event != "error" else None
         if fast is not None:
-            return fast
+            return [new_grow((fast[0], fast[1], None, ()))]
         choices = payload.get("choices")
         usage = payload.get("usage")
         error = payload.get("error")
@@ -257,12 +257,17 @@ class OpenAIChatDecoder(Decoder):
             )
         return out
 
-    def _plain_text_chunk(self, payload: dict[str, Any]) -> list[Delta] | None:
+    def object_text(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
+        """The dict lane (see `Decoder.object_text`): the chunks `_plain_text_chunk` takes."""
+        return self._plain_text_chunk(payload)
+
+    def _plain_text_chunk(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
         """The common chunks, cheaply: more text for the open text part, one argument
-        fragment for a known open tool call, or more reasoning for the open thinking part.
+        fragment for a known open tool call, or more reasoning for the open thinking part,
+        as the part's key and the text for one GrowPart.
 
         Nearly every chunk of a stream is one of these. Anything else (None) takes the
-        full path, which gives the same result for these chunks.
+        full path, which gives the same result for these chunks. Reads only.
         """
         if self._pending_citations:
             return None
@@ -317,13 +322,15 @@ class OpenAIChatDecoder(Decoder):
             for name, value in delta.items():
                 if value is not None and name != "content" and name != "role":
                     return None
-            return [new_grow((text_key, content, None, ()))]
+            return text_key, content
         tool_calls = delta.get("tool_calls")
         if tool_calls is not None:
             return self._plain_tool_fragment(delta, tool_calls)
         return self._plain_reasoning(delta)
 
-    def _plain_tool_fragment(self, delta: dict[str, Any], tool_calls: Any) -> list[Delta] | None:
+    def _plain_tool_fragment(
+        self, delta: dict[str, Any], tool_calls: Any
+    ) -> tuple[Hashable, str] | None:
         """One argument fragment, by index only, for the latest call at that index.
 
         The full path (_call_fragment) closes open thinking and text first (here none is
@@ -360,9 +367,9 @@ class OpenAIChatDecoder(Decoder):
         call = self._latest_at.get(index)
         if call is None or call.closed:
             return None
-        return [new_grow((call.key, arguments, None, ()))]
+        return call.key, arguments
 
-    def _plain_reasoning(self, delta: dict[str, Any]) -> list[Delta] | None:
+    def _plain_reasoning(self, delta: dict[str, Any]) -> tuple[Hashable, str] | None:
         """More reasoning text (reasoning_content or reasoning) for the open thinking part.
 
         The full path (_reasoning -> _grow_thinking with slot (None, "text")) grows the
@@ -393,7 +400,7 @@ class OpenAIChatDecoder(Decoder):
                 and name != "role"
             ):
                 return None
-        return [new_grow((thinking, text, None, ()))]
+        return thinking, text
 
     # --- the SSE hot lane ------------------------------------------------------------
 
@@ -575,18 +582,13 @@ class OpenAIChatDecoder(Decoder):
             if wild and payload.get("obfuscation") != obfuscation.decode():
                 return None
             grown = self._plain_text_chunk(payload)
-            if grown is None or len(grown) != 1:
-                return None
-            part = grown[0]
             if (
-                type(part) is not GrowPart
-                or part.content != text.decode()
-                or part.options is not None
-                or part.citations
-                or (found is not None and part.key != found)
+                grown is None
+                or grown[1] != text.decode()
+                or (found is not None and grown[0] != found)
             ):
                 return None
-            found = part.key
+            found = grown[0]
         learned: _HotTail = (tail[:start], tail[end:]) if wild else (tail, None)
         if found == self._text:
             return _HotShape(prefix, learned, "text", None)

@@ -229,10 +229,10 @@ class OpenAIResponsesDecoder(Decoder):
             )
         fast = _FAST.get(kind)
         if fast is not None and not self._noted:
-            grow = fast(self, payload)
-            if grow is not None:
+            hit = fast(self, payload)
+            if hit is not None:
                 self._kind = kind
-                return [grow]
+                return [new_grow((hit[0], hit[1], None, ()))]
         deltas = self._dispatch(kind, payload)
         if self._noted:
             deltas[:0] = self._noted
@@ -257,7 +257,32 @@ class OpenAIResponsesDecoder(Decoder):
     # already open and not ended, and the delta is a string. The sequence_number check has
     # run in decode() before them.
 
-    def _fast_text_delta(self, payload: dict[str, Any]) -> Delta | None:
+    def object_text(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
+        """The dict lane (see `Decoder.object_text`): the events the fast paths take, when
+        their sequence number (if any) is the one after the last with none above: then
+        decode() would record it as the new floor, and this does."""
+        kind = payload.get("type")
+        if type(kind) is not str or self._noted:
+            return None
+        fast = _FAST.get(kind)
+        if fast is None:
+            return None
+        sequence = payload.get("sequence_number")
+        if sequence is not None:
+            floor = self._seq_floor
+            if type(sequence) is not int or floor is None or sequence != floor + 1:
+                return None
+            if self._seq_above:
+                return None
+        hit = fast(self, payload)
+        if hit is None:
+            return None
+        if sequence is not None:
+            self._seq_floor = sequence  # what _seen() does with the number after the floor
+        self._kind = kind
+        return hit
+
+    def _fast_text_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
         item_id = payload.get("item_id")
         if type(item_id) is not str:
             return None
@@ -279,10 +304,9 @@ class OpenAIResponsesDecoder(Decoder):
             state.logprobs.extend(logprobs)
         if delta:
             state.has_text = True
-        grow: Delta = new_grow((key, delta, None, ()))
-        return grow
+        return key, delta
 
-    def _fast_summary_delta(self, payload: dict[str, Any]) -> Delta | None:
+    def _fast_summary_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
         item_id = payload.get("item_id")
         if type(item_id) is not str:
             return None
@@ -299,10 +323,9 @@ class OpenAIResponsesDecoder(Decoder):
             return None
         if delta:
             state.has_text = True
-        grow: Delta = new_grow((key, delta, None, ()))
-        return grow
+        return key, delta
 
-    def _fast_arguments_delta(self, payload: dict[str, Any]) -> Delta | None:
+    def _fast_arguments_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
         item_id = payload.get("item_id")
         if type(item_id) is not str:
             return None
@@ -315,8 +338,7 @@ class OpenAIResponsesDecoder(Decoder):
                 return None  # the full handler notes a delta_type_mismatch
             if delta:
                 item.has_arguments = True
-        grow: Delta = new_grow(((item_id,), delta, None, ()))
-        return grow
+        return (item_id,), delta
 
     # --- the SSE hot lane: the fast paths' events straight from their bytes --------------
 
@@ -1524,7 +1546,9 @@ def _opt_text(value: Any) -> str | None:
 
 _Handler = Callable[[OpenAIResponsesDecoder, dict[str, Any]], list[Delta]]
 
-_FAST: dict[str, Callable[[OpenAIResponsesDecoder, dict[str, Any]], Delta | None]] = {
+_FAST: dict[
+    str, Callable[[OpenAIResponsesDecoder, dict[str, Any]], tuple[Hashable, str] | None]
+] = {
     "response.output_text.delta": OpenAIResponsesDecoder._fast_text_delta,
     "response.refusal.delta": OpenAIResponsesDecoder._fast_text_delta,
     "response.reasoning_text.delta": OpenAIResponsesDecoder._fast_text_delta,
