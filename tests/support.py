@@ -168,6 +168,22 @@ def assert_hot_lane_same(chunks: list[Any], provider: str | None, **options: Any
             assert fold_outcome(chunks, provider, **options) == full, f"lane from {start}"
 
 
+def count_grow_texts(monkeypatch: Any) -> list[int]:
+    """Record the length of every run the hot lane hands to Accumulator.grow_texts (the
+    list fills as folds run; the method still does its work)."""
+    from streamfold.accumulator import Accumulator
+
+    sizes: list[int] = []
+    original = Accumulator.grow_texts
+
+    def counting(self: Accumulator, key: Any, texts: list[str], out: list[Any]) -> bool:
+        sizes.append(len(texts))
+        return original(self, key, texts, out)
+
+    monkeypatch.setattr(Accumulator, "grow_texts", counting)
+    return sizes
+
+
 def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
     """`data` cut at the given offsets (any order, repeats and out-of-range allowed)."""
     points = sorted({min(max(c, 0), len(data)) for c in cuts} | {0, len(data)})

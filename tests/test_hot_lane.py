@@ -21,6 +21,7 @@ from support import (
     HOT_LANE_AFTER,
     HOT_LANE_AHEAD,
     assert_hot_lane_same,
+    count_grow_texts,
     hot_lane_from,
     read,
     recordings,
@@ -369,16 +370,7 @@ def test_tool_input_runs_with_live_arguments_fold_as_the_full_path() -> None:
 def test_runs_are_taken_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """Not vacuous: on a real recording, runs of several deltas reach the accumulator
     in one grow_texts call, escaped text included."""
-    from streamfold.accumulator import Accumulator
-
-    sizes: list[int] = []
-    original = Accumulator.grow_texts
-
-    def counting(self: Accumulator, key: Any, texts: list[str], out: list[Any]) -> bool:
-        sizes.append(len(texts))
-        return original(self, key, texts, out)
-
-    monkeypatch.setattr(Accumulator, "grow_texts", counting)
+    sizes = count_grow_texts(monkeypatch)
     data = read("anthropic/thinking-signature.sse")
     list(fold([data], "anthropic"))
     assert max(sizes) > 20

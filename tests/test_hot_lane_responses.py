@@ -20,7 +20,15 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import INDEX, fold_outcome, hot_lane_from, hot_lane_off, read, split_at
+from support import (
+    INDEX,
+    count_grow_texts,
+    fold_outcome,
+    hot_lane_from,
+    hot_lane_off,
+    read,
+    split_at,
+)
 
 from streamfold import PartDelta, StreamFolder, StreamfoldError, fold
 from streamfold.limits import Limits
@@ -597,16 +605,7 @@ def test_a_run_with_any_event_in_the_middle_folds_as_the_full_path(
 def test_runs_are_taken_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """Not vacuous: runs of several deltas, escaped text included, reach the accumulator
     in one grow_texts call."""
-    from streamfold.accumulator import Accumulator
-
-    sizes: list[int] = []
-    original = Accumulator.grow_texts
-
-    def counting(self: Accumulator, key: Any, texts: list[str], out: list[Any]) -> bool:
-        sizes.append(len(texts))
-        return original(self, key, texts, out)
-
-    monkeypatch.setattr(Accumulator, "grow_texts", counting)
+    sizes = count_grow_texts(monkeypatch)
     run = [_text_event(f'q \\"{k}\\" \\n') for k in range(6)]
     data = b"".join(make(n) for n, make in enumerate([*_OPENING, *run]))
     list(fold([data], "openai-responses"))
@@ -619,8 +618,6 @@ def test_runs_are_taken_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_run_of_an_item_whose_id_holds_percent_signs(monkeypatch: pytest.MonkeyPatch) -> None:
     """The run formats each event's prefix from a template: an id with `%d` or `%%` in it
     must still be matched byte for byte."""
-    from streamfold.accumulator import Accumulator
-
     item_id = "m%d%s%%1"
     fields = f',"item_id":"{item_id}","output_index":0,"content_index":0'
     opening: list[Callable[[int], bytes]] = [
@@ -631,14 +628,7 @@ def test_a_run_of_an_item_whose_id_holds_percent_signs(monkeypatch: pytest.Monke
     run = [lambda n, k=k: _delta(_TEXT, n, fields, f"piece {k} ") for k in range(6)]
     data = b"".join(make(n) for n, make in enumerate([*opening, *run]))
     _assert_same([data], "openai-responses")
-    sizes: list[int] = []
-    original = Accumulator.grow_texts
-
-    def counting(self: Accumulator, key: Any, texts: list[str], out: list[Any]) -> bool:
-        sizes.append(len(texts))
-        return original(self, key, texts, out)
-
-    monkeypatch.setattr(Accumulator, "grow_texts", counting)
+    sizes = count_grow_texts(monkeypatch)
     events = list(fold([data], "openai-responses"))
     assert sizes == [5]
     assert "".join(e.content for e in events if type(e) is PartDelta) == "".join(

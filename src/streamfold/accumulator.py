@@ -232,6 +232,12 @@ class _Slot:
             # Keep the raw text: a cut-off call is still worth showing and storing.
             metadata["arguments_error"] = str(exc)
             arguments, status = exc.raw, "incomplete"
+        return self._built_call(start, arguments, status, metadata)
+
+    def _built_call(
+        self, start: ToolCall, arguments: Any, status: Any, metadata: dict[str, Any]
+    ) -> ToolCall:
+        """The finished call: the start's id and name, this slot's index."""
         return ToolCall.trusted(
             call_id=start.call_id,
             name=start.name,
@@ -272,14 +278,7 @@ class _Slot:
                 except ToolArgumentsError as exc:
                     # Keep the raw text: a cut-off call is still worth showing and storing.
                     metadata["arguments_error"] = str(exc)
-            return ToolCall.trusted(
-                call_id=start.call_id,
-                name=start.name,
-                arguments=arguments,
-                index=self.index,
-                status=status,
-                metadata=metadata,
-            )
+            return self._built_call(start, arguments, status, metadata)
         return ContentPart.trusted(
             type=start.type,
             content=self._text(),
