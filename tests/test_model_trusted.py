@@ -129,3 +129,46 @@ def test_a_folded_message_is_the_validated_one() -> None:
                 message = event.message
                 assert Message.model_validate(message.model_dump()) == message
                 assert Message.model_validate_json(message.model_dump_json()) == message
+
+
+def test_trusted_models_share_their_class_fields_set_read_only() -> None:
+    """One fields set per class (one object less per model for the collector), so a change
+    to it raises; copies (copy, deepcopy, pickle, model_copy) get a plain set of their own
+    and work as pydantic's do."""
+    import copy
+    import pickle
+
+    a = ToolCall.trusted(
+        call_id="a", name="f", arguments={"x": 1}, index=0, status="complete", metadata={}
+    )
+    b = ToolCall.trusted(
+        call_id="b", name="f", arguments={"x": 2}, index=1, status="complete", metadata={}
+    )
+    assert a.model_fields_set is b.model_fields_set
+    assert a.model_fields_set == set(ToolCall.model_fields)
+    for change in (
+        lambda s: s.add("x"),
+        lambda s: s.discard("index"),
+        lambda s: s.remove("index"),
+        lambda s: s.update({"x"}),
+        lambda s: s.clear(),
+        lambda s: s.pop(),
+        lambda s: s.difference_update({"index"}),
+    ):
+        with pytest.raises(TypeError, match=r"read-only|no change"):
+            change(a.model_fields_set)
+    assert a.model_fields_set == set(ToolCall.model_fields)
+    for copied in (
+        copy.copy(a),
+        copy.deepcopy(a),
+        pickle.loads(pickle.dumps(a)),
+        a.model_copy(update={"index": 5}),
+        a.model_copy(update={"index": 5}, deep=True),
+    ):
+        assert type(copied.model_fields_set) is set
+        copied.model_fields_set.add("probe")  # its own: the shared one is untouched
+        assert "probe" not in a.model_fields_set
+    assert a.model_copy(update={"index": 5}).index == 5
+    assert a.model_dump(exclude_unset=True) == a.model_dump()
+    # replaced() keeps the shared set when every field was set already.
+    assert a.replaced(index=3).model_fields_set is a.model_fields_set

@@ -129,8 +129,43 @@ _set_attribute = object.__setattr__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-# Each model's field names in declaration order (filled as each class is created).
+
+
+class _AllFieldsSet(set[str]):
+    """The fields set of every model `trusted` builds: all the class's fields, one set per
+    class, so read-only (a change raises TypeError; a copy is a plain set, which is what
+    pydantic's model_copy changes). One object less per model for the garbage collector,
+    which walks every live fold's objects when thousands are in flight (issue 8)."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: object) -> None:
+        raise TypeError(
+            "model_fields_set of a streamfold-built model is shared by its class: expected "
+            "no change to it, got one (copy it first)"
+        )
+
+    add = discard = remove = update = clear = _read_only
+    difference_update = intersection_update = symmetric_difference_update = _read_only
+    __ior__ = __iand__ = __isub__ = __ixor__ = _read_only  # type: ignore[assignment]
+
+    def pop(self) -> str:
+        raise TypeError("model_fields_set of a streamfold-built model is shared: read-only")
+
+    def __copy__(self) -> set[str]:
+        return set(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> set[str]:
+        return set(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return set, (list(self),)
+
+
+# Each model's field names in declaration order, and the set of them `trusted` gives
+# every model it builds (filled as each class is created).
 _FIELD_ORDER: dict[type[BaseModel], tuple[str, ...]] = {}
+_ALL_FIELDS: dict[type[BaseModel], _AllFieldsSet] = {}
 
 
 class StreamfoldModel(BaseModel):
@@ -142,6 +177,7 @@ class StreamfoldModel(BaseModel):
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         _FIELD_ORDER[cls] = tuple(cls.__pydantic_fields__)
+        _ALL_FIELDS[cls] = _AllFieldsSet(cls.__pydantic_fields__)
 
     @classmethod
     def trusted(cls, **fields: Any) -> Self:
@@ -151,14 +187,15 @@ class StreamfoldModel(BaseModel):
         copy with its slot index) from values its decoder type-checked; model_construct
         spends most of its time on generality they do not need (defaults, aliases, extra
         fields). Given every field in declaration order, this is the object
-        model_construct gives (tests/test_model_trusted.py compares them); given anything
-        else, it is model_construct.
+        model_construct gives (tests/test_model_trusted.py compares them), but for its
+        fields set: the class's shared, read-only one; given anything else, it is
+        model_construct.
         """
         if tuple(fields) != _FIELD_ORDER[cls]:
             return cast(Self, cls.model_construct(**fields))
         model = _new_object(cls)
         _set_attribute(model, "__dict__", fields)
-        _set_fields_set(model, set(fields))
+        _set_fields_set(model, _ALL_FIELDS[cls])
         _set_extra(model, None)
         _set_private(model, None)
         return model
@@ -167,9 +204,12 @@ class StreamfoldModel(BaseModel):
         """`model_copy(update=update)` without its cost: `update` is already checked."""
         fields = self.__dict__.copy()
         fields.update(update)
+        fields_set = self.__pydantic_fields_set__
+        if not update.keys() <= fields_set:
+            fields_set = fields_set | update.keys()  # a plain set: this model's own
         model = _new_object(type(self))
         _set_attribute(model, "__dict__", fields)
-        _set_fields_set(model, self.__pydantic_fields_set__ | update.keys())
+        _set_fields_set(model, fields_set)
         _set_extra(model, None)
         _set_private(model, None)
         return model
