@@ -299,6 +299,12 @@ def test_the_lane_starts_at_once_when_many_events_are_at_hand(
         first = long.split(b"\n\n")[:HOT_LANE_AFTER]
         early = sum(b"event: content_block_delta" in e for e in first)
         assert decoded.count("content_block_delta") >= early > signatures
+        # A short stream in one piece: framed in one run, every delta through decode().
+        decoded.clear()
+        short = read("anthropic/text-basic.sse")
+        assert short.count(b"\n\n") < HOT_LANE_AFTER
+        list(fold([short], "anthropic"))
+        assert decoded.count("content_block_delta") == short.count(b"event: content_block_delta")
 
 
 @pytest.mark.parametrize("cut", [0.3, 0.5, 0.8])
