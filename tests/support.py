@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
 from streamfold import (
     Event,
     Message,
@@ -20,6 +22,7 @@ from streamfold import (
     StreamfoldError,
     fold,
 )
+from streamfold.limits import Limits
 
 TESTS = Path(__file__).parent
 REAL = TESTS / "fixtures" / "real"
@@ -166,6 +169,47 @@ def assert_hot_lane_same(chunks: list[Any], provider: str | None, **options: Any
     for start, ahead in ((0, sys.maxsize), (3, sys.maxsize), (HOT_LANE_AFTER, HOT_LANE_AHEAD)):
         with hot_lane_from(start, ahead):
             assert fold_outcome(chunks, provider, **options) == full, f"lane from {start}"
+
+
+def sse_event(name: str | None, data: bytes | str | dict[str, Any]) -> bytes:
+    """One SSE event: an event line (if named), a data line, a blank line."""
+    if isinstance(data, dict):
+        data = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    if isinstance(data, str):
+        data = data.encode()
+    head = b"" if name is None else b"event: " + name.encode() + b"\n"
+    return head + b"data: " + data + b"\n\n"
+
+
+# Fold options the hot-lane equivalence tests draw from: lenient, strict, live arguments,
+# limits small enough to be passed in the middle of a run.
+HOT_LANE_OPTIONS = st.sampled_from(
+    [
+        {},
+        {"strict": True},
+        {"partial_arguments": True},
+        {"limits": Limits(max_part_chars=40, max_tool_argument_chars=12)},
+        {"strict": True, "limits": Limits(max_part_chars=40)},
+    ]
+)
+
+
+def decoded_payloads(monkeypatch: Any, decoder_class: type[Any]) -> list[Any]:
+    """The payloads `decoder_class.decode()` sees from now on (it still decodes them)."""
+    seen: list[Any] = []
+    original = decoder_class.decode
+
+    def counting(self: Any, payload: Any, event: Any = None) -> Any:
+        seen.append(payload)
+        return original(self, payload, event)
+
+    monkeypatch.setattr(decoder_class, "decode", counting)
+    return seen
+
+
+def types_of(payloads: list[Any]) -> list[Any]:
+    """Each payload's `type` field."""
+    return [payload.get("type") for payload in payloads]
 
 
 def count_grow_texts(monkeypatch: Any) -> list[int]:

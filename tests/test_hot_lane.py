@@ -20,12 +20,18 @@ from hypothesis import strategies as st
 from support import (
     HOT_LANE_AFTER,
     HOT_LANE_AHEAD,
+    HOT_LANE_OPTIONS,
     assert_hot_lane_same,
     count_grow_texts,
+    decoded_payloads,
     hot_lane_from,
     read,
     recordings,
     split_at,
+    types_of,
+)
+from support import (
+    sse_event as sse,
 )
 
 from streamfold import PartDelta, StreamFolder, event_to_json, fold
@@ -40,16 +46,6 @@ def _lane_from_the_first_event() -> Iterator[None]:
     with the shipped start)."""
     with hot_lane_from(0):
         yield
-
-
-def sse(name: str | None, data: bytes | str | dict[str, Any]) -> bytes:
-    """One SSE event: an event line (if named), a data line, a blank line."""
-    if isinstance(data, dict):
-        data = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    if isinstance(data, str):
-        data = data.encode()
-    head = b"" if name is None else b"event: " + name.encode() + b"\n"
-    return head + b"data: " + data + b"\n\n"
 
 
 def _delta(index: Any, body: str) -> bytes:
@@ -161,23 +157,13 @@ _OPENING = (
     + _start(2, {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}})
 )
 
-_OPTIONS = st.sampled_from(
-    [
-        {},
-        {"strict": True},
-        {"partial_arguments": True},
-        {"limits": Limits(max_part_chars=40, max_tool_argument_chars=12)},
-        {"strict": True, "limits": Limits(max_part_chars=40)},
-    ]
-)
-
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     picks=st.lists(st.sampled_from(range(len(_ANTHROPIC_EVENTS))), max_size=30),
     cuts=st.lists(st.integers(0, 4000), max_size=6),
     opening=st.booleans(),
-    options=_OPTIONS,
+    options=HOT_LANE_OPTIONS,
     named=st.booleans(),
 )
 def test_anthropic_hot_lane_equals_full_path(
@@ -200,20 +186,13 @@ def test_hot_lane_takes_the_common_events(monkeypatch: pytest.MonkeyPatch) -> No
     """Not vacuous: on a real recording the lane takes nearly every delta, and decode()
     sees only the rest."""
     data = read("anthropic/thinking-signature.sse")
-    decoded: list[str] = []
-    original = anthropic.AnthropicDecoder.decode
-
-    def counting(self: anthropic.AnthropicDecoder, payload: Any, event: Any = None) -> Any:
-        decoded.append(payload.get("type"))
-        return original(self, payload, event)
-
-    monkeypatch.setattr(anthropic.AnthropicDecoder, "decode", counting)
+    decoded = decoded_payloads(monkeypatch, anthropic.AnthropicDecoder)
     deltas = sum(type(e) is PartDelta for e in fold([data], "anthropic"))
     assert deltas > 20
     # decode() saw only the signature deltas: every text, thinking and input delta was
     # taken from the bytes.
-    assert decoded.count("content_block_delta") == data.count(b'"signature_delta"')
-    assert "message_stop" in decoded
+    assert types_of(decoded).count("content_block_delta") == data.count(b'"signature_delta"')
+    assert "message_stop" in types_of(decoded)
 
 
 @settings(max_examples=300, deadline=None)
@@ -279,32 +258,27 @@ def test_the_lane_starts_at_once_when_many_events_are_at_hand(
 ) -> None:
     """A long stream read in one large piece takes the lane from its first delta; the
     same stream in small pieces only after HOT_LANE_AFTER events; a short one never."""
-    decoded: list[str] = []
-    original = anthropic.AnthropicDecoder.decode
-
-    def counting(self: anthropic.AnthropicDecoder, payload: Any, event: Any = None) -> Any:
-        decoded.append(payload.get("type"))
-        return original(self, payload, event)
-
-    monkeypatch.setattr(anthropic.AnthropicDecoder, "decode", counting)
+    decoded = decoded_payloads(monkeypatch, anthropic.AnthropicDecoder)
     long = read("anthropic/thinking-signature.sse")
     assert long.count(b"\n\n") >= HOT_LANE_AHEAD
     signatures = long.count(b'"signature_delta"')
     with hot_lane_from(HOT_LANE_AFTER, HOT_LANE_AHEAD):
         list(fold([long], "anthropic"))
-        assert decoded.count("content_block_delta") == signatures
+        assert types_of(decoded).count("content_block_delta") == signatures
         decoded.clear()
         list(fold(split_at(long, list(range(0, len(long), 300))), "anthropic"))
         # The deltas among the first HOT_LANE_AFTER events went through decode().
         first = long.split(b"\n\n")[:HOT_LANE_AFTER]
         early = sum(b"event: content_block_delta" in e for e in first)
-        assert decoded.count("content_block_delta") >= early > signatures
+        assert types_of(decoded).count("content_block_delta") >= early > signatures
         # A short stream in one piece: framed in one run, every delta through decode().
         decoded.clear()
         short = read("anthropic/text-basic.sse")
         assert short.count(b"\n\n") < HOT_LANE_AFTER
         list(fold([short], "anthropic"))
-        assert decoded.count("content_block_delta") == short.count(b"event: content_block_delta")
+        assert types_of(decoded).count("content_block_delta") == short.count(
+            b"event: content_block_delta"
+        )
 
 
 @pytest.mark.parametrize("cut", [0.3, 0.5, 0.8])

@@ -19,7 +19,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import INDEX, assert_hot_lane_same, hot_lane_from, read, split_at
+from support import (
+    HOT_LANE_OPTIONS,
+    INDEX,
+    assert_hot_lane_same,
+    decoded_payloads,
+    hot_lane_from,
+    read,
+    split_at,
+)
 
 from streamfold import PartDelta, StreamFolder, event_to_json, fold
 from streamfold.limits import Limits
@@ -278,24 +286,13 @@ def _opening(order: str) -> bytes:
     return _POOLS[order]["role"] + _text(order, b"Hi")
 
 
-_OPTIONS = st.sampled_from(
-    [
-        {},
-        {"strict": True},
-        {"partial_arguments": True},
-        {"limits": Limits(max_part_chars=40, max_tool_argument_chars=12)},
-        {"strict": True, "limits": Limits(max_part_chars=40)},
-    ]
-)
-
-
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     order=st.sampled_from(sorted(_ORDERS)),
     picks=st.lists(_PICK, max_size=30),
     cuts=st.lists(st.integers(0, 12000), max_size=6),
     opening=st.booleans(),
-    options=_OPTIONS,
+    options=HOT_LANE_OPTIONS,
     named=st.booleans(),
 )
 def test_chat_hot_lane_equals_full_path(
@@ -316,7 +313,7 @@ def test_chat_hot_lane_equals_full_path(
     order=st.sampled_from(sorted(_ORDERS)),
     runs=st.lists(st.tuples(_PICK, st.integers(1, 4)), min_size=1, max_size=12),
     cuts=st.lists(st.integers(0, 30000), max_size=4),
-    options=_OPTIONS,
+    options=HOT_LANE_OPTIONS,
 )
 def test_chat_hot_lane_runs_equal_full_path(
     order: str, runs: list[tuple[str, int]], cuts: list[int], options: dict[str, Any]
@@ -396,19 +393,6 @@ def test_chat_recordings_hot_lane_equals_full_path(rel: str) -> None:
     assert_hot_lane_same([data], "openai-chat", partial_arguments=True)
 
 
-def _decoded(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """The payloads decode() sees from now on."""
-    seen: list[dict[str, Any]] = []
-    original = openai_chat.OpenAIChatDecoder.decode
-
-    def counting(self: openai_chat.OpenAIChatDecoder, payload: Any, event: Any = None) -> Any:
-        seen.append(payload)
-        return original(self, payload, event)
-
-    monkeypatch.setattr(openai_chat.OpenAIChatDecoder, "decode", counting)
-    return seen
-
-
 @pytest.mark.parametrize(
     ("rel", "most"),
     [
@@ -429,7 +413,7 @@ def test_chat_hot_lane_takes_the_common_chunks(
     """Not vacuous: on real recordings the lane takes nearly every text, reasoning and
     argument chunk, and decode() sees only the few that open or end something."""
     data = read(rel)
-    decoded = _decoded(monkeypatch)
+    decoded = decoded_payloads(monkeypatch, openai_chat.OpenAIChatDecoder)
     pieces = [data[at : at + 4096] for at in range(0, len(data), 4096)]
     deltas = sum(type(e) is PartDelta for e in fold(pieces, "openai-chat"))
     assert deltas >= data.count(b"\ndata: ") - 5

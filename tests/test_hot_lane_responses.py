@@ -21,13 +21,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import (
+    HOT_LANE_OPTIONS,
     INDEX,
     count_grow_texts,
+    decoded_payloads,
     fold_outcome,
     hot_lane_from,
     hot_lane_off,
     read,
     split_at,
+    types_of,
+)
+from support import (
+    sse_event as sse,
 )
 
 from streamfold import PartDelta, StreamFolder, StreamfoldError, fold
@@ -59,16 +65,6 @@ _CUSTOM = ',"item_id":"ct_1","output_index":4'
 _LOGPROBS = ',"logprobs":[]'
 _OBFUSCATION = ',"obfuscation":"Zx9q"'
 _OPENAI = _LOGPROBS + _OBFUSCATION
-
-
-def sse(name: str | None, data: bytes | str | dict[str, Any]) -> bytes:
-    """One SSE event: an event line (if named), a data line, a blank line."""
-    if isinstance(data, dict):
-        data = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    if isinstance(data, str):
-        data = data.encode()
-    head = b"" if name is None else b"event: " + name.encode() + b"\n"
-    return head + b"data: " + data + b"\n\n"
 
 
 def _delta(
@@ -336,16 +332,6 @@ _PICKS = st.lists(
     max_size=40,
 )
 
-_OPTIONS = st.sampled_from(
-    [
-        {},
-        {"strict": True},
-        {"partial_arguments": True},
-        {"limits": Limits(max_part_chars=40, max_tool_argument_chars=12)},
-        {"strict": True, "limits": Limits(max_part_chars=40)},
-    ]
-)
-
 
 def _outcome(chunks: list[bytes], provider: str | None, **options: Any) -> tuple[Any, ...]:
     """Every event, the error if any, the final snapshot, and the decoder's own state but
@@ -386,7 +372,7 @@ def _stream(picks: list[int], opening: bool) -> bytes:
     picks=_PICKS,
     cuts=st.lists(st.integers(0, 8000), max_size=6),
     opening=st.booleans(),
-    options=_OPTIONS,
+    options=HOT_LANE_OPTIONS,
     named=st.booleans(),
     patient=st.booleans(),
 )
@@ -410,7 +396,7 @@ def test_responses_hot_lane_equals_full_path(
 @given(
     picks=st.lists(st.integers(0, len(_TAKEN) - 1), min_size=5, max_size=30),
     cuts=st.lists(st.integers(0, 6000), max_size=4),
-    options=_OPTIONS,
+    options=HOT_LANE_OPTIONS,
 )
 def test_responses_hot_lane_equals_full_path_on_taken_events(
     picks: list[int], cuts: list[int], options: dict[str, Any]
@@ -467,20 +453,6 @@ def test_responses_recordings_hot_lane_equals_full_path(rel: str) -> None:
     _assert_same([data], "openai-responses", limits=Limits(max_part_chars=300))
 
 
-def _count_decoded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    decoded: list[str] = []
-    original = openai_responses.OpenAIResponsesDecoder.decode
-
-    def counting(
-        self: openai_responses.OpenAIResponsesDecoder, payload: Any, event: Any = None
-    ) -> Any:
-        decoded.append(payload.get("type"))
-        return original(self, payload, event)
-
-    monkeypatch.setattr(openai_responses.OpenAIResponsesDecoder, "decode", counting)
-    return decoded
-
-
 @pytest.mark.parametrize(
     "rel",
     [
@@ -495,21 +467,21 @@ def test_hot_lane_takes_the_common_events(rel: str, monkeypatch: pytest.MonkeyPa
     """Not vacuous: on real recordings the lane takes every text, summary and argument
     delta (numbered or not), and decode() sees only the other events."""
     data = read(rel)
-    decoded = _count_decoded(monkeypatch)
+    decoded = decoded_payloads(monkeypatch, openai_responses.OpenAIResponsesDecoder)
     deltas = sum(type(e) is PartDelta for e in fold([data], "openai-responses"))
     hot = sum(data.count(b"event: " + kind.encode() + b"\n") for kind in openai_responses._FAST)
     assert deltas >= hot > 5
-    assert not [kind for kind in decoded if kind in openai_responses._FAST]
-    assert "response.completed" in decoded
+    assert not [kind for kind in types_of(decoded) if kind in openai_responses._FAST]
+    assert "response.completed" in types_of(decoded)
 
 
 def test_hot_lane_takes_events_cut_anywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     """In small pieces, only the events a piece ends inside go through decode()."""
     data = read("openai-responses/reasoning-summary.sse")
-    decoded = _count_decoded(monkeypatch)
+    decoded = decoded_payloads(monkeypatch, openai_responses.OpenAIResponsesDecoder)
     pieces = [data[at : at + 997] for at in range(0, len(data), 997)]
     list(fold(pieces, "openai-responses"))
-    assert 0 < sum(kind.endswith(".delta") for kind in decoded) <= len(pieces)
+    assert 0 < sum(kind.endswith(".delta") for kind in types_of(decoded)) <= len(pieces)
 
 
 def test_hot_lane_stops_for_streams_written_another_way(monkeypatch: pytest.MonkeyPatch) -> None:
