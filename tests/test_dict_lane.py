@@ -8,6 +8,7 @@ text, attributes) and the final snapshot must be the same.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import jiter
@@ -16,8 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import fold_outcome, read, recordings
 
-from streamfold import StreamFolder, StreamfoldError
+from streamfold import ContentPart, StreamFolder, StreamfoldError, providers
+from streamfold.deltas import ClosePart, Delta, EndMessage, GrowPart, OpenPart
 from streamfold.limits import Limits
+from streamfold.providers.base import Decoder
 
 
 def _dicts(rel: str) -> list[Any]:
@@ -139,3 +142,40 @@ def test_responses_dicts_with_numbers_out_of_line_fold_as_fed_one_by_one(
         assert fold_outcome(chunks, "openai-responses", **options) == _stepwise(
             chunks, "openai-responses", **options
         )
+
+
+class _LooseLaneDecoder(Decoder):
+    """A decoder whose dict lane names its one part even after the part closed: the fold
+    must not grow a part that is no longer open however its lane answers (it asks the
+    accumulator again after every full-path event; the built-in decoders never do this)."""
+
+    provider = "anthropic"
+
+    def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
+        step = payload["t"]
+        if step == "open":
+            return [OpenPart("k", ContentPart(type="text", content=""))]
+        if step == "close":
+            return [ClosePart("k")]
+        if step == "end":
+            return [EndMessage()]
+        return [GrowPart("k", payload["x"])]
+
+    def object_text(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
+        return ("k", payload["x"]) if payload["t"] == "grow" else None
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_dict_lane_never_grows_a_part_after_a_full_path_event_closed_it(
+    monkeypatch: pytest.MonkeyPatch, strict: bool
+) -> None:
+    monkeypatch.setitem(providers._CLASSES, "anthropic", _LooseLaneDecoder)
+    grow = [{"t": "grow", "x": x} for x in "abcd"]
+    chunks = [{"t": "open"}, *grow[:2], {"t": "close"}, *grow[2:], {"t": "end"}]
+    outcome = fold_outcome(chunks, "anthropic", strict=strict)
+    assert outcome == _stepwise(chunks, "anthropic", strict=strict)
+    if strict:
+        assert outcome[1] == "StreamProtocolError"
+    else:
+        assert "'ab'" in outcome[-1] and "'abc" not in outcome[-1]
+        assert "delta_after_part_end" in outcome[-1]

@@ -34,19 +34,19 @@ from benchmarks.generate import generate
 @contextmanager
 def _full_path_only() -> Iterator[None]:
     saved = (
-        openai_chat.OpenAIChatDecoder._plain_text_chunk,
-        anthropic.AnthropicDecoder._plain_delta,
+        openai_chat.OpenAIChatDecoder.object_text,
+        anthropic.AnthropicDecoder.object_text,
         dict(openai_responses._FAST),
     )
     with hot_lane_off():  # the hot lane reads bytes the fast paths would have read
         try:
-            openai_chat.OpenAIChatDecoder._plain_text_chunk = lambda self, payload: None  # type: ignore[method-assign]
-            anthropic.AnthropicDecoder._plain_delta = lambda self, payload: None  # type: ignore[method-assign]
+            openai_chat.OpenAIChatDecoder.object_text = lambda self, payload: None  # type: ignore[method-assign]
+            anthropic.AnthropicDecoder.object_text = lambda self, payload: None  # type: ignore[method-assign]
             openai_responses._FAST.clear()
             yield
         finally:
-            openai_chat.OpenAIChatDecoder._plain_text_chunk = saved[0]  # type: ignore[method-assign]
-            anthropic.AnthropicDecoder._plain_delta = saved[1]  # type: ignore[method-assign]
+            openai_chat.OpenAIChatDecoder.object_text = saved[0]  # type: ignore[method-assign]
+            anthropic.AnthropicDecoder.object_text = saved[1]  # type: ignore[method-assign]
             openai_responses._FAST.update(saved[2])
 
 
@@ -82,6 +82,62 @@ def test_generated_fast_equals_full(provider: str, workload: str) -> None:
     stream = generate(provider, workload, 300)
     _assert_same([stream.sse], provider)
     _assert_same(list(stream.dicts), provider)
+
+
+# --- Anthropic: deltas drawn from the cases object_text must tell apart -----------------
+
+
+def _block(index: int, block: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def _delta(index: Any, delta: Any, **extra: Any) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": delta, **extra}
+
+
+_ANTHROPIC_OPENING = [
+    {"type": "message_start", "message": {"id": "m", "role": "assistant", "content": []}},
+    _block(0, {"type": "text", "text": ""}),
+    _block(1, {"type": "thinking", "thinking": ""}),
+    _block(2, {"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+]
+_ANTHROPIC_EVENTS = [
+    _delta(0, {"type": "text_delta", "text": "a"}),
+    _delta(0, {"type": "text_delta", "text": ""}),
+    _delta(1, {"type": "thinking_delta", "thinking": "b"}),
+    _delta(2, {"type": "input_json_delta", "partial_json": '{"x": '}),
+    _delta(2, {"type": "input_json_delta", "partial_json": "1}"}),
+    _delta(2, {"type": "input_json_delta", "partial_json": ""}),
+    _delta(0, {"type": "thinking_delta", "thinking": "wrong block"}),
+    _delta(1, {"type": "text_delta", "text": "wrong block"}),
+    _delta(0, {"type": "input_json_delta", "partial_json": "{}"}),
+    _delta(1, {"type": "signature_delta", "signature": "sig"}),
+    _delta(0, {"type": "text_delta", "text": 5}),
+    _delta(0, {"type": "text_delta"}),
+    _delta(0, {"text": "no type"}),
+    _delta(0, "not a delta"),
+    _delta(True, {"type": "thinking_delta", "thinking": "index True"}),  # hashes as 1
+    _delta(1.0, {"type": "thinking_delta", "thinking": "index 1.0"}),
+    _delta("0", {"type": "text_delta", "text": "index str"}),
+    _delta([0], {"type": "text_delta", "text": "index list"}),
+    _delta(9, {"type": "text_delta", "text": "unknown block"}),
+    _delta(0, {"type": "text_delta", "text": "extra"}, extra=1),
+    {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "no index"}},
+    {"type": "content_block_delta", "index": 0},
+    {"index": 0, "delta": {"type": "text_delta", "text": "no type"}},
+    {"type": ["content_block_delta"], "index": 0},
+    {"type": "content_block_stop", "index": 0},
+    {"type": "content_block_stop", "index": 2},
+    _block(0, {"type": "text", "text": "again"}),
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(picks=st.lists(st.sampled_from(range(len(_ANTHROPIC_EVENTS))), max_size=25))
+def test_anthropic_fast_equals_full(picks: list[int]) -> None:
+    events = _ANTHROPIC_OPENING + [_ANTHROPIC_EVENTS[i] for i in picks]
+    for strict in (False, True):
+        _assert_same(events, "anthropic", strict=strict)
 
 
 # --- Chat: chunks drawn from the cases the fast paths must tell apart -------------------
@@ -135,6 +191,13 @@ _CHAT_CHUNKS = [
     _chat({"content": "n"}, usage=None, error=None),
     _chat({"content": "c"}, citations=["https://a.example"]),
     {**_CHAT_META, "choices": [{"index": 1, "delta": {"content": "other choice"}}]},
+    {**_CHAT_META, "choices": ["not a choice"]},
+    {**_CHAT_META, "choices": [{"index": 0}]},
+    {**_CHAT_META, "choices": [{"index": 0, "delta": "text"}]},
+    _chat({"content": "r", "tool_calls": None}),
+    _chat(_frag(index=0, type="function", function={"arguments": "q", "name": None})),
+    _chat(_frag(index=0, function="arguments")),
+    _chat({"tool_calls": ["fragment"]}),
 ]
 
 
@@ -156,6 +219,30 @@ def test_chat_fast_equals_full(picks: list[int], strict: bool, error_event: bool
         for n, chunk in enumerate(chunks)
     )
     _assert_same([sse] if sse else [], "openai-chat", strict=strict)
+
+
+# A call open at index 0 (or text open), then a chunk that only looks like its next piece:
+# each of the fast path's checks in turn decides. Drawn at random above, they are rare.
+_CHAT_OPEN_CALL = [_CHAT_CHUNKS[10], _CHAT_CHUNKS[12]]
+_CHAT_LOOK_ALIKES = [
+    _chat(_frag(index=0, function={"name": "h", "arguments": "5"})),
+    _chat(_frag(index=0, function={"name": "", "arguments": "5"})),
+    _chat(_frag(index=0, id="call_z", function={"arguments": "5"})),
+    _chat(_frag(index=0, id="", type="function", function={"arguments": "5"})),
+    _chat({"tool_calls": [{"index": 0, "function": {"arguments": "5"}}], "role": "assistant"}),
+    _chat({"tool_calls": [{"index": 0, "function": {"arguments": "5"}}], "refusal": "no"}),
+]
+
+
+@pytest.mark.parametrize("look_alike", range(len(_CHAT_LOOK_ALIKES)))
+@pytest.mark.parametrize("opening", ["call", "text"])
+def test_chat_look_alikes_fast_equals_full(look_alike: int, opening: str) -> None:
+    chunk = _CHAT_LOOK_ALIKES[look_alike]
+    start = _CHAT_OPEN_CALL if opening == "call" else [_CHAT_CHUNKS[1]]
+    text_like = _chat({**chunk["choices"][0]["delta"], "content": "t"})
+    for strict in (False, True):
+        _assert_same([*start, chunk, _CHAT_CHUNKS[13]], "openai-chat", strict=strict)
+        _assert_same([*start, text_like, _CHAT_CHUNKS[1]], "openai-chat", strict=strict)
 
 
 # --- Responses: events for known, unknown, ended and mismatched items and parts ----------

@@ -7,7 +7,7 @@ the part completes (or a snapshot asks). Completed parts are built once and reus
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from functools import partial
 from typing import Any, Literal, assert_never
 
@@ -53,6 +53,7 @@ from .parts import STREAMED_OPTIONS, Citation, ContentPart, PartType
 # The tuples built directly, skipping the named tuple's keyword-handling __new__: these
 # run once per delta, or once per part, of every stream.
 _new_part_delta = partial(tuple.__new__, PartDelta)
+_tuple_new = tuple.__new__  # a PartDelta from its fields' tuple, without partial's call
 _new_part_started = partial(tuple.__new__, PartStarted)
 _new_part_completed = partial(tuple.__new__, PartCompleted)
 
@@ -173,6 +174,28 @@ class _Slot:
             if self.citations is _NO_CITATIONS:
                 self.citations = []
             self.citations.extend(delta.citations)
+
+    def take_text(self, content: str) -> PartDelta:
+        """Grow by plain text (no options, no citations): `grow()` for the common delta,
+        and its event. Only for an open slot (see `Accumulator.text_taker`)."""
+        size = self.size = self.size + len(content)
+        if size > self.limit:
+            self._too_big(size)
+        self.chunks.append(content)
+        self.has_content = True
+        scanner = self.scanner
+        return _tuple_new(
+            PartDelta,
+            (
+                self.index,
+                self.kind,
+                content,
+                None,
+                (),
+                "part_delta",
+                () if scanner is None or not content else _scan(self, scanner, content),
+            ),
+        )
 
     def _too_big(self, size: int, option: str | None = None) -> None:
         what = f"part {self.index}" + (f" option {option!r}" if option else "")
@@ -384,26 +407,17 @@ class Accumulator:
         slot = self._open.get(key)
         if slot is None or self.finished:
             return False
-        slot.size += len(content)
-        if slot.size > slot.limit:
-            slot._too_big(slot.size)
-        slot.chunks.append(content)
-        slot.has_content = True
-        scanner = slot.scanner
-        out.append(
-            _new_part_delta(
-                (
-                    slot.index,
-                    slot.kind,
-                    content,
-                    None,
-                    (),
-                    "part_delta",
-                    () if scanner is None or not content else _scan(slot, scanner, content),
-                )
-            )
-        )
+        out.append(slot.take_text(content))
         return True
+
+    def text_taker(self, key: Hashable) -> Callable[[str], PartDelta] | None:
+        """What `grow_text(key, text, out)` does for each text, as one callable giving
+        the event, for as long as the part stays open (the fold's dict lane keeps it
+        between events that open or close nothing); None when the part is not open."""
+        slot = self._open.get(key)
+        if slot is None or self.finished:
+            return None
+        return slot.take_text
 
     def grow_texts(self, key: Hashable, texts: list[str], out: list[Event]) -> bool:
         """`grow_text` for each of `texts` in order, at one call's cost (the hot lane's runs).

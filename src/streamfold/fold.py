@@ -25,8 +25,8 @@ StreamFormat = Literal["sse", "ndjson", "eventstream", "objects"]
 
 # How many events may pass before a stream that names no provider is given up on.
 _DETECT_WITHIN = 16
-# fold_objects: the dict was taken by the decoder's object_text and grow_text.
-_TAKEN: list[Delta] = []
+# fold_objects: no part grown by the dict lane since the last full-path event.
+_NO_PART = object()
 _WHITESPACE = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 
@@ -164,8 +164,9 @@ class StreamFolder:
 
         The same as `feed()` chunk by chunk, but each decoded event dict goes straight
         from decode() to the accumulator in this one loop (issue 8: the steps of feed()
-        cost several times the work), a plain text delta by `grow_text`. Needs
-        `folding_objects`; other chunks take `feed()`.
+        cost several times the work). The common delta takes the decoder's lane
+        (`Decoder.object_text`) and grows its open part through the accumulator's
+        `text_taker`, one call each. Needs `folding_objects`; other chunks take `feed()`.
         """
         decoder = self._decoder
         if decoder is None or not self.folding_objects:
@@ -176,30 +177,44 @@ class StreamFolder:
         lane = type(decoder).object_text is not Decoder.object_text
         plain = decoder.object_text if lane else None
         grow = acc.grow_text
+        text_taker = acc.text_taker
+        # The part the last lane delta grew, and its taker: valid until an event takes
+        # the full path (only that opens, closes or finishes anything).
+        last_key: Any = _NO_PART
+        take: Any = None
         out: list[Event] = []
         for payload in source:
             if acc.finished:
                 return
             if type(payload) is not dict:
+                last_key = _NO_PART
                 yield from self.feed(payload)
                 continue
             self._position += 1
+            event: Event | None = None
+            deltas: list[Delta]
             try:
                 hit = None if plain is None else plain(payload)
-                if hit is None:
-                    deltas = decode(payload, None)
-                elif grow(hit[0], hit[1], out):
-                    deltas = _TAKEN
+                if hit is not None:
+                    key, text = hit
+                    if key is not last_key and key != last_key:  # (keys may be built anew)
+                        take = text_taker(key)
+                        last_key = key if take is not None else _NO_PART
+                    if take is not None:
+                        event = take(text)
+                    else:
+                        # Not open in the accumulator: apply() decides, as after decode().
+                        deltas = [new_grow((key, text, None, ()))]
                 else:
-                    # Not open in the accumulator: apply() decides, as after decode().
-                    deltas = [new_grow((hit[0], hit[1], None, ()))]
+                    deltas = decode(payload, None)
             except StreamfoldError as exc:
                 raise self._attach(exc, payload) from None
             except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
                 raise self._malformed(exc, payload) from exc
-            if deltas is _TAKEN:
-                yield out.pop()
+            if event is not None:
+                yield event
                 continue
+            last_key = _NO_PART
             if len(deltas) == 1:
                 delta = deltas[0]
                 if (

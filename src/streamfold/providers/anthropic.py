@@ -147,6 +147,14 @@ class _Block:
     strays: dict[str, _Block] = field(default_factory=dict)
 
 
+# The deltas object_text takes, by block kind: (delta type, the key of its text).
+_TOOL_INPUT = ("input_json_delta", "partial_json")
+_PLAIN_DELTAS: dict[str, tuple[str, str]] = {
+    "text": ("text_delta", "text"),
+    "thinking": ("thinking_delta", "thinking"),
+    "tool_use": _TOOL_INPUT,
+}
+
 # A validated content_block_delta: (delta type, its value, the raw event).
 _EarlyDelta = tuple[str, Any, dict[str, Any]]
 
@@ -184,7 +192,7 @@ class AnthropicDecoder(Decoder):
                 f"expected an event with a string 'type', got {_describe(kind)}", payload
             )
         if kind == "content_block_delta":
-            fast = self._plain_delta(payload)
+            fast = self.object_text(payload)
             if fast is None:
                 return self._block_delta(payload)
             return [new_grow((fast[0], fast[1], None, ()))]
@@ -382,48 +390,41 @@ class AnthropicDecoder(Decoder):
         return out
 
     def object_text(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
-        """The dict lane (see `Decoder.object_text`): the deltas `_plain_delta` takes."""
-        if payload.get("type") != "content_block_delta":
-            return None
-        return self._plain_delta(payload)
-
-    def _plain_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
         """The common delta (text, thinking or tool input for its own open block), cheaply:
-        the part's key and the text, for one GrowPart.
+        the part's key and the text, for one GrowPart (the dict lane, see
+        `Decoder.object_text`, and decode()'s own first try).
 
         Nearly every event of a stream is one of these; anything else (None, nothing
         changed) takes the full path with its checks and repairs, which gives the same
         result for these.
         """
-        delta = payload.get("delta")
-        index = payload.get("index")
-        if type(delta) is not dict or type(index) is not int:
+        try:  # subscripts, cheaper than get(); a missing key is simply not this delta
+            if payload["type"] != "content_block_delta":
+                return None
+            index = payload["index"]
+            delta = payload["delta"]
+            blk = self._blocks[index]
+        except (KeyError, TypeError):  # TypeError: an index that is no dict key
             return None
-        blk = self._blocks.get(index)
-        if blk is None or not blk.open:
+        if type(index) is not int or type(delta) is not dict or not blk.open:
             return None
-        dtype = delta.get("type")
-        if dtype == "text_delta":
-            value, wants = delta.get("text"), "text"
-        elif dtype == "thinking_delta":
-            value, wants = delta.get("thinking"), "thinking"
-        elif dtype == "input_json_delta" and blk.kind == "tool_use":
-            value, wants = delta.get("partial_json"), "tool_use"
-        else:
+        plain = _PLAIN_DELTAS.get(blk.kind)
+        if plain is None or delta.get("type") != plain[0]:
             return None
-        if type(value) is not str or blk.kind != wants:
+        value = delta.get(plain[1])
+        if type(value) is not str:
             return None
-        if value and wants == "tool_use":
+        if value and plain is _TOOL_INPUT:
             blk.got_json = True
         return blk.key, value
 
     def sse_shortcut(self, buffer: bytes, pos: int, grower: PartGrower, out: list[Any]) -> int:
-        """The SSE hot lane (see `Decoder.sse_shortcut`): the events `_plain_delta` takes.
+        """The SSE hot lane (see `Decoder.sse_shortcut`): the events `object_text` takes.
 
         An event matches when its bytes are the hot head, the index of an open text,
         thinking or tool_use block, that kind's delta head, a JSON string body and the
         tail: then its payload is exactly {"type": "content_block_delta", "index": i,
-        "delta": {"type": ..., key: text}}, for which `_plain_delta` gives the one
+        "delta": {"type": ..., key: text}}, for which `object_text` gives the one
         GrowPart this gives.
         """
         hot = self._hot

@@ -73,6 +73,10 @@ _OPENAI_CHUNK_KEYS = frozenset(
     }
 )
 
+# True when a dict has no key but these: frozenset.issuperset walks the dict's keys,
+# a third cheaper than `payload.keys() <= _OPENAI_CHUNK_KEYS`.
+_only_openai_chunk_keys = _OPENAI_CHUNK_KEYS.issuperset
+
 
 # The SSE hot lane (issue 8). A Chat chunk has no event line, and its fields before the
 # text (id, created, model, fingerprint...) repeat on every chunk of a stream but are not
@@ -220,7 +224,7 @@ class OpenAIChatDecoder(Decoder):
     def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
         """Translate one chat.completion.chunk (or an in-stream error) into deltas."""
         # An SSE event named error must carry an error object: the full path says so.
-        fast = self._plain_text_chunk(payload) if event != "error" else None
+        fast = self.object_text(payload) if event != "error" else None
         if fast is not None:
             return [new_grow((fast[0], fast[1], None, ()))]
         choices = payload.get("choices")
@@ -258,36 +262,34 @@ class OpenAIChatDecoder(Decoder):
         return out
 
     def object_text(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
-        """The dict lane (see `Decoder.object_text`): the chunks `_plain_text_chunk` takes."""
-        return self._plain_text_chunk(payload)
-
-    def _plain_text_chunk(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
         """The common chunks, cheaply: more text for the open text part, one argument
         fragment for a known open tool call, or more reasoning for the open thinking part,
-        as the part's key and the text for one GrowPart.
+        as the part's key and the text for one GrowPart (the dict lane, see
+        `Decoder.object_text`, and decode()'s own first try).
 
         Nearly every chunk of a stream is one of these. Anything else (None) takes the
         full path, which gives the same result for these chunks. Reads only.
         """
         if self._pending_citations:
             return None
-        choices = payload.get("choices")
-        if type(choices) is not list or len(choices) != 1:
-            return None
-        choice = choices[0]
-        if type(choice) is not dict or choice.get("finish_reason") is not None:
-            return None
-        index = choice.get("index", 0)
-        if type(index) is not int or index != self.choice:
-            return None
-        delta = choice.get("delta")
-        if type(delta) is not dict:
-            return None
         # _metadata_from would add nothing: id and model known, the rest unchanged.
         metadata = self._metadata
         if "id" not in metadata or "model" not in metadata:
             return None
-        if payload.keys() <= _OPENAI_CHUNK_KEYS:
+        try:  # subscripts, cheaper than get(); anything unexpected is simply not this chunk
+            choices = payload["choices"]
+            if type(choices) is not list or len(choices) != 1:
+                return None
+            choice = choices[0]
+            delta = choice["delta"]
+            if choice.get("finish_reason") is not None or type(delta) is not dict:
+                return None
+            index = choice.get("index", 0)
+        except (KeyError, TypeError, AttributeError):
+            return None
+        if type(index) is not int or index != self.choice:
+            return None
+        if _only_openai_chunk_keys(payload):
             # OpenAI's own chunk (one C-level subset test): of the fields the full path
             # reads, only usage and these two metadata fields can be there.
             if payload.get("usage") is not None:
@@ -319,6 +321,8 @@ class OpenAIChatDecoder(Decoder):
             text_key = self._text
             if text_key is None or self._thinking is not None:
                 return None
+            if len(delta) == 1:  # {"content": ...}: nothing else to look at
+                return text_key, content
             for name, value in delta.items():
                 if value is not None and name != "content" and name != "role":
                     return None
@@ -347,23 +351,29 @@ class OpenAIChatDecoder(Decoder):
             return None
         if type(tool_calls) is not list or len(tool_calls) != 1:
             return None
-        for name, value in delta.items():
-            if value is not None and name != "tool_calls" and name != "role":
-                return None
+        if len(delta) > 1:  # else {"tool_calls": ...}: nothing more to look at
+            for name, value in delta.items():
+                if value is not None and name != "tool_calls" and name != "role":
+                    return None
         fragment = tool_calls[0]
-        if type(fragment) is not dict:
+        try:  # subscripts (a miss is simply not this fragment); then only what else is there
+            index = fragment["index"]
+            function = fragment["function"]
+            arguments = function["arguments"]
+        except (KeyError, TypeError):
             return None
-        index = fragment.get("index")
-        call_id = fragment.get("id")
-        function = fragment.get("function")
-        if type(index) is not int or (call_id is not None and call_id != ""):
+        if type(index) is not int or type(arguments) is not str or not arguments:
             return None
-        if type(function) is not dict:
+        if type(fragment) is not dict or type(function) is not dict:
             return None
-        fn_name = function.get("name")
-        arguments = function.get("arguments")
-        if (fn_name is not None and fn_name != "") or type(arguments) is not str or not arguments:
-            return None
+        if len(fragment) > 2:
+            call_id = fragment.get("id")
+            if call_id is not None and call_id != "":
+                return None
+        if len(function) > 1:
+            fn_name = function.get("name")
+            if fn_name is not None and fn_name != "":
+                return None
         call = self._latest_at.get(index)
         if call is None or call.closed:
             return None
@@ -405,7 +415,7 @@ class OpenAIChatDecoder(Decoder):
     # --- the SSE hot lane ------------------------------------------------------------
 
     def sse_shortcut(self, buffer: bytes, pos: int, grower: PartGrower, out: list[Any]) -> int:
-        """The SSE hot lane (see `Decoder.sse_shortcut`): the chunks `_plain_text_chunk`
+        """The SSE hot lane (see `Decoder.sse_shortcut`): the chunks `object_text`
         turns into one GrowPart, read straight from their bytes by learned shapes.
 
         A chunk is taken when its bytes are a shape's prefix, a JSON string body and the
@@ -581,7 +591,7 @@ class OpenAIChatDecoder(Decoder):
                 return None
             if wild and payload.get("obfuscation") != obfuscation.decode():
                 return None
-            grown = self._plain_text_chunk(payload)
+            grown = self.object_text(payload)
             if (
                 grown is None
                 or grown[1] != text.decode()

@@ -261,10 +261,13 @@ class OpenAIResponsesDecoder(Decoder):
         """The dict lane (see `Decoder.object_text`): the events the fast paths take, when
         their sequence number (if any) is the one after the last with none above: then
         decode() would record it as the new floor, and this does."""
-        kind = payload.get("type")
-        if type(kind) is not str or self._noted:
+        if self._noted:
             return None
-        fast = _FAST.get(kind)
+        try:  # a subscript, cheaper than get(): no type (or one that is no key) is not this
+            kind = payload["type"]
+            fast = _FAST.get(kind)
+        except (KeyError, TypeError):
+            return None
         if fast is None:
             return None
         sequence = payload.get("sequence_number")
@@ -283,11 +286,12 @@ class OpenAIResponsesDecoder(Decoder):
         return hit
 
     def _fast_text_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
-        item_id = payload.get("item_id")
-        if type(item_id) is not str:
+        try:  # subscripts: a missing key, or an item_id that is no key, is not this
+            item_id = payload["item_id"]
+            item = self._items[item_id]
+        except (KeyError, TypeError):
             return None
-        item = self._items.get(item_id)
-        if item is None:
+        if type(item_id) is not str:
             return None
         index = payload.get("content_index", 0)
         if index is None:
@@ -326,12 +330,13 @@ class OpenAIResponsesDecoder(Decoder):
         return key, delta
 
     def _fast_arguments_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
-        item_id = payload.get("item_id")
-        if type(item_id) is not str:
+        try:  # subscripts: a missing key, or an item_id that is no key, is not this
+            item_id = payload["item_id"]
+            item = self._items[item_id]
+            delta = payload["delta"]
+        except (KeyError, TypeError):
             return None
-        item = self._items.get(item_id)
-        delta = payload.get("delta")
-        if item is None or type(delta) is not str:
+        if type(item_id) is not str or type(delta) is not str:
             return None
         if item.kind != "builtin":
             if item.type != "function_call":
