@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from support import hot_lane_off, read, recordings
 
 from streamfold import StreamfoldError, ToolCall, accumulator, fold
+from streamfold._model import json_depth_over
 from streamfold.accumulator import Accumulator
 from streamfold.deltas import ClosePart, GrowPart, OpenPart
 from streamfold.errors import ToolArgumentsError
@@ -515,6 +516,32 @@ def test_final_arguments_too_deep_keep_the_text() -> None:
     call = _final_call(pieces, cut=False, max_depth=2)
     assert call.arguments == "".join(pieces) and call.status == "incomplete"
     assert "nested" in call.metadata["arguments_error"]
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.integers() | st.text(alphabet="ab{[]}", max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.dictionaries(st.text(max_size=2), _JSON_VALUES, max_size=3),
+    limit=st.integers(2, 6),  # (a call's start is [arguments, metadata]: 2 deep)
+)
+def test_final_arguments_depth_limit_as_the_walk_says(value: dict[str, Any], limit: int) -> None:
+    """The final build walks the parsed arguments only when the text holds more brackets
+    than the limit (strings may hold some): the verdict is always the walk's."""
+    text = json.dumps(value)
+    too_deep = json_depth_over(value, limit)
+    for pieces in ([text], [text[:1], text[1:]]):
+        call = _final_call(pieces, cut=False, max_depth=limit)
+        if too_deep is None:
+            assert call.status == "complete" and call.arguments == value
+        else:
+            assert call.status == "incomplete" and call.arguments == text
+            assert call.metadata["arguments_error"].endswith(f"nested {too_deep} deep")
 
 
 def test_final_arguments_with_a_lone_surrogate_fail_as_before() -> None:

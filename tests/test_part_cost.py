@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support import read, recordings
 
 from streamfold import accumulator, fold
@@ -52,6 +54,29 @@ _VALUES: list[object] = [
 @pytest.mark.parametrize("value", _VALUES)
 @pytest.mark.parametrize("limit", [0, 1, 2, 3, 4, 128])
 def test_json_depth_over_matches_the_reference(value: object, limit: int) -> None:
+    assert json_depth_over(value, limit) == _reference_depth_over(value, limit)
+
+
+class _Dict(dict[str, Any]):
+    """A dict subclass: a container to the walk, not an exact JSON type."""
+
+
+_NESTED = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=2),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner)
+        | st.dictionaries(st.text(max_size=2), inner, max_size=3)
+        | st.dictionaries(st.text(max_size=2), inner, max_size=2).map(_Dict)
+    ),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=_NESTED, limit=st.integers(0, 6))
+def test_json_depth_over_matches_the_reference_for_any_value(value: object, limit: int) -> None:
+    # The quick answer for values at most two deep must never differ from the walk.
     assert json_depth_over(value, limit) == _reference_depth_over(value, limit)
 
 

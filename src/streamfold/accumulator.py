@@ -89,6 +89,16 @@ _RELEASED_STREAMED: dict[str, list[str]] = {}
 # A slot's citations until it gets one (most never do): shared, replaced on first write.
 _NO_CITATIONS: list[Citation] = []
 
+
+def _brackets(text: str | bytes) -> int:
+    """How many `{` and `[` the JSON text holds: a bound on its nesting depth (each level
+    opens with one; strings may hold more), counted in C. Under the depth limit, the walk
+    of the parsed value (several µs for a small call) cannot find anything."""
+    if isinstance(text, bytes):
+        return text.count(b"{") + text.count(b"[")
+    return text.count("{") + text.count("[")
+
+
 # Argument chunks joined and encoded at a time in a final build (see _Slot._parsed_call).
 _ENCODE_BATCH = 4096
 
@@ -245,7 +255,9 @@ class _Slot:
         status: Literal["incomplete", "complete"]
         try:
             parsed = parse_tool_arguments_json(start.call_id, start.name, data)
-            depth = None if max_depth is None else json_depth_over(parsed, max_depth)
+            depth = None
+            if max_depth is not None and _brackets(data) > max_depth:
+                depth = json_depth_over(parsed, max_depth)
             if depth is not None:
                 raise ToolArgumentsError(
                     start.call_id, start.name, data.decode(), f"nested {depth} deep"
@@ -292,7 +304,9 @@ class _Slot:
             if final and not (cut and not (text or "").strip()):
                 try:
                     parsed = parse_tool_arguments(start.call_id, start.name, text or "")
-                    depth = None if max_depth is None else json_depth_over(parsed, max_depth)
+                    depth = None
+                    if max_depth is not None and _brackets(text or "") > max_depth:
+                        depth = json_depth_over(parsed, max_depth)
                     if depth is not None:
                         raise ToolArgumentsError(
                             start.call_id, start.name, text or "", f"nested {depth} deep"
