@@ -156,11 +156,15 @@ CHUNK = 65536
 
 
 def _payloads(sse: bytes) -> Iterator[dict[str, Any]]:
+    return _chunk_payloads(sse[start : start + CHUNK] for start in range(0, len(sse), CHUNK))
+
+
+def _chunk_payloads(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
     # One `data:` line per event in the streams measured here (generated and recorded).
     loads = _loads
     rest = b""
-    for start in range(0, len(sse), CHUNK):
-        lines = (rest + sse[start : start + CHUNK]).split(b"\n")
+    for chunk in chunks:
+        lines = (rest + chunk).split(b"\n")
         rest = lines.pop()
         for line in lines:
             if line[:5] == b"data:":
@@ -174,6 +178,11 @@ def _payloads(sse: bytes) -> Iterator[dict[str, Any]]:
 def sse_floor(provider: str, sse: bytes) -> Result:
     """SSE bytes -> lines -> orjson.loads each payload -> per-part lists -> join."""
     return DICT_FLOORS[provider](_payloads(sse))
+
+
+def sse_floor_chunks(provider: str, chunks: list[bytes]) -> Result:
+    """The SSE floor fed the pieces a live connection delivers (see subject.event_chunks)."""
+    return DICT_FLOORS[provider](_chunk_payloads(chunks))
 
 
 def dict_floor(provider: str, events: list[dict[str, Any]]) -> Result:

@@ -32,12 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from . import concurrency
-from .floor import JSON_LIBRARY, Result, dict_floor, sse_floor
+from .floor import JSON_LIBRARY, Result, dict_floor, sse_floor, sse_floor_chunks
 from .generate import PROVIDERS, WORKLOADS, Stream, generate
 from .peers import PEERS
 from .subject import (
+    event_chunks,
     streamfold_dicts,
     streamfold_sse,
+    streamfold_sse_chunks,
     streamfold_sse_live_args,
     streamfold_sse_live_args_incremental,
 )
@@ -404,6 +406,57 @@ def recordings(
     return out
 
 
+def live(
+    n: int,
+    repeats: int,
+    providers: tuple[str, ...] = PROVIDERS,
+    log: Callable[[str], None] = print,
+    warmup_s: float = WARMUP_S,
+) -> list[dict[str, Any]]:
+    """Floor vs streamfold on each provider's mixed stream as a live connection delivers
+    it, one SSE event per piece (the tables above read 64 KiB pieces)."""
+    full = ("text", "thinking", "signature", "tools")
+    out = []
+    for provider in providers:
+        stream = generate(provider, "mixed", n)
+        pieces = event_chunks(stream.sse)
+        entry: dict[str, Any] = {"provider": provider, "n": n, "chunks": len(pieces)}
+        impls = (
+            ("floor", functools.partial(sse_floor_chunks, provider, pieces)),
+            ("streamfold", functools.partial(streamfold_sse_chunks, provider, pieces)),
+        )
+        for name, run in impls:
+            problem = check(run(), stream, full)
+            if problem is not None:
+                entry["status"] = f"{name}: {problem}"
+                break
+            warm = _warm_up(run, warmup_s)
+            loops = max(1, int(MIN_SAMPLE_S / max(warm, 1e-9)))
+            median = statistics.median(_time(run, loops) for _ in range(repeats))
+            entry[f"{name}_ns_per_delta"] = median * 1e9 / n
+        else:
+            entry["status"] = "ok"
+            entry["ratio"] = entry["streamfold_ns_per_delta"] / entry["floor_ns_per_delta"]
+        out.append(entry)
+    log(f"  {len(out)} live streams")
+    return out
+
+
+def live_report(entries: list[dict[str, Any]]) -> str:
+    """The live-connection table: ns per delta, floor and streamfold, and their ratio."""
+    lines = ["One SSE event per chunk (a live connection), mixed workload:"]
+    lines.append(f"  {'provider':18}{'N':>8}{'floor ns/Δ':>13}{'streamfold ns/Δ':>17}{'ratio':>8}")
+    for e in entries:
+        if e.get("status") != "ok":
+            lines.append(f"  {e['provider']:18}{e['n']:>8}  {e.get('status')}")
+            continue
+        lines.append(
+            f"  {e['provider']:18}{e['n']:>8}{e['floor_ns_per_delta']:>13,.0f}"
+            f"{e['streamfold_ns_per_delta']:>17,.0f}{e['ratio']:>8.2f}"
+        )
+    return "\n".join(lines)
+
+
 # --- output ----------------------------------------------------------------------------
 
 
@@ -572,6 +625,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--no-recordings", action="store_true")
+    parser.add_argument("--no-live", action="store_true", help="no one-event-per-chunk runs")
     parser.add_argument(
         "--streams", type=int, help="concurrent streams (default 10000; quick 1000)"
     )
@@ -637,6 +691,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{sum(bool(e.get('text_matches_floor')) for e in ok)}/{len(ok)}"
             )
 
+    live_entries: list[dict[str, Any]] = []
+    if not args.no_live:
+        log("live connections")
+        live_entries = live(
+            40 if args.smoke else 10_000,
+            args.repeats,
+            tuple(args.provider or PROVIDERS),
+            log,
+            warmup,
+        )
+        print("\n" + live_report(live_entries))
+
     conc: dict[str, Any] | None = None
     if not args.no_concurrency:
         log(f"concurrency: {streams} streams")
@@ -685,6 +751,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rows": [asdict(r) for r in rows],
         "targets": [{"target": w, "met": m, "detail": d} for w, m, d in goals],
         "recordings": real,
+        "live": live_entries,
         "concurrency": conc,
     }
     if args.json:
@@ -703,6 +770,8 @@ def show(path: Path, as_markdown: bool = False) -> dict[str, Any]:
     for what, met, detail in targets(rows, sizes):
         mark = "n/a " if met is None else ("MET " if met else "NOT ")
         print(f"  {mark} {what}\n        {detail}")
+    if saved.get("live"):
+        print("\n" + live_report(saved["live"]))
     if saved.get("concurrency"):
         print("\n" + concurrency.report(saved["concurrency"]))
         if saved["concurrency"].get("tuned_gc"):

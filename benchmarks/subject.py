@@ -23,6 +23,12 @@ def chunks(data: bytes, size: int = CHUNK) -> Iterator[bytes]:
         yield bytes(view[start : start + size])
 
 
+def event_chunks(data: bytes) -> list[bytes]:
+    """`data` as a live connection delivers it: one SSE event per piece (a server flushes
+    each event as it is generated)."""
+    return [event + b"\n\n" for event in data.split(b"\n\n") if event]
+
+
 def result_of(message: Message) -> Result:
     """The parts of a Message, in the shape the checks compare."""
     text: list[str] = []
@@ -55,6 +61,12 @@ def _final(events: Any) -> tuple[Message, int]:
 def streamfold_sse(provider: str, sse: bytes) -> Result:
     """Fold SSE bytes (fed in CHUNK-sized pieces), consuming every event."""
     message, _ = _final(fold(chunks(sse), provider))
+    return result_of(message)
+
+
+def streamfold_sse_chunks(provider: str, pieces: list[bytes]) -> Result:
+    """Fold SSE bytes already cut into pieces (a live connection's: `event_chunks`)."""
+    message, _ = _final(fold(pieces, provider))
     return result_of(message)
 
 

@@ -73,6 +73,10 @@ def test_whole_harness_at_tiny_n(tmp_path: Path, capsys: pytest.CaptureFixture[s
     bad = [r for r in rows if r["status"] not in ("ok", "missing")]
     assert bad == []
     assert all(r["median_s"] is not None for r in rows if r["status"] == "ok")
+    live = result["live"]
+    assert [e["provider"] for e in live] == list(PROVIDERS)
+    assert all(e["status"] == "ok" and e["chunks"] > 40 for e in live)
+    assert "One SSE event per chunk" in printed
     assert result["concurrency"]["correct"] is True
     assert result["concurrency"]["tuned_gc"]["correct"] is True
     recordings = result["recordings"]
