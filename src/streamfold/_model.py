@@ -109,12 +109,21 @@ def _plain_json(value: Any) -> bool:
         return math.isfinite(value)
     if kind is dict:
         for key, item in value.items():
-            if type(key) is not str or not _plain_json(item):
+            if type(key) is not str:
+                return False
+            # A string, int, bool or null member without a call (most of them).
+            kind = type(item)
+            if not (kind is str or kind is int or kind is bool or item is None) and (
+                not _plain_json(item)
+            ):
                 return False
         return True
     if kind is list:
-        for item in value:  # noqa: SIM110  # a plain loop: all() of a generator is slower
-            if not _plain_json(item):
+        for item in value:
+            kind = type(item)
+            if not (kind is str or kind is int or kind is bool or item is None) and (
+                not _plain_json(item)
+            ):
                 return False
         return True
     return False

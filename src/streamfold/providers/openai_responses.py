@@ -726,6 +726,9 @@ class OpenAIResponsesDecoder(Decoder):
     def _item_for(self, payload: dict[str, Any]) -> _Item:
         """The open item an event refers to, by item_id (output_index only if no id)."""
         item_id = payload.get("item_id")
+        item = self._items.get(item_id) if type(item_id) is str else None
+        if item is not None:
+            return item  # the common case: no message to build
         if item_id is None and "output_index" in payload:
             item_id = self._by_index.get(self._int(payload, "output_index"))
         reason = f"expected {payload.get('type')}.item_id to be a string, got {_type_name(item_id)}"
@@ -1218,12 +1221,11 @@ class OpenAIResponsesDecoder(Decoder):
         key = (item.id, "content", index)
         state = item.parts.get(key)
         deltas: list[Delta] = []
-        reason = f"expected content_part.done for an open part, got one for {key!r}"
         if key in item.closed or (state is not None and state.ended):
-            self._drop("duplicate_content_part_done", reason, payload)
+            self._drop("duplicate_content_part_done", _part_done_reason(key), payload)
         if state is None:
             # Never added: the finished part opens (and fills) it.
-            self._note("content_part_done_before_added", reason, payload)
+            self._note("content_part_done_before_added", _part_done_reason(key), payload)
             deltas = self._open_content(item, key, part, payload)
             if item.kind == "reasoning":
                 deltas.extend(self._close_finished_reasoning(item))
@@ -1550,6 +1552,11 @@ def _opt_text(value: Any) -> str | None:
 
 
 _Handler = Callable[[OpenAIResponsesDecoder, dict[str, Any]], list[Delta]]
+
+
+def _part_done_reason(key: Hashable) -> str:
+    return f"expected content_part.done for an open part, got one for {key!r}"
+
 
 _FAST: dict[
     str, Callable[[OpenAIResponsesDecoder, dict[str, Any]], tuple[Hashable, str] | None]
