@@ -374,7 +374,7 @@ class Accumulator:
                 if slot is None:
                     return []
             if delta.options:
-                self._check_depth(delta.options, f"a delta of part {slot.index}")
+                self._check_depth(delta.options, "a delta of part {}", slot.index)
             slot.grow(delta)
             scanner = slot.scanner
             return [
@@ -536,7 +536,7 @@ class Accumulator:
                 f"expected a new part, got a second start for open part {delta.key!r}",
                 provider=self.provider,
             )
-        self._check_part_depth(delta.part, f"the start of part {delta.key!r}")
+        self._check_part_depth(delta.part, "the start of part {!r}", delta.key)
         if len(self._slots) >= self.limits.max_parts:
             raise StreamLimitError(
                 "max_parts",
@@ -591,7 +591,7 @@ class Accumulator:
         else:
             # Checked before anything changes: a refused replacement leaves the part open,
             # so a later end (or a cancel) still keeps what it had.
-            self._check_part_depth(final, f"part {slot.index}")
+            self._check_part_depth(final, "part {}", slot.index)
             part = final.replaced(index=slot.index) if isinstance(final, ToolCall) else final
         del self._open[key]
         self._closed_keys.add(key)
@@ -640,7 +640,7 @@ class Accumulator:
         events.extend(self._finish(cut=True))
         return events
 
-    def _check_part_depth(self, part: ContentPart | ToolCall, what: str) -> None:
+    def _check_part_depth(self, part: ContentPart | ToolCall, what: str, *args: object) -> None:
         # The walk below covers [options, [citation metadata...]] (a part) or [arguments,
         # metadata] (a call): with no citations, and no dict or list inside the options or
         # metadata, the deepest container is that dict at depth 2, so a limit of 2 or more
@@ -652,15 +652,20 @@ class Accumulator:
             elif not isinstance(part.arguments, dict | list) and _is_flat(part.metadata):
                 return
         if isinstance(part, ContentPart):
-            self._check_depth([part.options, [c.metadata for c in part.citations]], what)
+            self._check_depth([part.options, [c.metadata for c in part.citations]], what, *args)
         else:
-            self._check_depth([part.arguments, part.metadata], what)
+            self._check_depth([part.arguments, part.metadata], what, *args)
 
-    def _check_depth(self, value: object, what: str) -> None:
+    def _check_depth(self, value: object, what: str, *args: object) -> None:
+        """Refuse `value` nested past the depth limit; `what` (formatted with `args` only
+        when it is said: a part start must not pay for its error message) names it."""
         depth = json_depth_over(value, self.limits.max_depth)
         if depth is not None:
             raise StreamLimitError(
-                "max_depth", self.limits.max_depth, depth, f"{what} is nested too deep"
+                "max_depth",
+                self.limits.max_depth,
+                depth,
+                f"{what.format(*args)} is nested too deep",
             )
 
     def _close_open(self, *, cut: bool) -> list[Event]:
