@@ -224,7 +224,9 @@ class AnthropicDecoder(Decoder):
         for key in ("id", "model"):
             value = message.get(key)
             if value is not None:
-                metadata[key] = _check(self, value, str, f"message.{key}", payload)
+                if type(value) is not str:  # (checked, or refused by name)
+                    value = _check(self, value, str, f"message.{key}", payload)
+                metadata[key] = value
         usage_raw = message.get("usage")
         usage: Usage | None = None
         running = self._usage_raw
@@ -300,7 +302,9 @@ class AnthropicDecoder(Decoder):
         fields: dict[str, int | None] = {}
         for wire, name in _USAGE_FIELDS:
             value = self._usage_raw.get(wire)
-            fields[name] = None if value is None else _check(self, value, int, f"usage.{wire}", raw)
+            if value is not None and type(value) is not int:  # (checked, or refused by name)
+                value = _check(self, value, int, f"usage.{wire}", raw)
+            fields[name] = value
         details = self._usage_raw.get("output_tokens_details")
         thinking = details.get("thinking_tokens") if isinstance(details, dict) else None
         if thinking is not None:
@@ -808,7 +812,9 @@ def _field(dec: Decoder, obj: dict[str, Any], key: str, kind: type[T], raw: Any 
 def _optional(dec: Decoder, obj: dict[str, Any], key: str, kind: type[T], raw: Any) -> T | None:
     """An optional field: None when absent or null, else it must have type `kind`."""
     value = obj.get(key)
-    return None if value is None else _check(dec, value, kind, f"content_block.{key}", raw)
+    if value is None or type(value) is kind:  # (the name below is only for the error)
+        return value
+    return _check(dec, value, kind, f"content_block.{key}", raw)
 
 
 def _index(dec: Decoder, payload: dict[str, Any]) -> int:
