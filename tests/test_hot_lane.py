@@ -11,6 +11,7 @@ other spacing, a closed or unknown block, a delta of another kind...).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -179,6 +180,10 @@ def test_recordings_hot_lane_equals_full_path(rel: str) -> None:
     for size in (7, 61, 4096):
         pieces = [data[at : at + size] for at in range(0, len(data), size)]
         assert_hot_lane_same(pieces, None)
+    # As a live connection delivers it: one event per piece (each ending its buffer).
+    events = [piece for piece in re.split(rb"(?<=\n\n)", data) if piece]
+    assert b"".join(events) == data
+    assert_hot_lane_same(events, None)
     assert_hot_lane_same([data], None, strict=True)
 
 

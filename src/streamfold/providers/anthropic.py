@@ -436,6 +436,7 @@ class AnthropicDecoder(Decoder):
         plain_tail = _HOT_PLAIN_TAIL.match
         escaped_tail = _HOT_TAIL.search
         grow_text = grower.grow_text
+        size = len(buffer)
         while True:
             if hot is None or not buffer.startswith(hot[0], pos):
                 # Not the last block's prefix (which starts with the head): another one's?
@@ -471,6 +472,8 @@ class AnthropicDecoder(Decoder):
             if text and blk.kind == "tool_use":
                 blk.got_json = True
             pos = end
+            if pos == size:
+                break  # (a live stream's chunk: its one event)
             if buffer.startswith(prefix, pos):
                 # More of the same block (a live stream's chunk holds one event; a
                 # replayed or buffered one, long runs): the run at once.

@@ -433,6 +433,7 @@ class OpenAIChatDecoder(Decoder):
             self._hot_head = _HOT_START
         shapes = self._hot_shapes
         grow = grower.grow_text
+        size = len(buffer)
         before = len(out)
         shape = shapes[-1] if shapes else None
         if shape is not None:
@@ -463,11 +464,13 @@ class OpenAIChatDecoder(Decoder):
             if text is None or not grow(key, text, out):
                 break
             pos = match.end()
+            if pos == size:
+                break  # (a live stream's chunk: its one event)
         if shape is not None and shapes[-1] is not shape and shape in shapes:
             shapes.remove(shape)
             shapes.append(shape)  # the next call tries it first
         credit = self._hot_credit + len(out) - before
-        if pos < len(buffer):
+        if pos < size:
             credit -= 1
         if credit <= 0:
             self._hot_head = None  # the lane cost more than it saved: off for the stream

@@ -465,6 +465,8 @@ class OpenAIResponsesDecoder(Decoder):
                         # replayed or buffered one, long runs): the run at once.
                         pos, marked = self._hot_run(buffer, pos, hot, grower, out, marked)
                         floor = self._seq_floor
+                    if pos >= len(buffer):
+                        return pos  # (a live stream's chunk: its one event)
                 if pos >= len(buffer):
                     return pos
         finally:
