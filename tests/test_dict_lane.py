@@ -17,7 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import fold_outcome, read, recordings
 
-from streamfold import ContentPart, StreamFolder, StreamfoldError, providers
+from streamfold import (
+    ContentPart,
+    StreamFolder,
+    StreamfoldError,
+    UsageError,
+    accumulator,
+    providers,
+)
+from streamfold.accumulator import Accumulator
 from streamfold.deltas import ClosePart, Delta, EndMessage, GrowPart, OpenPart
 from streamfold.limits import Limits
 from streamfold.providers.base import Decoder
@@ -179,3 +187,19 @@ def test_dict_lane_never_grows_a_part_after_a_full_path_event_closed_it(
     else:
         assert "'ab'" in outcome[-1] and "'abc" not in outcome[-1]
         assert "delta_after_part_end" in outcome[-1]
+
+
+def test_a_taker_kept_past_its_part_end_is_refused_before_it_writes() -> None:
+    """The fold keeps a part's taker between lane deltas; one used after the part was
+    completed must not write into the buffers completed parts share."""
+    acc = Accumulator()
+    acc.apply(OpenPart("k", ContentPart(type="text", content="")))
+    take = acc.text_taker("k")
+    assert take is not None
+    assert take("a").content == "a"
+    acc.apply(ClosePart("k"))
+    assert acc.text_taker("k") is None
+    with pytest.raises(UsageError, match="part 0, which is complete"):
+        take("b")
+    assert accumulator._RELEASED_CHUNKS == []
+    assert acc.snapshot().content[0].content == "a"

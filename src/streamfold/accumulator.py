@@ -24,7 +24,7 @@ from .deltas import (
     UpdateMessage,
 )
 from .display import display_items_for
-from .errors import StreamLimitError, StreamProtocolError, ToolArgumentsError
+from .errors import StreamLimitError, StreamProtocolError, ToolArgumentsError, UsageError
 from .events import (
     Event,
     MessageCompleted,
@@ -159,6 +159,9 @@ class _Slot:
         self.citations = _NO_CITATIONS
         self.streamed = _RELEASED_STREAMED
         self.scanner = None
+        # Any growth now fails the size check, before it could touch the shared buffers
+        # above: _too_big then says the part is complete (a taker kept past the part's end).
+        self.limit = -1
 
     def grow(self, delta: GrowPart) -> None:
         if delta.content is not None:
@@ -208,6 +211,11 @@ class _Slot:
         )
 
     def _too_big(self, size: int, option: str | None = None) -> None:
+        if self.done is not None:
+            raise UsageError(
+                f"Accumulator: expected growth of an open part, got more for part "
+                f"{self.index}, which is complete (a taker used after its part ended)"
+            )
         what = f"part {self.index}" + (f" option {option!r}" if option else "")
         name = "max_tool_argument_chars" if isinstance(self.start, ToolCall) else "max_part_chars"
         raise StreamLimitError(name, self.limit, size, f"{what} grew too long")
