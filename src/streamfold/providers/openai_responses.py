@@ -460,13 +460,15 @@ class OpenAIResponsesDecoder(Decoder):
                         self._hot_record(None, text, item, state)
                     taken = kind
                     pos = match.end()
-                    if predict and startswith(head, pos):
-                        # More of the same kind (a live stream's chunk holds one event; a
-                        # replayed or buffered one, long runs): the run at once.
-                        pos, marked = self._hot_run(buffer, pos, hot, grower, out, marked)
-                        floor = self._seq_floor
                     if pos >= len(buffer):
                         return pos  # (a live stream's chunk: its one event)
+                    if predict and startswith(head, pos):
+                        # More of the same kind (a replayed or buffered chunk): the run at
+                        # once.
+                        pos, marked = self._hot_run(buffer, pos, hot, grower, out, marked)
+                        floor = self._seq_floor
+                        if pos >= len(buffer):
+                            return pos
                 if pos >= len(buffer):
                     return pos
         finally:
