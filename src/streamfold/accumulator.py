@@ -52,8 +52,7 @@ from .parts import STREAMED_OPTIONS, Citation, ContentPart, PartType
 
 # The tuples built directly, skipping the named tuple's keyword-handling __new__: these
 # run once per delta, or once per part, of every stream.
-_new_part_delta = partial(tuple.__new__, PartDelta)
-_tuple_new = tuple.__new__  # a PartDelta from its fields' tuple, without partial's call
+_tuple_new = tuple.__new__  # a PartDelta from its fields' tuple (per delta: no partial)
 _new_part_started = partial(tuple.__new__, PartStarted)
 _new_part_completed = partial(tuple.__new__, PartCompleted)
 
@@ -386,7 +385,8 @@ class Accumulator:
             slot.grow(delta)
             scanner = slot.scanner
             return [
-                _new_part_delta(
+                _tuple_new(
+                    PartDelta,
                     (
                         slot.index,
                         slot.kind,
@@ -395,7 +395,7 @@ class Accumulator:
                         delta.citations,
                         "part_delta",
                         () if scanner is None or not content else _scan(slot, scanner, content),
-                    )
+                    ),
                 )
             ]
         if isinstance(delta, OpenPart):
