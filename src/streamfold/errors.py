@@ -6,14 +6,61 @@ from typing import Any
 
 # A raw event can be large (a whole image); error messages show only its start.
 _RAW_PREVIEW_CHARS = 300
+# Containers nested deeper than this show as `...`: a hostile payload nested a thousand
+# deep must not make an error's text raise RecursionError.
+_PREVIEW_DEPTH = 20
 
 
 def preview(raw: object, limit: int = _RAW_PREVIEW_CHARS) -> str:
-    """Return repr(raw) cut to `limit` characters, so a payload cannot flood a log."""
-    text = repr(raw)
+    """Return repr(raw) cut to `limit` characters, so a payload cannot flood a log.
+
+    Built piece by piece up to the limit, never whole: neither the size of `raw` nor its
+    nesting can make this slow or make it raise.
+    """
+    pieces: list[str] = []
+    _preview_into(raw, pieces, limit + 1, _PREVIEW_DEPTH)
+    text = "".join(pieces)
     if len(text) > limit:
-        return text[:limit] + f"... ({len(text) - limit} more chars)"
+        return text[:limit] + "... (more)"
     return text
+
+
+def _preview_into(value: object, out: list[str], budget: int, depth: int) -> int:
+    """Append repr(value), or its start, to `out`; the budget left after it."""
+    if budget <= 0:
+        return budget
+    if isinstance(value, dict | list | tuple):
+        if depth <= 0:
+            out.append("...")
+            return budget - 3
+        is_dict = isinstance(value, dict)
+        brackets = "{}" if is_dict else "[]" if isinstance(value, list) else "()"
+        out.append(brackets[0])
+        budget -= 1
+        items: Any = value.items() if is_dict else ((None, v) for v in value)
+        for n, (key, item) in enumerate(items):
+            if budget <= 0:
+                return budget
+            if n:
+                out.append(", ")
+                budget -= 2
+            if is_dict:
+                budget = _preview_into(key, out, budget, depth - 1)
+                out.append(": ")
+                budget -= 2
+            budget = _preview_into(item, out, budget, depth - 1)
+        if brackets == "()" and len(value) == 1:
+            out.append(",")  # (x,): a tuple, as repr shows it
+        out.append(brackets[1])
+        return budget - 1
+    if isinstance(value, str | bytes | bytearray):
+        value = value[:budget]  # the start is all that can show
+    try:
+        text = repr(value)
+    except Exception:  # an object whose repr fails (or recurses) is still named
+        text = f"<{type(value).__name__} object>"
+    out.append(text[:budget])
+    return budget - len(text)
 
 
 class StreamfoldError(Exception):
