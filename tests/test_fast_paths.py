@@ -544,7 +544,9 @@ def test_final_arguments_depth_limit_as_the_walk_says(value: dict[str, Any], lim
             assert call.metadata["arguments_error"].endswith(f"nested {too_deep} deep")
 
 
-def test_final_arguments_with_a_lone_surrogate_fail_as_before() -> None:
-    # Not encodable: the batched path steps aside and the join-then-encode path raises.
-    with pytest.raises(UnicodeEncodeError):
-        _final_call(['{"a": "', "\ud83d", '"}'], cut=False)
+def test_final_arguments_with_a_lone_surrogate_are_kept_as_text() -> None:
+    # Not encodable: the batched path steps aside and the join-then-encode path gives
+    # the arguments error any text that is no JSON gives (never a UnicodeEncodeError).
+    call = _final_call(['{"a": "', "\ud83d", '"}'], cut=False)
+    assert call.status == "incomplete" and call.arguments == '{"a": "\ud83d"}'
+    assert "not UTF-8 text" in call.metadata["arguments_error"]

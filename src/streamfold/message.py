@@ -47,7 +47,12 @@ def parse_tool_arguments(call_id: str | None, name: str | None, raw: str) -> dic
     """Parse a complete tool call's argument text; empty text means no arguments."""
     if not raw.strip():
         return {}
-    return parse_tool_arguments_json(call_id, name, raw.encode())
+    try:
+        data = raw.encode()
+    except UnicodeEncodeError as exc:
+        # A lone surrogate (from a decoded dict, or an SDK object): no JSON text holds one.
+        raise ToolArgumentsError(call_id, name, raw, f"not UTF-8 text ({exc.reason})") from None
+    return parse_tool_arguments_json(call_id, name, data)
 
 
 def parse_tool_arguments_json(call_id: str | None, name: str | None, data: bytes) -> dict[str, Any]:
