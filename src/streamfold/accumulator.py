@@ -98,6 +98,12 @@ def _brackets(text: str | bytes) -> int:
     return text.count("{") + text.count("[")
 
 
+# metadata["skipped_events"]: at most this many event types by name (each cut to this
+# many characters), then SKIPPED_OTHER counts the rest.
+_SKIPPED_TYPES = 64
+_SKIPPED_NAME_CHARS = 100
+SKIPPED_OTHER = "(other types)"
+
 # Argument chunks joined and encoded at a time in a final build (see _Slot._parsed_call).
 _ENCODE_BATCH = 4096
 
@@ -412,7 +418,7 @@ class Accumulator:
         if isinstance(delta, EndMessage):
             return self._finish(cut=False)
         if isinstance(delta, SkipEvent):
-            self._skipped[delta.event_type] = self._skipped.get(delta.event_type, 0) + 1
+            self._skip(delta.event_type)
             return []
         if isinstance(delta, Repair):
             self._repairs[delta.kind] = self._repairs.get(delta.kind, 0) + 1
@@ -531,6 +537,14 @@ class Accumulator:
                 provider=self.provider,
             )
         return slot
+
+    def _skip(self, event_type: str) -> None:
+        """Count an unknown event type: a stream of a million made-up types must not
+        grow the message, so past _SKIPPED_TYPES names the rest share one key."""
+        name = event_type[:_SKIPPED_NAME_CHARS]
+        if name not in self._skipped and len(self._skipped) >= _SKIPPED_TYPES:
+            name = SKIPPED_OTHER
+        self._skipped[name] = self._skipped.get(name, 0) + 1
 
     def _repair(self, kind: str) -> None:
         self._repairs[kind] = self._repairs.get(kind, 0) + 1
