@@ -37,7 +37,7 @@ def _preview_into(value: object, out: list[str], budget: int, depth: int) -> int
         brackets = "{}" if is_dict else "[]" if isinstance(value, list) else "()"
         out.append(brackets[0])
         budget -= 1
-        items: Any = value.items() if is_dict else ((None, v) for v in value)
+        items: Any = value.items() if isinstance(value, dict) else ((None, v) for v in value)
         for n, (key, item) in enumerate(items):
             if budget <= 0:
                 return budget
