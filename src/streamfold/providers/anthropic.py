@@ -173,8 +173,10 @@ class AnthropicDecoder(Decoder):
         self._status: Status | None = None
         self._ended = False
         self._started = False
-        # Lenient: deltas that came before their block's start, replayed when it starts.
+        # Lenient: deltas that came before their block's start, replayed when it starts,
+        # and the characters of text they hold, by index (checked as they arrive).
         self._early: dict[int, list[_EarlyDelta]] = {}
+        self._early_chars: dict[int, int] = {}
         self._restarts = 0
         # The hot lane's last event prefix (head, index, delta head), its index and block.
         self._hot: tuple[bytes, int, _Block] | None = None
@@ -389,6 +391,7 @@ class AnthropicDecoder(Decoder):
         blk.origin = block
         self._blocks[index] = blk
         out.append(OpenPart(key, part))
+        self._early_chars.pop(index, None)
         for dtype, value, raw in self._early.pop(index, ()):
             out.extend(self._apply_delta(index, blk, dtype, value, raw))
         return out
@@ -542,6 +545,7 @@ class AnthropicDecoder(Decoder):
                 payload,
             )
             # Held until the block starts (or stops, or the message ends without it).
+            self.hold_text(self._early_chars, index, value, dtype == "input_json_delta")
             self._early.setdefault(index, []).append((dtype, value, payload))
             return out
         if not blk.open:
@@ -641,6 +645,7 @@ class AnthropicDecoder(Decoder):
     def _start_implicit(self, index: int) -> list[Delta]:
         """Open a block that never started, of the kind its early deltas grow, and fill it."""
         early = self._early.pop(index, [])
+        self._early_chars.pop(index, None)
         wants = next((w for d, _, _ in early if (w := _DELTA_KIND.get(d)) is not None), None)
         if wants is None:
             return [SkipEvent(f"content_block_delta.{d}") for d, _, _ in early]

@@ -9,7 +9,8 @@ from typing import Any, ClassVar, Protocol
 import jiter
 
 from ..deltas import Delta, EndMessage, Repair
-from ..errors import StreamProtocolError
+from ..errors import StreamLimitError, StreamProtocolError
+from ..limits import DEFAULT_LIMITS, Limits
 
 
 class PartGrower(Protocol):
@@ -59,6 +60,9 @@ class Decoder:
     """
 
     provider: ClassVar[str] = "unknown"
+    # The fold's limits (the fold sets them): text a decoder holds back for a part that
+    # has not started yet is checked against them as it arrives (see `hold_text`).
+    limits: Limits = DEFAULT_LIMITS
 
     def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
         self.choice = choice
@@ -123,6 +127,35 @@ class Decoder:
     def close(self) -> list[Delta]:
         """The input ended; return anything the decoder still holds."""
         return []
+
+    def hold_text(self, held: dict[Any, int], key: Hashable, text: Any, tool_input: bool) -> None:
+        """Count the text (if a str) of a delta held back for the part `key` will open
+        once it starts, in `held` (characters by key). Each key becomes a part: past
+        max_parts, or past the part's size limit, raise StreamLimitError at once, as the
+        part itself would (not only when the held deltas are replayed)."""
+        size = held.get(key)
+        limits = self.limits
+        if size is None:
+            if len(held) >= limits.max_parts:
+                raise StreamLimitError(
+                    "max_parts",
+                    limits.max_parts,
+                    len(held) + 1,
+                    "the message has too many parts (deltas held for parts not started)",
+                )
+            size = 0
+        if type(text) is str:
+            size += len(text)
+        held[key] = size
+        name, most = (
+            ("max_tool_argument_chars", limits.max_tool_argument_chars)
+            if tool_input
+            else ("max_part_chars", limits.max_part_chars)
+        )
+        if size > most:
+            raise StreamLimitError(
+                name, most, size, f"the deltas held for part {key!r} (not started) grew too long"
+            )
 
     def protocol_error(self, reason: str, raw: Any = None) -> StreamProtocolError:
         """A StreamProtocolError naming this provider."""

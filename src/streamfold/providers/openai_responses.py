@@ -200,6 +200,7 @@ class OpenAIResponsesDecoder(Decoder):
         # (replayed when it is added), repairs noted while decoding the current event.
         self._done: set[str] = set()
         self._early: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self._early_chars: dict[str, int] = {}  # text they hold, by item (see hold_text)
         self._noted: list[Delta] = []
         self._kind = ""
         # Sequence numbers seen: all up to _seq_floor, and those above it.
@@ -678,6 +679,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _replay_early(self, item_id: str, deltas: list[Delta]) -> list[Delta]:
         """Deltas for an item just added, then those of its events that came before it."""
+        self._early_chars.pop(item_id, None)
         for kind, payload in self._early.pop(item_id, ()):
             deltas.extend(self._dispatch(kind, payload))
         return deltas
@@ -752,7 +754,10 @@ class OpenAIResponsesDecoder(Decoder):
                 self._drop("event_after_item_done", reason, payload)
             # Held until its item is added (or done, or the response ends without it).
             self._note("event_before_item_added", reason, payload)
-            self._early.setdefault(item_id, []).append((self._kind, payload))
+            kind = self._kind
+            tool_input = "arguments" in kind or "input" in kind
+            self.hold_text(self._early_chars, item_id, payload.get("delta"), tool_input)
+            self._early.setdefault(item_id, []).append((kind, payload))
             raise _Dropped
         return item
 
