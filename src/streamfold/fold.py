@@ -6,10 +6,12 @@ framing -> JSON -> provider decoder -> accumulator. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar, Literal
 
 import jiter
+from pydantic_core import to_json
 
 from .accumulator import Accumulator
 from .deltas import ClosePart, Delta, GrowPart, OpenPart, new_grow
@@ -29,6 +31,12 @@ _DETECT_WITHIN = 16
 _NO_PART = object()
 _WHITESPACE = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
+# What a decoder raises on a payload of the wrong shape (its contract is typed errors,
+# so these become StreamProtocolError): RecursionError from a value nested past the
+# interpreter's limit, UnicodeEncodeError (a ValueError) from a lone surrogate.
+_MALFORMED = (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError)
+# A lone surrogate: text no UTF-8 wire can carry (jiter refuses it in bytes).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def sniff_format(head: bytes) -> StreamFormat | None:
@@ -74,7 +82,7 @@ class StreamFolder:
         self._bytes = 0
         self._provider = canonical_provider(provider) if provider else None
         self._decoder: Decoder | None = (
-            get_decoder(self._provider, **self._decoder_options) if self._provider else None
+            self._new_decoder(self._provider) if self._provider else None
         )
         self._acc = Accumulator(
             role=role,
@@ -143,12 +151,31 @@ class StreamFolder:
         if isinstance(chunk, bytes | bytearray | memoryview):
             return self._feed_bytes(bytes(chunk))
         if isinstance(chunk, str):
-            return self._feed_bytes(chunk.encode("utf-8"))
+            try:
+                data = chunk.encode("utf-8")
+            except UnicodeEncodeError:
+                # A lone surrogate has no UTF-8 form: its bytes (as surrogatepass writes
+                # them) are then what bytes holding one are, refused by the JSON parser.
+                data = chunk.encode("utf-8", "surrogatepass")
+            return self._feed_bytes(data)
         if isinstance(chunk, dict):
             return self._feed_object(chunk)
         dump = getattr(chunk, "model_dump", None)
         if callable(dump):
-            return self._feed_object(_sdk_payload(chunk))
+            try:
+                payload = _sdk_payload(chunk)
+            except _MALFORMED as exc:
+                # An SDK object holding what JSON cannot (a lone surrogate, nesting past
+                # the interpreter's limit): as broken as the bytes that would carry it.
+                raise self._attach(
+                    StreamProtocolError(
+                        f"expected an SDK event that dumps to JSON, got a {type(chunk).__name__} "
+                        f"that does not ({type(exc).__name__}: {exc})",
+                        raw=type(chunk).__name__,
+                        position=self._position + 1,
+                    )
+                ) from None
+            return self._feed_object(payload)
         raise UsageError(
             "StreamFolder.feed: expected bytes, str, a dict or an object with model_dump(), "
             f"got {type(chunk).__name__}"
@@ -197,6 +224,7 @@ class StreamFolder:
                 hit = None if plain is None else plain(payload)
                 if hit is not None:
                     key, text = hit
+                    self._take_lane_text(text)
                     if key is not last_key and key != last_key:  # (keys may be built anew)
                         take = text_taker(key)
                         last_key = key if take is not None else _NO_PART
@@ -206,10 +234,11 @@ class StreamFolder:
                         # Not open in the accumulator: apply() decides, as after decode().
                         deltas = [new_grow((key, text, None, ()))]
                 else:
+                    self._take_object(payload)
                     deltas = decode(payload, None)
             except StreamfoldError as exc:
                 raise self._attach(exc, payload) from None
-            except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+            except _MALFORMED as exc:
                 raise self._malformed(exc, payload) from exc
             if event is not None:
                 yield event
@@ -264,6 +293,8 @@ class StreamFolder:
                 held = self._decoder.close()
             except StreamfoldError as exc:
                 raise self._attach(exc) from None
+            except _MALFORMED as exc:
+                raise self._malformed(exc, None) from exc
             events.extend(self._apply(held, None))
         events.extend(self._acc.close())
         return events
@@ -288,11 +319,7 @@ class StreamFolder:
     def _feed_bytes(self, data: bytes) -> list[Event]:
         self._bytes += len(data)
         if self._bytes > self._limits.max_bytes:
-            raise self._attach(
-                StreamLimitError(
-                    "max_bytes", self._limits.max_bytes, self._bytes, "the stream is too long"
-                )
-            )
+            raise self._attach(self._too_long())
         if self._format == "objects":
             raise UsageError("StreamFolder.feed: expected decoded objects, got bytes after them")
         if self._framer is None:
@@ -420,7 +447,7 @@ class StreamFolder:
                 deltas = decode(payload, name)
             except StreamfoldError as exc:
                 raise self._attach(exc, payload) from None
-            except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+            except _MALFORMED as exc:
                 raise self._malformed(exc, payload) from exc
             try:
                 for delta in deltas:
@@ -479,7 +506,59 @@ class StreamFolder:
             )
         self._format = "objects"
         self._position += 1
+        decoder = self._decoder
+        if decoder is not None:
+            # The decoder's lane first, as fold_objects takes it: the same count.
+            try:
+                hit = decoder.object_text(payload)
+                if hit is not None:
+                    self._take_lane_text(hit[1])
+                    return self._apply([new_grow((hit[0], hit[1], None, ()))], payload)
+                self._take_object(payload)
+            except StreamfoldError as exc:
+                raise self._attach(exc, payload) from None
+            except _MALFORMED as exc:
+                raise self._malformed(exc, payload) from exc
+            return self._decode(payload, None)
+        try:
+            self._take_object(payload)
+        except StreamfoldError as exc:
+            raise self._attach(exc, payload) from None
         return self._payload(payload, None)
+
+    def _take_lane_text(self, text: str) -> None:
+        """Count a plain text delta of decoded input (its characters) against max_bytes;
+        refuse text no wire could carry."""
+        self._bytes += len(text)
+        if self._bytes > self._limits.max_bytes:
+            raise self._too_long()
+        if not text.isascii():
+            lone = _SURROGATE.search(text)
+            if lone is not None:
+                raise StreamProtocolError(
+                    "expected text that UTF-8 can carry, got a lone surrogate at "
+                    f"character {lone.start()} of the delta's text"
+                )
+
+    def _take_object(self, payload: Any) -> None:
+        """Count any other decoded event (its JSON size in UTF-8 bytes) against max_bytes:
+        the limit means for dicts and SDK objects what it means for bytes. A payload JSON
+        cannot hold (a lone surrogate, an object of no JSON type, nesting deeper than the
+        bytes door parses) is refused as bytes holding it would be."""
+        try:
+            size = len(to_json(payload, bytes_mode="base64"))
+        except ValueError as exc:  # pydantic_core's PydanticSerializationError
+            raise StreamProtocolError(
+                f"expected a JSON object per event, got one JSON cannot hold ({exc})"
+            ) from None
+        self._bytes += size
+        if self._bytes > self._limits.max_bytes:
+            raise self._too_long()
+
+    def _too_long(self) -> StreamLimitError:
+        return StreamLimitError(
+            "max_bytes", self._limits.max_bytes, self._bytes, "the stream is too long"
+        )
 
     # --- decoding ----------------------------------------------------------------------
 
@@ -523,9 +602,14 @@ class StreamFolder:
 
     def _use_provider(self, provider: str) -> None:
         self._provider = provider
-        self._decoder = get_decoder(provider, **self._decoder_options)
+        self._decoder = self._new_decoder(provider)
         self._acc.provider = provider
         self._acc._metadata.setdefault("provider", provider)
+
+    def _new_decoder(self, provider: str) -> Decoder:
+        decoder = get_decoder(provider, **self._decoder_options)
+        decoder.limits = self._limits  # what it holds back is checked as it arrives
+        return decoder
 
     def _decode(self, payload: dict[str, Any], event: str | None) -> list[Event]:
         assert self._decoder is not None
@@ -533,11 +617,11 @@ class StreamFolder:
             deltas = self._decoder.decode(payload, event)
         except StreamfoldError as exc:
             raise self._attach(exc, payload) from None
-        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        except _MALFORMED as exc:
             raise self._malformed(exc, payload) from exc
         return self._apply(deltas, payload)
 
-    def _malformed(self, exc: Exception, payload: dict[str, Any]) -> StreamfoldError:
+    def _malformed(self, exc: Exception, payload: dict[str, Any] | None) -> StreamfoldError:
         # A payload whose fields have the wrong shape: the decoder's contract is typed
         # errors only, so name what broke instead of leaking a bare KeyError.
         return self._attach(
@@ -555,6 +639,11 @@ class StreamFolder:
             raise self._attach(exc, raw) from None
 
     def _attach(self, exc: StreamfoldError, raw: Any = None) -> StreamfoldError:
+        if isinstance(exc, UsageError):
+            # A model refused a value the stream carried (NaN, a non-str key...): the
+            # stream is broken, not the caller's use, so it gets provider, raw event,
+            # position and partial like any broken stream.
+            exc = StreamProtocolError(f"malformed {self._provider} event: {exc}", raw=raw)
         if isinstance(exc, StreamLimitError):
             exc.partial = self._acc.snapshot()
         if isinstance(exc, StreamProtocolError):

@@ -16,7 +16,10 @@ class Limits:
     """
 
     max_bytes: int = 64 * MiB
-    """Bytes of raw input (SSE, NDJSON, eventstream)."""
+    """Bytes of raw input (SSE, NDJSON, eventstream; a str chunk as UTF-8). Decoded dicts
+    and SDK objects count the same way, as they arrive: an event's JSON size in UTF-8
+    bytes, except a plain text delta (the dict lane's: text for an open part), which
+    counts the characters of its text, all that a fold keeps of it (a lower bound)."""
     max_parts: int = 10_000
     """Parts and tool calls in one message."""
     max_part_chars: int = 32 * MiB
