@@ -8,6 +8,7 @@ and `.partial`; and an error's own text never raises.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -257,3 +258,17 @@ def test_nan_in_the_wire_json_is_a_protocol_error(door: str) -> None:
         chunks[-1]["content_block"]["x"] = float("nan")
     outcome = assert_protocol_error(feed_all(chunks))
     assert outcome.partial.text == "kept"
+
+
+def test_nan_where_no_model_checks_it_is_a_protocol_error() -> None:
+    # Usage and grounding metadata are kept as they came, unchecked: a NaN there used to
+    # be kept, and the message then read back with null in its place.
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    text = {**chunk, "choices": [{"index": 0, "delta": {"content": "kept"}}]}
+    usage = {**chunk, "choices": [], "usage": {"prompt_tokens": 1, "extra": "NAN"}}
+    lines = [f"data: {json.dumps(c)}\n\n" for c in (text, usage)]
+    wire = "".join(lines).replace('"NAN"', "NaN").encode()
+    usage["usage"]["extra"] = math.inf
+    for chunks in ([wire], [text, usage]):
+        outcome = assert_protocol_error(feed_all(chunks, "openai-chat"))
+        assert outcome.partial.text == "kept"

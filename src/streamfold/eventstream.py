@@ -163,7 +163,7 @@ def eventstream_payload(message: EventStreamMessage) -> dict[str, Any]:
     if not isinstance(name, str):
         raise _error(f"expected an :event-type header, got {name!r}", message.payload)
     try:
-        body = jiter.from_json(message.payload) if message.payload else {}
+        body = jiter.from_json(message.payload, allow_inf_nan=False) if message.payload else {}
     except ValueError as exc:
         raise _error(
             f"expected a JSON payload, got invalid JSON ({exc})", message.payload

@@ -210,6 +210,8 @@ class StreamFolder:
         last_key: Any = _NO_PART
         take: Any = None
         out: list[Event] = []
+        max_bytes = self._limits.max_bytes
+        size_of = len
         for payload in source:
             if acc.finished:
                 return
@@ -224,7 +226,11 @@ class StreamFolder:
                 hit = None if plain is None else plain(payload)
                 if hit is not None:
                     key, text = hit
-                    self._take_lane_text(text)
+                    # _take_lane_text, its common case inline: one len per delta.
+                    taken = self._bytes + size_of(text)
+                    self._bytes = taken
+                    if taken > max_bytes or not text.isascii():
+                        self._take_lane_text(text, 0)
                     if key is not last_key and key != last_key:  # (keys may be built anew)
                         take = text_taker(key)
                         last_key = key if take is not None else _NO_PART
@@ -437,7 +443,7 @@ class StreamFolder:
             else:
                 raw = frame
             try:
-                payload = loads(raw)
+                payload = loads(raw, allow_inf_nan=False)
             except ValueError as exc:
                 raise _json_error(exc, raw, self._position) from None
             if type(payload) is not dict:
@@ -479,7 +485,7 @@ class StreamFolder:
         data = frame.data if isinstance(frame, SSEEvent) else frame
         if isinstance(data, bytes) and data != b"[DONE]":
             try:
-                jiter.from_json(data)
+                jiter.from_json(data, allow_inf_nan=False)
             except ValueError:
                 self._acc.note_truncated_tail()
                 return []
@@ -512,7 +518,7 @@ class StreamFolder:
             try:
                 hit = decoder.object_text(payload)
                 if hit is not None:
-                    self._take_lane_text(hit[1])
+                    self._take_lane_text(hit[1], len(hit[1]))
                     return self._apply([new_grow((hit[0], hit[1], None, ()))], payload)
                 self._take_object(payload)
             except StreamfoldError as exc:
@@ -526,10 +532,10 @@ class StreamFolder:
             raise self._attach(exc, payload) from None
         return self._payload(payload, None)
 
-    def _take_lane_text(self, text: str) -> None:
-        """Count a plain text delta of decoded input (its characters) against max_bytes;
-        refuse text no wire could carry."""
-        self._bytes += len(text)
+    def _take_lane_text(self, text: str, size: int) -> None:
+        """Count a plain text delta of decoded input (`size`: its characters, unless
+        already counted) against max_bytes; refuse text no wire could carry."""
+        self._bytes += size
         if self._bytes > self._limits.max_bytes:
             raise self._too_long()
         if not text.isascii():
@@ -546,12 +552,18 @@ class StreamFolder:
         cannot hold (a lone surrogate, an object of no JSON type, nesting deeper than the
         bytes door parses) is refused as bytes holding it would be."""
         try:
-            size = len(to_json(payload, bytes_mode="base64"))
-        except ValueError as exc:  # pydantic_core's PydanticSerializationError
+            data = to_json(payload, bytes_mode="base64", inf_nan_mode="strings")
+            # NaN and infinities are written as strings here, longer than the null they
+            # are written as below (a second look only when such text appears at all).
+            if (b"NaN" in data or b"Infinity" in data) and len(data) != len(
+                to_json(payload, bytes_mode="base64", inf_nan_mode="null")
+            ):
+                raise ValueError("NaN or an infinity, which JSON has not")
+        except ValueError as exc:  # pydantic_core's PydanticSerializationError, or the above
             raise StreamProtocolError(
                 f"expected a JSON object per event, got one JSON cannot hold ({exc})"
             ) from None
-        self._bytes += size
+        self._bytes += len(data)
         if self._bytes > self._limits.max_bytes:
             raise self._too_long()
 
@@ -659,7 +671,9 @@ class StreamFolder:
 
 def _parse_json(data: bytes, position: int) -> Any:
     try:
-        return jiter.from_json(data)
+        # NaN and Infinity are no JSON: refused here, never stored in a message that
+        # could not then be written back as JSON.
+        return jiter.from_json(data, allow_inf_nan=False)
     except ValueError as exc:
         raise _json_error(exc, data, position) from None
 

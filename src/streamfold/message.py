@@ -61,7 +61,7 @@ def parse_tool_arguments_json(call_id: str | None, name: str | None, data: bytes
     The caller may drop the text once encoded: an error decodes it back (the same text).
     """
     try:
-        value = jiter.from_json(data)
+        value = jiter.from_json(data, allow_inf_nan=False)
     except ValueError as exc:
         raise ToolArgumentsError(call_id, name, data.decode(), str(exc)) from None
     if not isinstance(value, dict):

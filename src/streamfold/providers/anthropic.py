@@ -733,7 +733,7 @@ def _with_input(blk: _Block) -> tuple[dict[str, Any], dict[str, Any]]:
     if not text.strip():
         return block, {}
     try:
-        value = jiter.from_json(text.encode())
+        value = jiter.from_json(text.encode(), allow_inf_nan=False)
     except ValueError as exc:
         return block, {"input_json": text, "input_error": f"invalid JSON: {exc}"}
     if not isinstance(value, dict):

@@ -589,7 +589,9 @@ class BedrockDecoder(Decoder):
         if final or block.chunks:
             text = "".join(block.chunks)
             try:
-                tool["input"] = jiter.from_json(text.encode()) if text.strip() else {}
+                tool["input"] = (
+                    jiter.from_json(text.encode(), allow_inf_nan=False) if text.strip() else {}
+                )
             except ValueError as exc:
                 # Keep the raw text, as for a cut-off tool call.
                 tool["input"] = text
