@@ -5,6 +5,7 @@
     .venv/bin/python fuzz/fuzz_fold.py /tmp/sf-corpus -max_total_time=600
 
     .venv/bin/python fuzz/fuzz_fold.py --random 100000 [--seed 0]   # no atheris needed
+    .venv/bin/python fuzz/fuzz_fold.py --random 100000 --objects    # dicts, SDK objects
 
 The property is the one tests/test_fuzz.py checks (its helpers are reused): only
 StreamfoldError escapes the fold, events follow each part's lifecycle, every completed part
@@ -17,6 +18,7 @@ import json
 import random
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -85,23 +87,39 @@ def make_corpus(directory: Path) -> None:
     print(f"wrote {len(harness.ALL) * 3} seeds to {directory}")
 
 
-def random_run(count: int, seed: int) -> None:
-    """Mutate the recordings with a seeded Random (the test's mutators) `count` times."""
+def random_run(count: int, seed: int, objects: bool = False, keep_going: bool = False) -> None:
+    """Mutate the recordings with a seeded Random (the test's mutators) `count` times.
+
+    `objects`: the decoded-dict and SDK-object mutations of tests/test_object_fuzz.py.
+    `keep_going`: count failures by kind (their first seed printed) instead of stopping.
+    """
+    fuzz_objects = None
+    if objects:
+        from test_object_fuzz import fuzz_objects
     started = time.monotonic()
+    failures: dict[str, int] = {}
     for k in range(count):
         chooser = harness.RandomChooser(random.Random(seed + k))
         rel = chooser.choice(harness.ALL)
         try:
-            if chooser.boolean():
+            if fuzz_objects is not None:
+                fuzz_objects(rel, chooser)
+            elif chooser.boolean():
                 harness.fuzz_events(rel, chooser)
             else:
                 harness.fuzz_bytes(rel, chooser)
-        except BaseException:
+        except Exception as exc:
             print(f"FAILED: seed {seed + k} ({rel}); replay with --random 1 --seed {seed + k}")
-            raise
+            if not keep_going:
+                raise
+            kind = f"{type(exc).__name__}: {str(exc)[:120]}"
+            if kind not in failures:
+                traceback.print_exc()
+            failures[kind] = failures.get(kind, 0) + 1
         if (k + 1) % 10000 == 0:
             print(f"{k + 1} runs, {time.monotonic() - started:.0f} s, {harness.COUNTS}", flush=True)
     print(f"{count} runs in {time.monotonic() - started:.0f} s: {harness.COUNTS}")
+    print(f"failures: {sum(failures.values())} in {len(failures)} kinds: {failures}")
 
 
 def main() -> None:
@@ -110,7 +128,7 @@ def main() -> None:
         make_corpus(Path(args[1]))
     elif args[:1] == ["--random"]:
         seed = int(args[args.index("--seed") + 1]) if "--seed" in args else 0
-        random_run(int(args[1]), seed)
+        random_run(int(args[1]), seed, "--objects" in args, "--keep-going" in args)
     elif atheris is None:
         sys.exit("atheris is not installed: `pip install atheris`, or use --random N")
     else:

@@ -83,8 +83,12 @@ def object_value(c: Chooser, stream: Any) -> Any:
 
 
 def _copy(value: Any) -> Any:
-    """A copy of a decoded payload (plain JSON: json is the fastest deep copy)."""
-    return json.loads(json.dumps(value))
+    """A copy of a decoded payload (json is the fastest deep copy); the value itself
+    when it is no plain JSON (a mutation put something else in it)."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError, RecursionError):
+        return value
 
 
 def mutate_objects(stream: Any, c: Chooser) -> tuple[list[Any], list[str]]:
@@ -102,7 +106,7 @@ def mutate_objects(stream: Any, c: Chooser) -> tuple[list[Any], list[str]]:
             done.append(f"drop {i}")
         elif op == 1:
             j = c.integer(0, n)
-            events.insert(j, _copy(events[i]) if isinstance(events[i], dict) else events[i])
+            events.insert(j, _copy(events[i]))
             done.append(f"duplicate {i} at {j}")
         elif op == 2:
             j = c.integer(0, n - 1)
@@ -211,8 +215,8 @@ def as_sdk_objects(provider: str, events: list[Any]) -> list[Any] | None:
             continue
         try:
             out.append(build(event))
-        except (ValueError, TypeError, RecursionError):
-            # The SDK itself refuses it (pydantic's ValidationError is a ValueError): the
+        except Exception:
+            # The SDK itself refuses it (a ValidationError, its own RuntimeError...): the
             # caller would never get an object to feed.
             continue
     return out
