@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 import jiter
 from pydantic_core import to_json
 
+from ._model import _plain_json
 from .accumulator import Accumulator
 from .deltas import ClosePart, Delta, GrowPart, OpenPart, new_grow
 from .errors import StreamfoldError, StreamLimitError, StreamProtocolError, UsageError
@@ -34,7 +35,15 @@ _BOM = b"\xef\xbb\xbf"
 # What a decoder raises on a payload of the wrong shape (its contract is typed errors,
 # so these become StreamProtocolError): RecursionError from a value nested past the
 # interpreter's limit, UnicodeEncodeError (a ValueError) from a lone surrogate.
-_MALFORMED = (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError)
+_MALFORMED = (
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    ValueError,
+    RecursionError,
+    OverflowError,  # an integer past any float, where the SDK or a decoder wants one
+)
 # A lone surrogate: text no UTF-8 wire can carry (jiter refuses it in bytes).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -240,7 +249,7 @@ class StreamFolder:
                         # Not open in the accumulator: apply() decides, as after decode().
                         deltas = [new_grow((key, text, None, ()))]
                 else:
-                    self._take_object(payload)
+                    payload = self._take_object(payload)
                     deltas = decode(payload, None)
             except StreamfoldError as exc:
                 raise self._attach(exc, payload) from None
@@ -520,14 +529,14 @@ class StreamFolder:
                 if hit is not None:
                     self._take_lane_text(hit[1], len(hit[1]))
                     return self._apply([new_grow((hit[0], hit[1], None, ()))], payload)
-                self._take_object(payload)
+                payload = self._take_object(payload)
             except StreamfoldError as exc:
                 raise self._attach(exc, payload) from None
             except _MALFORMED as exc:
                 raise self._malformed(exc, payload) from exc
             return self._decode(payload, None)
         try:
-            self._take_object(payload)
+            payload = self._take_object(payload)
         except StreamfoldError as exc:
             raise self._attach(exc, payload) from None
         return self._payload(payload, None)
@@ -546,26 +555,25 @@ class StreamFolder:
                     f"character {lone.start()} of the delta's text"
                 )
 
-    def _take_object(self, payload: Any) -> None:
-        """Count any other decoded event (its JSON size in UTF-8 bytes) against max_bytes:
-        the limit means for dicts and SDK objects what it means for bytes. A payload JSON
-        cannot hold (a lone surrogate, an object of no JSON type, nesting deeper than the
-        bytes door parses) is refused as bytes holding it would be."""
+    def _take_object(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Count any other decoded event (its JSON size in UTF-8 bytes) against max_bytes,
+        and give it as the JSON it stands for. A payload JSON cannot hold (a lone
+        surrogate, NaN, an object of no JSON type, nesting deeper than the bytes door
+        parses) is refused as the bytes holding it would be. One that is not plain JSON
+        (a tuple, a non-str key, bytes or a datetime as boto3 gives them) is read back from
+        its JSON, as the wire would have carried it: a message holds JSON types only."""
         try:
-            data = to_json(payload, bytes_mode="base64", inf_nan_mode="strings")
-            # NaN and infinities are written as strings here, longer than the null they
-            # are written as below (a second look only when such text appears at all).
-            if (b"NaN" in data or b"Infinity" in data) and len(data) != len(
-                to_json(payload, bytes_mode="base64", inf_nan_mode="null")
-            ):
-                raise ValueError("NaN or an infinity, which JSON has not")
-        except ValueError as exc:  # pydantic_core's PydanticSerializationError, or the above
+            data = to_json(payload, bytes_mode="base64")
+            if not _plain_json(payload):
+                payload = jiter.from_json(data, allow_inf_nan=False)
+        except ValueError as exc:  # pydantic_core's PydanticSerializationError, or jiter's
             raise StreamProtocolError(
                 f"expected a JSON object per event, got one JSON cannot hold ({exc})"
             ) from None
         self._bytes += len(data)
         if self._bytes > self._limits.max_bytes:
             raise self._too_long()
+        return payload
 
     def _too_long(self) -> StreamLimitError:
         return StreamLimitError(

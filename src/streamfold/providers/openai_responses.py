@@ -304,9 +304,10 @@ class OpenAIResponsesDecoder(Decoder):
         delta = payload.get("delta")
         if state is None or state.ended or type(delta) is not str:
             return None
-        logprobs = payload.get("logprobs")
-        if isinstance(logprobs, list) and logprobs:
-            state.logprobs.extend(logprobs)
+        if payload.get("logprobs"):
+            # Kept beside the text: the full path takes it, so the fold counts and checks
+            # the whole event (the dict lane counts only the text).
+            return None
         if delta:
             state.has_text = True
         return key, delta
