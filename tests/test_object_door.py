@@ -272,3 +272,46 @@ def test_nan_where_no_model_checks_it_is_a_protocol_error() -> None:
     for chunks in ([wire], [text, usage]):
         outcome = assert_protocol_error(feed_all(chunks, "openai-chat"))
         assert outcome.partial.text == "kept"
+
+
+def test_a_dict_that_is_not_plain_json_folds_as_the_json_it_stands_for() -> None:
+    # A non-str key, a tuple: kept as they were, the message read back different.
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    text = {**chunk, "choices": [{"index": 0, "delta": {"content": "hi"}}]}
+    usage = {**chunk, "choices": [], "usage": {"prompt_tokens": 1, "x": {1: (2, 3)}}}
+    for message in both_doors([text, usage], "openai-chat"):
+        assert message.usage.raw["x"] == {"1": [2, 3]}
+        assert type(message).model_validate_json(message.model_dump_json()) == message
+
+
+def _responses_stream(delta: dict[str, Any]) -> list[dict[str, Any]]:
+    item = {"type": "message", "id": "msg_1", "role": "assistant", "content": []}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    return [
+        {"type": "response.created", "response": {"id": "r", "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.content_part.added", **where, "part": part},
+        {"type": "response.output_text.delta", **where, **delta},
+    ]
+
+
+def test_an_sdk_object_holding_an_integer_past_any_float_is_a_protocol_error() -> None:
+    from openai._models import construct_type
+    from openai.types.responses import ResponseStreamEvent
+
+    logprob = {"token": "hi", "logprob": -1.0, "top_logprobs": []}
+    events = _responses_stream({"delta": "hi", "logprobs": [logprob]})
+    objects = [construct_type(type_=ResponseStreamEvent, value=e) for e in events]
+    # What a server's 1e400 would be, had the SDK kept it as the integer it read.
+    object.__setattr__(objects[-1].logprobs[0], "logprob", 10**400)
+    for outcome in both_doors(objects, "openai-responses"):
+        assert_protocol_error(outcome)
+
+
+def test_what_a_lane_delta_keeps_beside_its_text_counts_against_max_bytes() -> None:
+    logprobs = [{"token": "x", "logprob": -0.5, "bytes": [120], "top_logprobs": []}] * 500
+    events = _responses_stream({"delta": "x", "logprobs": logprobs})
+    events += events[-1:] * 20
+    for outcome in both_doors(events, "openai-responses", limits=Limits(max_bytes=100_000)):
+        assert isinstance(outcome, StreamLimitError) and outcome.limit == "max_bytes"
