@@ -315,3 +315,22 @@ def test_what_a_lane_delta_keeps_beside_its_text_counts_against_max_bytes() -> N
     events += events[-1:] * 20
     for outcome in both_doors(events, "openai-responses", limits=Limits(max_bytes=100_000)):
         assert isinstance(outcome, StreamLimitError) and outcome.limit == "max_bytes"
+
+
+@pytest.mark.parametrize("door", ["dicts", "bytes"])
+def test_a_citation_streamed_into_a_part_is_held_to_max_depth(door: str) -> None:
+    # A part's start had its citations checked; one that came in a later delta was not,
+    # and the message could then not be read back from its JSON.
+    citation = {"type": "char_location", "cited_text": "x", "document_index": 0}
+    citation |= {"start_char_index": 0, "end_char_index": 1, "deep": deep(150)}
+    delta = {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "citations_delta", "citation": citation},
+    }
+    chunks: list[Any] = [MESSAGE_START, TEXT_START, text_delta("kept"), delta, *STOP]
+    if door == "bytes":
+        chunks = [f"event: {c['type']}\ndata: {json.dumps(c)}\n\n".encode() for c in chunks]
+    outcome = feed_all(chunks)
+    assert isinstance(outcome, StreamLimitError) and outcome.limit == "max_depth"
+    assert outcome.partial.text == "kept"

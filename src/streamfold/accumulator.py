@@ -388,6 +388,11 @@ class Accumulator:
                     return []
             if delta.options:
                 self._check_depth(delta.options, "a delta of part {}", slot.index)
+            if delta.citations:
+                # Placed as a part start's are checked (see _check_part_depth): a citation
+                # streamed in later is held to the same depth.
+                metadata = [c.metadata for c in delta.citations]
+                self._check_depth([metadata], "a citation of part {}", slot.index)
             slot.grow(delta)
             scanner = slot.scanner
             return [
