@@ -746,3 +746,70 @@ def test_serve_mounts_the_relay_routes_when_given_a_redis_url() -> None:
     }
     assert relayed > plain
     assert any("relay" in path for path in relayed - plain)
+
+
+# --- a flaky Redis and a dying producer ------------------------------------------------------
+
+
+async def test_redis_restarted_empty_late_joiners_get_the_whole_message(tmp_path: Path) -> None:
+    # No persistence: the restart loses every key. The producer publishes nothing while
+    # Redis is down, so no write of its fails: it must see its checkpoint gone by itself.
+    server = RedisServer(tmp_path / "empty")
+    server.start()
+    try:
+        ref = reference(RECORDINGS[0])
+        stream = sid()
+        third = len(ref.chunks) // 3
+        async with Relay.from_url(server.url, fast_config(start_timeout=5.0)) as relay:
+            producer = relay.producer(stream)
+            await producer.start()
+            for chunk in ref.chunks[:third]:
+                await producer.feed(chunk)
+            early_items: list[Relayed] = []
+            early = asyncio.create_task(_collect(relay.subscribe(stream), early_items))
+            while not early_items:
+                await asyncio.sleep(0.01)
+            await _restart_empty(server)
+            # A late joiner while the producer is quiet: the message so far, whole.
+            during = await drain(_until_seq(relay.subscribe(stream), producer.seq))
+            assert isinstance(during[0].event, Snapshot)
+            assert during[0].seq == producer.seq
+            assert during[0].event.message.model_dump(mode="json") == ref.snapshots[producer.seq]
+            await _restart_empty(server)  # again, just before the last write
+            for chunk in ref.chunks[third:-1]:
+                await producer.feed(chunk)
+            while early_items[-1].seq < producer.seq:  # it has read all there is
+                await asyncio.sleep(0.01)
+            await _restart_empty(server)  # and before the batch that ends the message
+            await producer.feed(ref.chunks[-1])
+            assert producer.finished
+            await asyncio.wait_for(early, 30)
+            after = await asyncio.wait_for(drain(relay.subscribe(stream)), 30)
+        ref.check(early_items)
+        # After the end: a snapshot covering all but the end, then the final message.
+        assert isinstance(after[0].event, Snapshot) and after[-1].seq == len(ref.events)
+        final = after[-1].event
+        assert isinstance(final, MessageCompleted) and not after[-1].synthetic
+        assert final.message.model_dump(mode="json") == ref.final
+        assert after[0].event.message.content == final.message.content
+    finally:
+        server.stop()
+
+
+async def _restart_empty(server: RedisServer) -> None:
+    await asyncio.to_thread(server.stop, kill=True)
+    await asyncio.to_thread(server.start)
+
+
+async def _collect(items: AsyncIterator[Relayed], into: list[Relayed]) -> None:
+    async for item in items:
+        into.append(item)
+
+
+async def _until_seq(items: AsyncIterator[Relayed], seq: int) -> AsyncIterator[Relayed]:
+    """The items up to the one covering `seq` (a snapshot or an event), then stop reading."""
+    async for item in items:
+        yield item
+        if item.seq >= seq:
+            break
+    await items.aclose()  # type: ignore[attr-defined]

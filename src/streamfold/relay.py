@@ -847,7 +847,12 @@ class RelayProducer:
 
         lease_due = time.monotonic() - self._lease_at >= cfg.heartbeat
 
-        commands: list[Command] = [
+        # A Redis that restarted empty between two writes goes unnoticed by the client (it
+        # reconnects silently): a batch without a checkpoint first asks whether the last
+        # one is still there, so a lost one is written again at once.
+        probe = ckpt is None
+        commands: list[Command] = [("exists", (self.checkpoint_key,), {})] if probe else []
+        commands += [
             (
                 "xadd",
                 (self.events_key, {"e": body, "t": now}),
@@ -871,7 +876,10 @@ class RelayProducer:
         results, retried = await relay._batcher().run(commands)
         if retried:
             self._force_checkpoint = True  # Redis may have come back empty
-        for result in results:
+        checkpoint_lost = probe and results[0] == 0
+        if checkpoint_lost:
+            self._force_checkpoint = True
+        for result in results[probe:]:
             if isinstance(result, Exception):
                 if "equal or smaller" in str(result):
                     # An earlier try of this batch was applied; its reply was lost.
@@ -885,6 +893,17 @@ class RelayProducer:
             self._force_checkpoint = False
         elif self._force_checkpoint and final is None and events:
             await self._write([], checkpoint=True)
+        elif checkpoint_lost and final is not None:
+            await self._checkpoint_before(final, first + events.index(final))
+
+    async def _checkpoint_before(self, final: MessageCompleted, end: int) -> None:
+        """Redis lost the checkpoint just before the message's last batch: write one
+        covering everything up to its MessageCompleted (which is there), so a late joiner
+        still gets the whole message, as a snapshot and then that event."""
+        message = final.message.model_copy(update={"status": "incomplete"})
+        data = {"v": CHECKPOINT_VERSION, "message": message.model_dump(mode="json"), "open": []}
+        ckpt = {"seq": end - 1, "id": _entry_id(end - 1), "data": _dumps(data)}
+        await self.relay._commands(("hset", (self.checkpoint_key,), {"mapping": ckpt}))
 
     async def _beat(self) -> None:
         relay, cfg = self.relay, self.relay.config
@@ -892,13 +911,17 @@ class RelayProducer:
         expire_ms = int(cfg.expire_after * 1000)
         while not self._done:
             await asyncio.sleep(cfg.heartbeat)
-            with contextlib.suppress(*relay._errors):
+            with contextlib.suppress(RelayError, *relay._errors):  # the writes will tell
                 pipe = relay.redis.pipeline(transaction=False)
                 pipe.set(self.lease_key, self._token, px=ttl_ms)
                 pipe.pexpire(self.events_key, expire_ms)
                 pipe.pexpire(self.checkpoint_key, expire_ms)
-                await pipe.execute()
+                _lease, _events, checkpoint_kept = await pipe.execute()
                 self._lease_at = time.monotonic()
+                if not checkpoint_kept and not self._done:
+                    # Redis restarted empty while this producer had nothing to write: a
+                    # late joiner must still find the message so far.
+                    await self._write([], checkpoint=True)
 
     async def _stop_heartbeat(self) -> None:
         task, self._heartbeat = self._heartbeat, None
