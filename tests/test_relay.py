@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -769,7 +770,9 @@ async def test_redis_restarted_empty_late_joiners_get_the_whole_message(tmp_path
             early = asyncio.create_task(_collect(relay.subscribe(stream), early_items))
             while not early_items:
                 await asyncio.sleep(0.01)
-            await _restart_empty(server)
+            # Down for longer than a lease: the lease is gone when Redis is back, and the
+            # reader must not take that for a dead producer.
+            await _restart_empty(server, outage=2 * relay.config.lease_ttl)
             # A late joiner while the producer is quiet: the message so far, whole.
             during = await drain(_until_seq(relay.subscribe(stream), producer.seq))
             assert isinstance(during[0].event, Snapshot)
@@ -796,8 +799,9 @@ async def test_redis_restarted_empty_late_joiners_get_the_whole_message(tmp_path
         server.stop()
 
 
-async def _restart_empty(server: RedisServer) -> None:
+async def _restart_empty(server: RedisServer, outage: float = 0.0) -> None:
     await asyncio.to_thread(server.stop, kill=True)
+    await asyncio.sleep(outage)
     await asyncio.to_thread(server.start)
 
 
@@ -813,3 +817,46 @@ async def _until_seq(items: AsyncIterator[Relayed], seq: int) -> AsyncIterator[R
         if item.seq >= seq:
             break
     await items.aclose()  # type: ignore[attr-defined]
+
+
+def test_producer_crash_is_noticed_from_its_lease_alone(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # The reader's own lease_ttl is an hour: if it waited a grace period of its own after
+    # the producer's lease expired, it would still be waiting. Redis did not restart, so
+    # a lease that was there and is gone expired unrenewed: the producer is lost at once.
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    config = fast_config()
+    ref = reference(RECORDINGS[0])
+    stream = sid()
+    producer = _spawn(
+        script,
+        "produce",
+        redis_server.url,
+        _config_json(config),
+        stream,
+        f"{REAL / RECORDINGS[0]}|0.05",
+    )
+
+    async def read() -> list[Relayed]:
+        reader_config = dataclasses.replace(config, lease_ttl=3600.0)
+        async with Relay.from_url(redis_server.url, reader_config) as relay:
+            items = relay.subscribe(stream)
+            first = [await anext(items)]
+            assert producer.stdout is not None
+            for _ in range(len(ref.chunks) // 2):
+                await asyncio.to_thread(producer.stdout.readline)
+            producer.send_signal(signal.SIGKILL)  # no goodbye: only the lease can tell
+            return await asyncio.wait_for(drain(items, first), 30)
+
+    try:
+        items = asyncio.run(read())
+    finally:
+        producer.kill()
+        producer.wait(timeout=10)
+    end = items[-1]
+    assert end.synthetic and isinstance(end.event, MessageCompleted)
+    assert end.event.message.status == "incomplete"
+    assert end.event.message.metadata["error"]["type"] == "relay_producer_lost"
+    assert 0 < end.seq < len(ref.events)

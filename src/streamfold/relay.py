@@ -508,6 +508,7 @@ class Relay:
         self.retries = 0
         self._cache = _Cache(65_536)
         self._liveness: dict[str, tuple[float, tuple[bool, int | None]]] = {}
+        self._uptime_seen: tuple[float, float | None] = (-1e9, None)
         self._tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Tail] = (
             weakref.WeakKeyDictionary()
         )
@@ -631,6 +632,20 @@ class Relay:
             raise RelayError(
                 f"stream {stream_id!r}: malformed checkpoint ({type(exc).__name__}: {exc})"
             ) from None
+
+    async def _uptime(self, not_before: float) -> float | None:
+        """Seconds Redis has been up (INFO counts whole seconds, rounding down), as asked
+        at `not_before` or later (shared by this relay's readers); None if Redis refuses
+        INFO. An answer from before a restart must not vouch for a lease missed after it."""
+        now = time.monotonic()
+        seen_at, uptime = self._uptime_seen
+        if seen_at >= not_before:
+            return uptime
+        (info,), _retried = await self._batcher().run([("info", ("server",), {})])
+        value = info.get("uptime_in_seconds") if isinstance(info, dict) else None
+        uptime = float(value) if isinstance(value, int | float) else None
+        self._uptime_seen = (now, uptime)
+        return uptime
 
     async def _range(self, key: str, after: int, count: int) -> list[_Entry]:
         (raw,) = await self._commands(
@@ -1208,6 +1223,7 @@ class _Subscription:
         relay, cfg = self.relay, self.cfg
         idle_since = time.monotonic()
         lease_gone_since: float | None = None
+        lease_seen_at: float | None = None  # when the producer's lease was last seen
         tail = relay._tail()
         inbox: _Inbox | None = None
         try:
@@ -1239,7 +1255,7 @@ class _Subscription:
                     continue
                 items = []
                 # Idle: is the producer still there?
-                lease, end = await self._liveness()
+                lease, end, seen_at = await self._liveness()
                 now = time.monotonic()
                 if end is not None:
                     if self.last >= end:
@@ -1253,14 +1269,13 @@ class _Subscription:
                     continue
                 if lease:
                     lease_gone_since = None
+                    lease_seen_at = seen_at
                     if now - idle_since >= cfg.idle_timeout:
                         yield await self._lost(f"no event for {cfg.idle_timeout:g} s")
                         return
                     continue
-                if lease_gone_since is None:
-                    lease_gone_since = now
-                    continue
-                if now - lease_gone_since < cfg.lease_ttl:
+                lease_gone_since = lease_gone_since or now
+                if not await self._lease_lapsed(lease_seen_at, seen_at, now - lease_gone_since):
                     continue
                 items = await self._resume(self.last)  # a last look before giving up
                 if items:
@@ -1272,21 +1287,34 @@ class _Subscription:
             if inbox is not None:
                 tail.leave(self.events_key, inbox)
 
-    async def _liveness(self) -> tuple[bool, int | None]:
-        # Shared by the readers of one stream in this worker for a fraction of a poll.
+    async def _liveness(self) -> tuple[bool, int | None, float]:
+        """(the lease is there, the end's seq, when that was asked): shared by the readers
+        of one stream in this worker for a fraction of a poll."""
         relay = self.relay
         now = time.monotonic()
         known = relay._liveness.get(self.lease_key)
         if known is not None and now - known[0] < self.cfg.poll / 2:
-            return known[1]
+            return (*known[1], known[0])
         lease, end = await relay._commands(
             ("exists", (self.lease_key,), {}), ("hget", (self.checkpoint_key, "end"), {})
         )
         result = bool(lease), None if end is None else int(_text(end))
         if len(relay._liveness) > 65_536:
             relay._liveness.clear()
-        relay._liveness[self.lease_key] = (time.monotonic(), result)
-        return result
+        relay._liveness[self.lease_key] = (now, result)
+        return (*result, now)
+
+    async def _lease_lapsed(self, seen_at: float | None, missed_at: float, gone_for: float) -> bool:
+        """Whether a missing lease means the producer stopped. It does once Redis has been
+        up since the lease was last seen (it expired: nobody renewed it), or for longer
+        than a lease (a live producer renews its lease within a heartbeat of a restart).
+        Where INFO is refused (an ACL, a proxy), a restart cannot be told apart from a
+        crash: the lease then gets one more `lease_ttl` of grace."""
+        uptime = await self.relay._uptime(missed_at)
+        if uptime is None:
+            return gone_for >= self.cfg.lease_ttl
+        since_seen = self.cfg.lease_ttl if seen_at is None else time.monotonic() - seen_at
+        return uptime > min(self.cfg.lease_ttl, since_seen)
 
     async def _lost(self, why: str) -> Relayed:
         """The synthetic end: the last checkpoint and every entry after it, incomplete."""
