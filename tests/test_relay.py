@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -860,3 +861,103 @@ def test_producer_crash_is_noticed_from_its_lease_alone(
     assert end.event.message.status == "incomplete"
     assert end.event.message.metadata["error"]["type"] == "relay_producer_lost"
     assert 0 < end.seq < len(ref.events)
+
+
+def _serve_process(redis_url: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`streamfold serve` with the relay routes in a process of its own (uvicorn, with its
+    lifespan and signal handling), once it answers."""
+    import httpx
+    from redis_support import free_port
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    command = [sys.executable, "-m", "streamfold", "serve", str(REAL), "--port", str(port)]
+    process = subprocess.Popen(
+        [*command, "--redis", redis_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(400):
+        assert process.poll() is None, process.communicate()[1].decode()
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/relay/info", timeout=1).status_code == 200:
+                return process, url
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError("streamfold serve did not answer")
+
+
+def test_a_worker_stopped_with_sigterm_ends_its_replays_as_cancelled(
+    redis_server: RedisServer,
+) -> None:
+    import httpx
+
+    server, url = _serve_process(redis_server.url)
+    try:
+        started = httpx.post(
+            f"{url}/relay/start", json={"recording": PAGE_RECORDING, "speed": 0.05}, timeout=10
+        )
+        assert started.status_code == 200, started.text
+        stream = started.json()["id"]
+
+        async def read() -> list[Relayed]:
+            async with Relay.from_url(redis_server.url) as relay:  # serve's own config
+                items = relay.subscribe(stream)
+                seen = [await anext(items) for _ in range(3)]
+                server.send_signal(signal.SIGTERM)  # a graceful stop of the worker
+                return await asyncio.wait_for(drain(items, seen), 60)
+
+        items = asyncio.run(read())
+        server.wait(timeout=30)
+    finally:
+        server.kill()
+        server.communicate(timeout=10)
+    end = items[-1]
+    assert isinstance(end.event, MessageCompleted)
+    assert not end.synthetic  # the producer said so itself, not its lease
+    assert end.event.message.status == "cancelled"
+    assert [item.seq for item in items[1:]] == list(range(items[0].seq + 1, end.seq + 1))
+
+
+def test_redis_gone_for_good_ends_every_reader_with_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import gc
+
+    import httpx
+
+    caplog.set_level(logging.WARNING)
+    server = RedisServer(tmp_path / "gone")
+    server.start()
+    try:
+        config = fast_config(reconnect_timeout=1.0)
+        with _worker(server.url, config) as a, httpx.Client(timeout=30) as http:
+            started = http.post(
+                f"{a}/relay/start", json={"recording": PAGE_RECORDING, "speed": 0.05}
+            )
+            stream = started.json()["id"]
+            with (
+                http.stream("GET", f"{a}/relay/events/{stream}") as events,
+                http.stream("GET", f"{a}/relay/ui-stream/{stream}") as ui,
+            ):
+                event_lines, ui_lines = events.iter_lines(), ui.iter_lines()
+                assert _sse_events(event_lines, 2)[0]["event"] == "snapshot"
+                assert _sse_events(ui_lines, 1)
+                server.stop(kill=True)  # and it never comes back
+                last_event = _sse_events(event_lines, 10_000)[-1]
+                ui_data = [e["data"] for e in _sse_events(ui_lines, 10_000)]
+            for _ in range(400):  # until the producer has given up too
+                if any("stopped" in r.getMessage() for r in caplog.records):
+                    break
+                time.sleep(0.05)
+        gc.collect()  # an unretrieved task error is logged when the task is collected
+    finally:
+        server.stop()
+    assert last_event["event"] == "error" and "id" not in last_event
+    error = json.loads(last_event["data"])["error"]
+    assert error["type"] == "RelayUnavailable"
+    assert ui_data[-1] == "[DONE]"
+    ui_chunks = [json.loads(data) for data in ui_data[:-1]]
+    assert any(c["type"] == "error" and "Redis" in c["errorText"] for c in ui_chunks)
+    assert any("stopped" in r.getMessage() for r in caplog.records)  # told, as a warning
+    unhandled = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert unhandled == []

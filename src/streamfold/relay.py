@@ -100,7 +100,7 @@ import re
 import secrets
 import time
 import weakref
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
@@ -135,6 +135,7 @@ _MAX_ATTEMPTS: Final = 10_000  # with the time limit, bounds every retry loop
 _UNLIMITED = Limits(
     max_bytes=2**62, max_parts=2**62, max_part_chars=2**62, max_tool_argument_chars=2**62
 )
+_LAST_WORD_TIMEOUT: Final = 5.0  # seconds a stopping producer tries to publish its end
 _INSTALL = "streamfold.relay needs redis-py: pip install 'streamfold[relay]'"
 
 
@@ -509,6 +510,7 @@ class Relay:
         self._cache = _Cache(65_536)
         self._liveness: dict[str, tuple[float, tuple[bool, int | None]]] = {}
         self._uptime_seen: tuple[float, float | None] = (-1e9, None)
+        self._producers: weakref.WeakSet[RelayProducer] = weakref.WeakSet()
         self._tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Tail] = (
             weakref.WeakKeyDictionary()
         )
@@ -535,7 +537,11 @@ class Relay:
         return cls(aioredis.Redis.from_pool(pool), config)
 
     async def aclose(self) -> None:
-        """Close the client's connections."""
+        """End the messages this relay's producers have not finished with status cancelled
+        (a worker that shuts down tells their readers at once, instead of leaving them to
+        notice its lease expire), then close the client's connections."""
+        unfinished = [p for p in self._producers if not p.finished]
+        await asyncio.gather(*(p._last_word(p.cancel()) for p in unfinished))
         close = getattr(self.redis, "aclose", None) or self.redis.close
         await close()
 
@@ -748,6 +754,7 @@ class RelayProducer:
                 "use a new id, or relay.delete() it first"
             )
         self._started = True
+        relay._producers.add(self)
         await self._write([], checkpoint=True)
         self._heartbeat = asyncio.create_task(
             self._beat(), name=f"relay-heartbeat-{self.stream_id}"
@@ -906,7 +913,7 @@ class RelayProducer:
         if ckpt is not None:
             self._since_checkpoint = 0
             self._force_checkpoint = False
-        elif self._force_checkpoint and final is None and events:
+        elif self._force_checkpoint and events and not self._done:
             await self._write([], checkpoint=True)
         elif checkpoint_lost and final is not None:
             await self._checkpoint_before(final, first + events.index(final))
@@ -955,15 +962,21 @@ class RelayProducer:
                 return
             if exc is None:
                 await self.close()
+            elif isinstance(exc, RelayUnavailable):
+                pass  # nothing more can be written: its readers end on their own
             elif isinstance(exc, asyncio.CancelledError | GeneratorExit | KeyboardInterrupt):
-                # Bounded: a cancelled worker still says the message ended.
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(asyncio.shield(self.cancel()), 5)
+                await self._last_word(self.cancel())  # a stopped worker says the message ended
             else:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(asyncio.shield(self.fail(exc)), 5)
+                await self._last_word(self.fail(exc))
         finally:
             await self._stop_heartbeat()
+
+    async def _last_word(self, ending: Coroutine[Any, Any, Any]) -> None:
+        """Publish the end of a message this producer cannot finish, for at most a few
+        seconds. If Redis will not take it, its readers still end (the lease expires);
+        the write is cancelled and awaited, never left running or failing unheard."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ending, _LAST_WORD_TIMEOUT)
 
 
 Command = tuple[str, tuple[Any, ...], dict[str, Any]]
