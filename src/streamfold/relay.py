@@ -36,7 +36,9 @@ were trimmed, which the consumer sees). The batch that holds MessageCompleted th
 `end`, deletes the lease and EXPIREs both keys after `expire_after` seconds. While it
 runs, the heartbeat also renews that expiry, so a stream whose producer died still expires.
 A fold that raises ends the stream with a MessageCompleted of status error (the partial
-message, metadata["error"]); a producer that is cancelled ends it with status cancelled.
+message, metadata["error"]); a producer that is cancelled ends it with status cancelled,
+and so does `Relay.aclose()` for every message its producers have not finished (a worker
+that shuts down gracefully tells its readers at once).
 
 Consumer. Without `after`: read the checkpoint, XRANGE from exactly the entry after the one
 it covers (`(0-<seq>`), check that the first entry's seq is the checkpoint's + 1 (a trim
@@ -59,20 +61,28 @@ same reason (a consumer that fell behind by more than `maxlen` events).
                               entry it covers) or an Event with its entry id and seq.
 
 Liveness. A consumer that sees no new entry within `poll` seconds checks the lease. If the
-lease has been gone for `lease_ttl` more seconds (a grace period, so a Redis restart that
-outlived the lease does not count) and the message has no `end`, the producer is lost: the
-consumer yields a synthetic MessageCompleted (`synthetic=True`) holding the last checkpoint
-plus every entry after it, with status incomplete and metadata["error"] = {"type":
-"relay_producer_lost", ...}. So a crash is noticed within about 2 x lease_ttl + poll. A
-consumer also ends that way after `idle_timeout` seconds with no entry at all.
+lease is gone and the message has no `end`, and Redis (INFO server: uptime) has been up
+since the lease was last seen, or for longer than `lease_ttl`, the lease expired unrenewed
+and the producer is lost: the consumer yields a synthetic MessageCompleted
+(`synthetic=True`) holding the last checkpoint plus every entry after it, with status
+incomplete and metadata["error"] = {"type": "relay_producer_lost", ...}. So a crash is
+noticed within one lease_ttl plus one poll. A Redis that restarted more recently than that
+gives the producer time to renew its lease; where INFO is refused, a missing lease gets
+`lease_ttl` more seconds of grace. A consumer also ends that way after `idle_timeout`
+seconds with no entry at all.
 
 Redis restarts. Every command is retried on connection errors with backoff (50 ms
-doubling to 1 s) for up to `reconnect_timeout` seconds, then RelayUnavailable is raised.
-Consumers resume from their last id. A producer re-sends its pending batch (already
-applied ones are recognised by their explicit ids) and then writes a fresh checkpoint, so
-a Redis that came back empty (no persistence) still has a snapshot for late joiners. What
-survives the restart itself is Redis's business: use AOF (`appendonly yes`) for streams
-that must outlive one.
+doubling to 1 s) for up to `reconnect_timeout` seconds, then RelayUnavailable is raised
+(a subscription raises it; the demo routes end the reader with an error event). Consumers
+resume from their last id. A producer re-sends its pending batch (already applied ones
+are recognised by their explicit ids). The client reconnects silently, so a producer
+also looks for its checkpoint: each batch without one asks whether the last one is still
+there (EXISTS, in the same pipeline), and the heartbeat's PEXPIRE of it says the same
+while the producer is quiet; a lost checkpoint is written again at once (the batch that
+ends the message writes one just before its MessageCompleted). So a Redis that came back
+empty (no persistence) has a snapshot for late joiners within a heartbeat. What survives
+the restart itself is Redis's business: use AOF (`appendonly yes`) for streams that must
+outlive one.
 
 Per worker (one Relay, one event loop): the live tails of all its subscriptions share one
 XREAD BLOCK over every followed stream (one blocked connection, one reply for all readers
