@@ -961,3 +961,30 @@ def test_redis_gone_for_good_ends_every_reader_with_an_error(
     assert any("stopped" in r.getMessage() for r in caplog.records)  # told, as a warning
     unhandled = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert unhandled == []
+
+
+async def test_a_cancelled_publish_ends_the_message_as_cancelled(relay: Relay) -> None:
+    ref = reference(RECORDINGS[0])
+    stream = sid()
+    fed: list[bytes] = []
+
+    async def slow() -> AsyncIterator[bytes]:
+        for chunk in ref.chunks:
+            fed.append(chunk)
+            yield chunk
+            if len(fed) >= len(ref.chunks) // 2:
+                await asyncio.Event().wait()  # a provider gone quiet
+
+    publishing = asyncio.create_task(relay.publish(stream, slow()))
+    items = relay.subscribe(stream)
+    first = await anext(items)
+    while len(fed) < len(ref.chunks) // 2:
+        await asyncio.sleep(0.01)
+    publishing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await publishing
+    got = await asyncio.wait_for(drain(items, [first]), 30)
+    end = got[-1]
+    assert isinstance(end.event, MessageCompleted) and not end.synthetic
+    assert end.event.message.status == "cancelled"
+    assert await relay.redis.exists(relay.keys(stream)[2]) == 0  # the lease is gone
