@@ -695,12 +695,15 @@ def create_app(
     from .web import ui_routes  # the demo page: /, /ui/*, /ui-recordings, /ui-stream
 
     routes.extend(ui_routes(directory, speed=speed))
+    lifespan = None
     if redis_url is not None:
         from .relay import Relay
-        from .web.relay_routes import relay_routes
+        from .web.relay_routes import relay_lifespan, relay_routes
 
-        routes.extend(relay_routes(Relay.from_url(redis_url), directory, speed=speed))
-    app = Starlette(routes=routes)
+        relay = Relay.from_url(redis_url)
+        routes.extend(relay_routes(relay, directory, speed=speed))
+        lifespan = relay_lifespan(relay)  # a stopping worker ends its replays as cancelled
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.replay = server
     return app
 
