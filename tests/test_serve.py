@@ -645,3 +645,31 @@ def test_a_stalling_speed_is_refused(base_url: str) -> None:
     assert [check_speed(s) for s in (0, 0.01, 1, 1000)] == [0, 0.01, 1, 1000]
     fine = httpx.get(f"{base_url}/ui-stream", params={"recording": rec, "speed": "0"})
     assert fine.status_code == 200
+
+
+def test_a_timing_sidecar_cannot_stall_or_leak(own_dir: tuple[Path, Path]) -> None:
+    directory, secret = own_dir
+    recording = directory / "anthropic" / "text-basic.sse"
+    sidecar = recording.with_name(recording.name + ".timing.json")
+    request = {"model": "m", "max_tokens": 5, "messages": [], "stream": True}
+    whole = read("anthropic/text-basic.sse")
+    with serve_in_thread(create_app(directory, speed=1)) as url:
+        # Each sidecar is refused and the replay paced per event instead: the whole
+        # recording, no stall, nothing about the files in the answer.
+        outside = secret.with_name("outside.timing.json")  # followed, it would wait 22 h
+        outside.write_text(json.dumps({"version": 1, "chunks": [[len(whole), 80_000.0]]}))
+        sidecar.symlink_to(outside)
+        infinite = json.dumps({"version": 1, "chunks": [[5, 0.0], [len(whole), float("inf")]]})
+        for content in (None, infinite, "{not json"):
+            if content is not None:
+                sidecar.unlink()
+                sidecar.write_text(content)
+            with httpx.stream("POST", f"{url}/v1/messages", json=request, timeout=30) as answer:
+                assert answer.status_code == 200
+                assert b"".join(answer.iter_bytes()) == whole
+            ui = httpx.get(
+                f"{url}/ui-stream",
+                params={"recording": "anthropic/text-basic.sse", "speed": "0"},
+            )
+            assert ui.status_code == 200 and b"timing" not in ui.content
+            assert str(directory).encode() not in ui.content

@@ -49,6 +49,9 @@ EVENT_INTERVAL = 0.02
 """Seconds between events at speed 1 when a recording has no timing: 50 events a second,
 about the pace at which a fast model streams tokens."""
 
+MAX_RECORDED_SECONDS = 24 * 3600.0
+"""The latest a timing mark may be: no model answers for a day."""
+
 MIN_SPEED = 0.01
 MAX_SPEED = 1000.0
 """A replay's speed is 0 (no waiting) or from MIN_SPEED to MAX_SPEED: a speed near 0
@@ -247,11 +250,13 @@ def load_timing(path: str | Path) -> list[tuple[int, float]] | None:
     except (OSError, ValueError) as exc:
         raise UsageError(f"{sidecar}: expected a timing sidecar (JSON), got {exc}") from None
     marks = body.get("chunks") if isinstance(body, dict) else None
+    # Seconds past MAX_RECORDED_SECONDS (or Infinity, NaN) would stall a replay for good.
     if not isinstance(marks, list) or not all(
         isinstance(m, list)
         and len(m) == 2
         and isinstance(m[0], int)
         and isinstance(m[1], int | float)
+        and 0 <= m[1] <= MAX_RECORDED_SECONDS
         for m in marks
     ):
         raise UsageError(

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..aio import afold
 from ..errors import UsageError
 from ..fold import StreamFormat
-from ..record import TIMING_SUFFIX, check_speed, load_timing, schedule
+from ..record import TIMING_SUFFIX, check_speed, load_timing, schedule, timing_path
 from ..recording import bundled_recordings, detect_recording
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
 from .guard import RequestRefused, read_json
@@ -64,6 +64,19 @@ class DemoRecording:
     def read(self) -> bytes:
         """The recording's bytes as they are now; LookupError if it is gone or escaped."""
         return _read_inside(self.root, self.path, self.name)
+
+    def timing(self) -> list[tuple[int, float]] | None:
+        """Its recorded timing; None (paced per event) without a good sidecar inside root.
+
+        The pacing is not worth failing a replay for, nor telling a client about.
+        """
+        sidecar = timing_path(self.path)
+        try:
+            if sidecar.resolve(strict=True).is_relative_to(self.root):
+                return load_timing(self.path)
+        except (OSError, UsageError):
+            pass
+        return None
 
 
 def _read_inside(root: Path, path: Path, name: str) -> bytes:
@@ -138,7 +151,7 @@ async def _paced(
 
     if data is None:
         data = recording.read()
-    timing = load_timing(recording.path)
+    timing = recording.timing()
     for wait, chunk in schedule(data, recording.format, speed=speed, timing=timing):
         if wait > 0:
             await anyio.sleep(wait)
