@@ -673,3 +673,32 @@ def test_a_timing_sidecar_cannot_stall_or_leak(own_dir: tuple[Path, Path]) -> No
             )
             assert ui.status_code == 200 and b"timing" not in ui.content
             assert str(directory).encode() not in ui.content
+
+
+async def test_sdks_read_the_refusals(base_url: str) -> None:
+    import anthropic
+    import openai
+    from google import genai
+    from google.genai import errors, types
+
+    huge = "x" * (2 * 1024 * 1024)
+    chat = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="test", max_retries=0)
+    with pytest.raises(openai.APIStatusError) as too_large:
+        await chat.chat.completions.create(model="m", messages=[{"role": "user", "content": huge}])
+    assert too_large.value.status_code == 413 and "at most" in too_large.value.message
+
+    claude = anthropic.AsyncAnthropic(base_url=base_url, api_key="test", max_retries=0)
+    with pytest.raises(anthropic.APIStatusError) as refused:
+        await claude.messages.create(
+            model="m", max_tokens=5, messages=[{"role": "user", "content": huge}]
+        )
+    assert refused.value.status_code == 413
+    assert refused.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+
+    foreign = {"host": "attacker.example"}
+    gemini = genai.Client(
+        api_key="test", http_options=types.HttpOptions(base_url=base_url, headers=foreign)
+    )
+    with pytest.raises(errors.ClientError) as denied:
+        await gemini.aio.models.generate_content(model="gemini-test", contents="hi")
+    assert (denied.value.code, denied.value.status) == (403, "PERMISSION_DENIED")
