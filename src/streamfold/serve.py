@@ -56,7 +56,14 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from .web import DemoRecording, _paced, find_recordings
-from .web.guard import DEFAULT_MAX_BODY, LOOPBACK_HOSTS, RequestGuard, RequestRefused, read_json
+from .web.guard import (
+    DEFAULT_MAX_BODY,
+    LOOPBACK_HOSTS,
+    RequestGuard,
+    RequestRefused,
+    plain_error,
+    read_json,
+)
 
 Api = Literal["chat", "responses", "messages", "gemini"]
 
@@ -672,29 +679,24 @@ class ReplayServer:
         return JSONResponse({"recordings": by_provider})
 
 
-_API_PATHS: dict[str, Api] = {
-    "/v1/chat/completions": "chat",
-    "/chat/completions": "chat",
-    "/v1/responses": "responses",
-    "/responses": "responses",
-    "/v1/messages": "messages",
-    "/v1beta/models/": "gemini",
-    "/v1/models/": "gemini",
-}
-
-
 def _api_of(path: str) -> Api | None:
-    api = _API_PATHS.get(path)
-    if api is None and path.startswith(("/v1beta/models/", "/v1/models/")):
-        api = "gemini"
-    return api
+    """The API of a request path (the routes below), None for the demo and relay routes."""
+    if path in ("/v1/chat/completions", "/chat/completions"):
+        return "chat"
+    if path in ("/v1/responses", "/responses"):
+        return "responses"
+    if path == "/v1/messages":
+        return "messages"
+    if path.startswith(("/v1beta/models/", "/v1/models/")):
+        return "gemini"
+    return None
 
 
 def _refusal_body(path: str, status: int, message: str) -> dict[str, Any]:
     """A request the guard refused, in the error shape of the API at `path`."""
     api = _api_of(path)
     if api is None:
-        return {"error": {"message": message}}  # the demo routes' shape
+        return plain_error(path, status, message)
     return error_body(api, status, message)
 
 
@@ -712,13 +714,16 @@ def create_app(
     names one of `allowed_hosts` are served (None: any host).
     """
     server = ReplayServer(directory, speed=speed)
-    handlers = {"chat": server.chat, "responses": server.responses,
-                "messages": server.messages, "gemini": server.gemini}  # fmt: skip
     routes = [
-        Route(path + ("{target}" if path.endswith("/") else ""), handlers[api], methods=["POST"])
-        for path, api in _API_PATHS.items()
+        Route("/v1/chat/completions", server.chat, methods=["POST"]),
+        Route("/chat/completions", server.chat, methods=["POST"]),
+        Route("/v1/responses", server.responses, methods=["POST"]),
+        Route("/responses", server.responses, methods=["POST"]),
+        Route("/v1/messages", server.messages, methods=["POST"]),
+        Route("/v1beta/models/{target}", server.gemini, methods=["POST"]),
+        Route("/v1/models/{target}", server.gemini, methods=["POST"]),
+        Route("/recordings", server.listing, methods=["GET"]),
     ]
-    routes.append(Route("/recordings", server.listing, methods=["GET"]))
     from .web import ui_routes  # the demo page: /, /ui/*, /ui-recordings, /ui-stream
 
     routes.extend(ui_routes(directory, speed=speed))
@@ -736,8 +741,11 @@ def create_app(
 
 
 def served_hosts(host: str, allow: Collection[str] = ()) -> frozenset[str] | None:
-    """The Host names a server bound to `host` answers: loopback ones (and `allow`) when
-    it is bound to loopback, else `allow` (None: any, when `allow` is empty)."""
+    """The Host names a server bound to `host` answers (None: any).
+
+    Bound to loopback: the loopback names and `allow` (DNS rebinding reaches nothing else).
+    Bound elsewhere: `allow`, or any name when it is empty (the address is reachable anyway).
+    """
     import ipaddress
 
     try:
