@@ -702,3 +702,24 @@ async def test_sdks_read_the_refusals(base_url: str) -> None:
     with pytest.raises(errors.ClientError) as denied:
         await gemini.aio.models.generate_content(model="gemini-test", contents="hi")
     assert (denied.value.code, denied.value.status) == (403, "PERMISSION_DENIED")
+
+
+async def test_an_absurd_content_length_is_a_413() -> None:
+    from streamfold.web.guard import RequestGuard
+
+    async def never(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the handler must not run")
+
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [(b"host", b"localhost"), (b"content-type", b"application/json"),
+               (b"content-length", b"9" * 5000)]  # fmt: skip
+    scope = {"type": "http", "method": "POST", "path": "/x", "headers": headers}
+    await RequestGuard(never)(scope, receive, send)
+    assert sent[0]["status"] == 413
