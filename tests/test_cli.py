@@ -325,3 +325,25 @@ def test_event_to_json_covers_provider_errors() -> None:
     errored = [s for s in shapes if s["type"] == "provider_errored"]
     assert errored and set(errored[0]) == {"type", "error_type", "message", "raw", "partial"}
     json.dumps(shapes)
+
+
+def test_a_speed_that_would_stall_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    # 5e-324 makes every wait infinite; the replay would never end.
+    for speed in ("5e-324", "0.001", "1e9", "inf", "nan", "-1", "fast"):
+        with pytest.raises(SystemExit) as refused:
+            main(["replay", str(REAL / "anthropic/text-basic.sse"), "--speed", speed])
+        assert refused.value.code == 2
+        assert "speed: expected" in capsys.readouterr().err
+
+
+def test_serve_options() -> None:
+    from streamfold.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["serve", "--max-body", "4096", "--allow-host", "a.internal", "--allow-host", "b"]
+    )
+    assert (args.max_body, args.allow_host) == (4096, ["a.internal", "b"])
+    defaults = build_parser().parse_args(["serve"])
+    assert (defaults.max_body, defaults.allow_host) == (None, [])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--max-body", "-1"])

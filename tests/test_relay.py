@@ -687,6 +687,20 @@ def test_event_source_route_resumes_with_last_event_id(redis_server: RedisServer
         assert http.get(f"{b}/relay/ui-stream/not%20an%20id").status_code == 400
 
 
+def test_relay_start_refuses_a_deeply_nested_body_with_400(redis_server: RedisServer) -> None:
+    import httpx
+
+    with _worker(redis_server.url, fast_config()) as url, httpx.Client() as http:
+        deep = "[" * 100_000 + "]" * 100_000
+        headers = {"content-type": "application/json"}
+        refused = http.post(f"{url}/relay/start", content=deep, headers=headers)
+        assert refused.status_code == 400
+        assert "not valid JSON" in refused.json()["error"]["message"]
+        # The worker is unharmed, and a start with the recording in the query alone still works.
+        started = http.post(f"{url}/relay/start?recording={PAGE_RECORDING}&speed=0")
+        assert started.status_code == 200, started.text
+
+
 @pytest.mark.skipif(missing() is not None, reason=str(missing()))
 def test_page_reload_mid_stream_resumes_on_any_worker(
     redis_server: RedisServer, tmp_path: Path

@@ -2,7 +2,7 @@
 
     streamfold replay FILE [--speed X] [--jsonl | --display | --message] [--provider P]
     streamfold demo [NAME]
-    streamfold serve [DIR] [--host H] [--port N] [--speed X]
+    streamfold serve [DIR] [--host H] [--port N] [--speed X] [--max-body N] [--allow-host H]
     streamfold record OUT [--jsonl | --display | --message]   (reads the stream on stdin)
 
 Pacing: a recording made with `streamfold.record` replays with its recorded timing; any
@@ -19,7 +19,6 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import IO, Any, assert_never
 
@@ -37,7 +36,8 @@ from .events import (
 from .fold import StreamFolder, StreamFormat
 from .message import ToolCall
 from .providers import PROVIDERS, canonical_provider
-from .record import load_timing, schedule
+from .record import check_speed, load_timing, schedule
+from .recording import bundled_recordings
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -212,11 +212,6 @@ def open_source(path: str, provider: str | None = None) -> Source:
     return Source(name=name, data=data, format=kind, provider=chosen, timing=timing)
 
 
-def bundled_recordings() -> Path:
-    """The directory of recordings shipped inside the package."""
-    return Path(str(resources.files("streamfold") / "recordings"))
-
-
 def provenance_line(rel: str, directory: Path | None = None) -> str | None:
     """`source: repo path (license), model` for a bundled recording, from PROVENANCE.md."""
     base = directory or bundled_recordings()
@@ -382,10 +377,17 @@ def _speed(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if value < 0 or value != value:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"speed: expected a number, got {text!r}") from None
+    try:
+        return check_speed(value)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _byte_count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of bytes, got {text!r}")
+    return int(text)
 
 
 def _add_output(parser: argparse.ArgumentParser) -> None:
@@ -429,6 +431,20 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--port", type=int, default=8765)
     sp.add_argument("--speed", type=_speed, default=1.0, help="pacing, as for replay")
     sp.add_argument("--redis", default=None, help="Redis URL: resumable replays on the demo page")
+    sp.add_argument(
+        "--max-body",
+        type=_byte_count,
+        default=None,
+        help="largest request body in bytes (default 1 MiB); a larger one gets 413",
+    )
+    sp.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests for this Host name (repeatable; '*' for any). Bound to "
+        "loopback, only localhost / 127.0.0.1 / [::1] are answered otherwise",
+    )
 
     rc = sub.add_parser("record", help="record the stream on stdin to OUT while showing it")
     rc.add_argument("out", help="file to write (a .timing.json sidecar is written beside it)")
@@ -511,9 +527,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _record(args, out)
         if args.command == "serve":
             from .serve import run_server
+            from .web.guard import DEFAULT_MAX_BODY
 
             run_server(
-                args.dir, host=args.host, port=args.port, speed=args.speed, redis_url=args.redis
+                args.dir,
+                host=args.host,
+                port=args.port,
+                speed=args.speed,
+                redis_url=args.redis,
+                max_body=DEFAULT_MAX_BODY if args.max_body is None else args.max_body,
+                allow_hosts=args.allow_host,
             )
             return EXIT_OK
         parser.print_help()

@@ -49,6 +49,14 @@ EVENT_INTERVAL = 0.02
 """Seconds between events at speed 1 when a recording has no timing: 50 events a second,
 about the pace at which a fast model streams tokens."""
 
+MAX_RECORDED_SECONDS = 24 * 3600.0
+"""The latest a timing mark may be: no model answers for a day."""
+
+MIN_SPEED = 0.01
+MAX_SPEED = 1000.0
+"""A replay's speed is 0 (no waiting) or from MIN_SPEED to MAX_SPEED: a speed near 0
+would turn each wait into hours (5e-324 makes it infinite) and stall the replay."""
+
 _SSE_EVENT_END = re.compile(rb"(?:\r\n|\r|\n)(?:\r\n|\r|\n)")
 
 
@@ -242,11 +250,13 @@ def load_timing(path: str | Path) -> list[tuple[int, float]] | None:
     except (OSError, ValueError) as exc:
         raise UsageError(f"{sidecar}: expected a timing sidecar (JSON), got {exc}") from None
     marks = body.get("chunks") if isinstance(body, dict) else None
+    # Seconds past MAX_RECORDED_SECONDS (or Infinity, NaN) would stall a replay for good.
     if not isinstance(marks, list) or not all(
         isinstance(m, list)
         and len(m) == 2
         and isinstance(m[0], int)
         and isinstance(m[1], int | float)
+        and 0 <= m[1] <= MAX_RECORDED_SECONDS
         for m in marks
     ):
         raise UsageError(
@@ -282,6 +292,16 @@ def split_frames(data: bytes, format: StreamFormat) -> list[bytes]:
     return pieces
 
 
+def check_speed(speed: float) -> float:
+    """`speed` if a replay can use it (see MIN_SPEED); UsageError naming the range if not."""
+    if speed == 0 or MIN_SPEED <= speed <= MAX_SPEED:  # False for NaN
+        return speed
+    raise UsageError(
+        f"speed: expected 0 (no waiting) or a number from {MIN_SPEED:g} to {MAX_SPEED:g}, "
+        f"got {speed!r}"
+    )
+
+
 def schedule(
     data: bytes,
     format: StreamFormat,
@@ -294,8 +314,7 @@ def schedule(
     With timing marks the chunks and gaps are those recorded; without, one chunk per
     event, `EVENT_INTERVAL` apart.
     """
-    if speed < 0:
-        raise UsageError(f"speed: expected a number >= 0, got {speed}")
+    check_speed(speed)
     if timing and timing[-1][0] == len(data):
         out: list[tuple[float, bytes]] = []
         start, before = 0, 0.0
@@ -315,6 +334,7 @@ __all__ = [
     "AsyncTee",
     "Tee",
     "atee",
+    "check_speed",
     "load_timing",
     "schedule",
     "split_frames",

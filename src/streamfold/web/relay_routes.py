@@ -42,6 +42,7 @@ from ..events import Event
 from ..relay import Relay, Relayed, RelayError, RelayNotFound, Snapshot
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
 from . import _bundled, _error, _paced, _speed, find_recordings
+from .guard import RequestRefused, read_json
 
 try:
     from starlette.requests import Request
@@ -138,10 +139,12 @@ def relay_routes(
         return JSONResponse({"relay": True})
 
     async def start(request: Request) -> Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            body = {}
+        body: Any = {}
+        if await request.body():  # the recording may come in the query string alone
+            try:
+                body = await read_json(request)
+            except RequestRefused as exc:
+                return _error(exc.status, exc.message)
         body = body if isinstance(body, dict) else {}
         wanted = body.get("recording") or request.query_params.get("recording")
         recording = by_name.get(wanted) if isinstance(wanted, str) else None
