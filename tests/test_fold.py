@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
-from support import REAL, final_message, read
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import REAL, final_message, fold_outcome, read, recordings, split_at
 
 from streamfold import (
     MessageCompleted,
@@ -18,6 +21,7 @@ from streamfold import (
     fold_message,
     load_recording,
 )
+from streamfold.fold import sniff_format
 
 THINKING_TOOL = "anthropic/thinking-then-tool-use.sse"
 
@@ -170,3 +174,40 @@ def test_streams_that_open_with_an_error_fold_to_status_error() -> None:
     assert (message.status, message.metadata["provider"]) == ("error", "gemini")
     ollama = fold_message([b'{"error": "model not found"}\n'])
     assert (ollama.status, ollama.metadata["provider"]) == ("error", "ollama")
+
+
+# --- sniffing the framing ---------------------------------------------------------------
+
+BOM = b"\xef\xbb\xbf"
+NDJSON_RECORDINGS = [r for r in recordings("ollama", "bedrock") if r.endswith(".ndjson")]
+
+
+def test_the_first_bytes_of_a_byte_order_mark_are_too_few_to_sniff() -> None:
+    assert [sniff_format(BOM[:n]) for n in range(4)] == [None, None, None, None]
+    assert sniff_format(BOM + b"{") == "ndjson"
+    assert sniff_format(BOM + b"\n data: x") == "sse"
+    assert sniff_format(b"\xef") is None
+    assert sniff_format(b"\xefx") == "sse"
+
+
+@pytest.mark.parametrize("rel", NDJSON_RECORDINGS)
+def test_ndjson_with_a_byte_order_mark_folds_as_without_it(rel: str) -> None:
+    data = read(rel)
+    expected = fold_outcome([data], None)
+    assert expected[1] is None  # the recording folds without an error
+    assert fold_outcome([BOM + data], None) == expected
+    assert fold_outcome(split_at(BOM + data, list(range(len(data) + 3))), None) == expected
+
+
+@pytest.mark.parametrize("rel", NDJSON_RECORDINGS)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_ndjson_with_a_byte_order_mark_folds_alike_in_any_pieces(
+    rel: str, data: st.DataObject
+) -> None:
+    raw = read(rel)
+    with_bom = BOM + raw
+    small = st.lists(st.integers(1, 8), max_size=8)  # the first pieces: 1 byte and up
+    cuts = list(itertools.accumulate(data.draw(small)))
+    cuts += data.draw(st.lists(st.integers(0, len(with_bom)), max_size=30))
+    assert fold_outcome(split_at(with_bom, cuts), None) == fold_outcome([raw], None)

@@ -33,9 +33,11 @@ _BOM = b"\xef\xbb\xbf"
 
 def sniff_format(head: bytes) -> StreamFormat | None:
     """Tell the framing from the first bytes of a stream; None when there are too few."""
-    head = head.lstrip(_WHITESPACE)
     if head.startswith(_BOM):
-        head = head[3:].lstrip(_WHITESPACE)
+        head = head[3:]
+    elif _BOM.startswith(head):
+        return None  # nothing yet, or a byte-order mark begun: its first byte is no "{"
+    head = head.lstrip(_WHITESPACE)
     if not head:
         return None
     first = head[:1]
