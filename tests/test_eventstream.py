@@ -212,9 +212,11 @@ def test_a_truncated_last_message_is_dropped(name: str) -> None:
             assert message.status == "incomplete"
             assert message.stop_reason is None
         else:
-            # Only the usage (the metadata event) is lost: the message itself had ended.
+            # Only the usage (the metadata event) is lost: the message itself had ended,
+            # but not the stream, and that shows.
             assert message.status == "complete"
             assert message.usage is None
+            assert message.metadata["end_marker"] is False
             assert message.content == whole.content
             assert message.tool_calls == whole.tool_calls
 
