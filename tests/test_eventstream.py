@@ -455,3 +455,19 @@ def test_bytes_after_a_finished_message_are_ignored_in_any_pieces(name: str, jun
     assert expected[1] is None
     for chunks in ([data + junk], [data, junk], split_at(data + junk, list(range(len(data) + 9)))):
         assert fold_outcome(chunks, None) == expected
+
+
+@pytest.mark.parametrize("name", EVENTSTREAMS)
+def test_a_message_that_is_not_json_gives_one_outcome_in_any_pieces(name: str) -> None:
+    # Its CRCs are right, so the framer hands it over: the fold finds the fault, after
+    # folding (and returning the events of) every message before it.
+    data = _raw(name)
+    starts = [*_boundaries(data), len(data)]
+    k = len(starts) // 2
+    bad = encode(
+        [(":event-type", STRING, "contentBlockDelta"), (":message-type", STRING, "event")], b"{"
+    )
+    broken = data[: starts[k]] + bad + data[starts[k + 1] :]
+    outcomes = _outcomes(broken, [starts[k] - 3, starts[k] + 5])
+    assert outcomes[0][1] == "StreamProtocolError" and "JSON payload" in outcomes[0][2]
+    assert all(outcome == outcomes[0] for outcome in outcomes)

@@ -13,6 +13,7 @@ from support import REAL, final_message, fold_outcome, read, recordings, split_a
 from streamfold import (
     MessageCompleted,
     PartCompleted,
+    PartStarted,
     StreamFolder,
     StreamProtocolError,
     UsageError,
@@ -211,3 +212,57 @@ def test_ndjson_with_a_byte_order_mark_folds_alike_in_any_pieces(
     cuts = list(itertools.accumulate(data.draw(small)))
     cuts += data.draw(st.lists(st.integers(0, len(with_bom)), max_size=30))
     assert fold_outcome(split_at(with_bom, cuts), None) == fold_outcome([raw], None)
+
+
+# --- a broken event: the events before it are delivered, in any pieces -------------------
+
+BREAKABLE = [
+    "anthropic/thinking-then-tool-use.sse",
+    "openai-chat/tool-calls-parallel.sse",
+    "openai-responses/function-call-reasoning-usage.sse",
+    "gemini/thought-parts-signature.sse",
+    "bedrock/text-then-tool-use-nova.ndjson",
+    "ollama/generate-gpt-oss-thinking.ndjson",
+]
+
+
+def _broken_at(data: bytes, k: int) -> bytes:
+    """`data` with the JSON of its k-th event (of those that open with `{`) made invalid."""
+    starts = [
+        i
+        for i in range(len(data))
+        if data[i : i + 1] == b"{" and data[i - 1 : i] in (b" ", b":", b"\n", b"")
+    ]
+    at = starts[k % len(starts)]
+    return data[: at + 1] + b"]" + data[at + 1 :]
+
+
+@pytest.mark.parametrize("rel", BREAKABLE)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_broken_event_gives_one_outcome_in_any_pieces(rel: str, data: st.DataObject) -> None:
+    broken = _broken_at(read(rel), data.draw(st.integers(0, 10_000)))
+    whole = fold_outcome([broken], None)
+    assert whole[1] == "StreamProtocolError"
+    cuts = data.draw(st.lists(st.integers(0, len(broken)), max_size=40))
+    assert fold_outcome(split_at(broken, cuts), None) == whole
+    assert fold_outcome(split_at(broken, list(range(len(broken)))), None) == whole
+
+
+def test_the_events_before_a_broken_event_are_returned_and_the_error_comes_next() -> None:
+    data = read(THINKING_TOOL)
+    last = data.rindex(b"data: {") + 6
+    broken = data[: last + 1] + b"]" + data[last + 1 :]
+    folder = StreamFolder()
+    events = folder.feed(broken)
+    assert any(isinstance(e, PartCompleted) for e in events)  # all before the fault
+    with pytest.raises(StreamProtocolError, match="invalid JSON") as info:
+        folder.close()
+    assert info.value.partial is not None
+    # Every part the caller was told of is in .partial, and nothing else.
+    started = [e for e in events if isinstance(e, PartStarted)]
+    assert len(info.value.partial.stream_order()) == len(started) > 0
+    with pytest.raises(StreamProtocolError):
+        folder.feed(b"data: {}\n\n")  # the fold takes nothing more: the fault again
+    with pytest.raises(StreamProtocolError):
+        folder.save_state()

@@ -92,6 +92,9 @@ class StreamFolder:
         self._undetected: list[tuple[Any, str | None]] = []
         self._position = 0
         self._closed = False
+        # A broken stream's error, held while the events before it (from the same chunk)
+        # go to the caller; the next feed() or close() raises it (see _feed_bytes).
+        self._fault: StreamProtocolError | None = None
 
     @property
     def provider(self) -> str | None:
@@ -117,6 +120,8 @@ class StreamFolder:
 
     def save_state(self) -> dict[str, Any]:
         """The fold's whole state as JSON-ready data, to restore later or elsewhere."""
+        if self._fault is not None:
+            raise self._fault  # a broken stream cannot be resumed
         from .state import dump_state
 
         return dump_state(self)
@@ -135,8 +140,14 @@ class StreamFolder:
         return folder
 
     def feed(self, chunk: Any) -> list[Event]:
-        """Feed one chunk: bytes, str, a decoded event dict, or an SDK object."""
+        """Feed one chunk: bytes, str, a decoded event dict, or an SDK object.
+
+        A stream that breaks inside a chunk of bytes: the events before the fault are
+        returned, and the next feed() or close() raises its StreamProtocolError.
+        """
         if self._closed:
+            if self._fault is not None:
+                raise self._fault
             raise UsageError("StreamFolder.feed: expected a chunk before close(), got one after")
         if self._acc.finished:
             return []
@@ -237,6 +248,8 @@ class StreamFolder:
     def close(self) -> list[Event]:
         """The input ended: flush the framing and finish the message."""
         if self._closed:
+            if self._fault is not None:
+                raise self._fault
             return []
         self._closed = True
         events: list[Event] = []
@@ -326,7 +339,13 @@ class StreamFolder:
                     if self._acc.finished:
                         break
         except StreamfoldError as exc:
-            raise self._attach(exc) from None
+            error = self._attach(exc)
+            if not events or not isinstance(error, StreamProtocolError):
+                raise error from None
+            # The events before the fault are the caller's, whatever the chunking: they
+            # are returned, and the fold, closed to more input, raises the fault next.
+            self._fault = error
+            self._closed = True
         return events
 
     def _fold_sse_hot(self, decoder: Decoder, buffer: bytes, events: list[Event]) -> None:
