@@ -120,8 +120,6 @@ class StreamFolder:
 
     def save_state(self) -> dict[str, Any]:
         """The fold's whole state as JSON-ready data, to restore later or elsewhere."""
-        if self._fault is not None:
-            raise self._fault  # a broken stream cannot be resumed
         from .state import dump_state
 
         return dump_state(self)
