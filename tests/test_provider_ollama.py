@@ -143,6 +143,7 @@ def test_chat_thinking_then_text_gives_two_parts_and_thinking_is_closed_by_text(
         "load_duration": 100,
         "prompt_eval_duration": 200,
         "eval_duration": 500,
+        "end_marker": True,  # done: true
     }
     assert message.usage is not None
     assert message.usage.raw == {"prompt_eval_count": 12, "eval_count": 34}

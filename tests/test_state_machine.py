@@ -243,6 +243,8 @@ class AccumulatorMachine(RuleBasedStateMachine):
         open_before = list(self.open.values())
         if how == "end":
             events = self.apply(EndMessage())
+            if self.status == "incomplete" and self.stop_reason is None:
+                self.status = "complete"  # the end marker: a whole message, its reason unsaid
         elif how == "close":
             events = self.acc.close()
             self.events.extend(events)
@@ -269,6 +271,7 @@ class AccumulatorMachine(RuleBasedStateMachine):
         self.finished = True
         self.frozen = self.acc.snapshot()
         assert events[-1].message == self.frozen
+        assert self.frozen.metadata["end_marker"] is (how == "end")
 
     @precondition(lambda self: self.finished)
     @rule(key=KEYS, text=TEXT)

@@ -410,6 +410,11 @@ class Accumulator:
         if isinstance(delta, ReportError):
             return self._error(delta)
         if isinstance(delta, EndMessage):
+            if self._status == "incomplete" and self._stop_reason is None:
+                # The wire's end marker with no word on why it stopped (a Chat stream's
+                # [DONE] without finish_reason): the message is whole, its reason unknown.
+                # A provider's own "incomplete" comes with its reason and stands.
+                self._status = "complete"
             return self._finish(cut=False)
         if isinstance(delta, SkipEvent):
             self._skipped[delta.event_type] = self._skipped.get(delta.event_type, 0) + 1
@@ -684,6 +689,10 @@ class Accumulator:
 
     def _finish(self, *, cut: bool) -> list[Event]:
         events: list[Event] = self._close_open(cut=cut)
+        # Whether the provider's end-of-stream marker arrived: False for a stream that
+        # was cut, cancelled or ended by an error, even one whose status is complete
+        # (a Chat stream cut after finish_reason, before its usage chunk and [DONE]).
+        self._metadata["end_marker"] = not cut
         message = self._message([slot.done for slot in self._slots if slot.done is not None])
         self._final = message
         self.finished = True

@@ -33,9 +33,11 @@ _BOM = b"\xef\xbb\xbf"
 
 def sniff_format(head: bytes) -> StreamFormat | None:
     """Tell the framing from the first bytes of a stream; None when there are too few."""
-    head = head.lstrip(_WHITESPACE)
     if head.startswith(_BOM):
-        head = head[3:].lstrip(_WHITESPACE)
+        head = head[3:]
+    elif _BOM.startswith(head):
+        return None  # nothing yet, or a byte-order mark begun: its first byte is no "{"
+    head = head.lstrip(_WHITESPACE)
     if not head:
         return None
     first = head[:1]
@@ -90,6 +92,9 @@ class StreamFolder:
         self._undetected: list[tuple[Any, str | None]] = []
         self._position = 0
         self._closed = False
+        # A broken stream's error, held while the events before it (from the same chunk)
+        # go to the caller; the next feed() or close() raises it (see _feed_bytes).
+        self._fault: StreamProtocolError | None = None
 
     @property
     def provider(self) -> str | None:
@@ -133,8 +138,14 @@ class StreamFolder:
         return folder
 
     def feed(self, chunk: Any) -> list[Event]:
-        """Feed one chunk: bytes, str, a decoded event dict, or an SDK object."""
+        """Feed one chunk: bytes, str, a decoded event dict, or an SDK object.
+
+        A stream that breaks inside a chunk of bytes: the events before the fault are
+        returned, and the next feed() or close() raises its StreamProtocolError.
+        """
         if self._closed:
+            if self._fault is not None:
+                raise self._fault
             raise UsageError("StreamFolder.feed: expected a chunk before close(), got one after")
         if self._acc.finished:
             return []
@@ -235,6 +246,8 @@ class StreamFolder:
     def close(self) -> list[Event]:
         """The input ended: flush the framing and finish the message."""
         if self._closed:
+            if self._fault is not None:
+                raise self._fault
             return []
         self._closed = True
         events: list[Event] = []
@@ -324,7 +337,13 @@ class StreamFolder:
                     if self._acc.finished:
                         break
         except StreamfoldError as exc:
-            raise self._attach(exc) from None
+            error = self._attach(exc)
+            if not events or not isinstance(error, StreamProtocolError):
+                raise error from None
+            # The events before the fault are the caller's, whatever the chunking: they
+            # are returned, and the fold, closed to more input, raises the fault next.
+            self._fault = error
+            self._closed = True
         return events
 
     def _fold_sse_hot(self, decoder: Decoder, buffer: bytes, events: list[Event]) -> None:

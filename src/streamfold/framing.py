@@ -238,6 +238,8 @@ class NDJSONDecoder:
         self._buffer = b""
         self._parked: list[bytes] = []
         self._closed = False
+        # False until the first line is taken: a byte-order mark may open the stream.
+        self._started = False
 
     def feed(self, data: bytes) -> list[bytes]:
         """Feed bytes; return the complete, non-blank lines (without line ends)."""
@@ -252,6 +254,11 @@ class NDJSONDecoder:
             self._parked = []
         else:
             buffer = self._buffer + data if self._buffer else data
+        if not self._started:
+            # The first line is whole in the buffer, and with it any byte-order mark.
+            self._started = True
+            if buffer.startswith(_BOM):
+                buffer = buffer[3:]
         lines = buffer.split(b"\n")
         self._buffer = lines.pop()
         return [s for line in lines if (s := line.strip())]
@@ -261,7 +268,10 @@ class NDJSONDecoder:
         if self._closed:
             return []
         self._closed = True
-        rest = (self._buffer + b"".join(self._parked)).strip()
+        rest = self._buffer + b"".join(self._parked)
+        if not self._started and rest.startswith(_BOM):
+            rest = rest[3:]
+        rest = rest.strip()
         self._parked = []
         self._buffer = b""
         return [rest] if rest else []

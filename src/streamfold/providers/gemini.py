@@ -4,7 +4,8 @@ Every event is a whole GenerateContentResponse: `candidates[].content.parts[]`,
 `usageMetadata` (running totals), `modelVersion`, `responseId`, `promptFeedback`. The wire
 never says where a part ends, so a part ends when a part of another kind begins, and
 everything ends with the stream. Gemini has no end marker: `finishReason` sets the status
-and stop reason, and the fold finishes when the input closes (a usage chunk may follow).
+and stop reason, and the fold finishes when the input closes (a usage chunk may follow);
+an input that closes after a finishReason ended normally (its end marker, see close()).
 
 Parts:
 - `text` chunks grow one text part; `thought: true` chunks grow one thinking part.
@@ -35,7 +36,15 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from ..deltas import ClosePart, Delta, GrowPart, OpenPart, ReportError, UpdateMessage
+from ..deltas import (
+    ClosePart,
+    Delta,
+    EndMessage,
+    GrowPart,
+    OpenPart,
+    ReportError,
+    UpdateMessage,
+)
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
 from .base import Decoder
@@ -334,6 +343,9 @@ class GeminiDecoder(Decoder):
         self._pending: list[ClosePart] = []
         self._sent_meta: dict[str, Any] = {}
         self._usage_raw: dict[str, Any] | None = None
+        # The chosen candidate's finishReason arrived: the end of the input is then the
+        # stream's normal end (Gemini sends no end marker of its own).
+        self._finish_seen = False
 
     # --- events ------------------------------------------------------------------------
 
@@ -371,8 +383,10 @@ class GeminiDecoder(Decoder):
         return out
 
     def close(self) -> list[Delta]:
-        """The stream ended: open parts are closed by the accumulator (ends inferred)."""
-        return []
+        """The stream ended: open parts are closed by the accumulator (ends inferred).
+
+        After a finishReason, this is the stream's normal end: its end marker."""
+        return [EndMessage()] if self._finish_seen else []
 
     # --- candidates --------------------------------------------------------------------
 
@@ -413,7 +427,9 @@ class GeminiDecoder(Decoder):
         reason = cand.get("finishReason")
         if reason is None:
             return None
-        return self._finish(_check(self, reason, str, "finishReason", payload))
+        finish = self._finish(_check(self, reason, str, "finishReason", payload))
+        self._finish_seen = True
+        return finish
 
     def _finish(self, reason: str) -> UpdateMessage:
         stop: StopReason
