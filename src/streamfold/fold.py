@@ -6,6 +6,7 @@ framing -> JSON -> provider decoder -> accumulator. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar, Literal
 
@@ -598,18 +599,35 @@ def _sdk_payload(obj: Any) -> dict[str, Any]:
 
 
 class Fold:
-    """Iterate the events of a stream; `snapshot()` reads the message so far at any time."""
+    """Iterate the events of a stream; `snapshot()` reads the message so far at any time.
+
+    A consumer that stops early gets status cancelled, with everything received, and the
+    source is closed (its `close()`, if it has one): at `close()`, or as soon as the
+    `for` loop that iterates the fold lets go of it (a break, an exception in the loop
+    body; CPython frees the loop's iterator then, even while the fold itself lives on).
+    """
 
     def __init__(self, chunks: Iterable[Any], folder: StreamFolder) -> None:
         self._chunks = chunks
         self.folder = folder
-        self._events = self._run()
+        # Held here until a loop takes it (`__iter__`); then only that loop holds it, so
+        # leaving the loop closes it at once instead of when the garbage collector runs.
+        self._events: Generator[Event, None, None] | None = self._run()
+        self._taken: weakref.ref[Generator[Event, None, None]] | None = None
 
     def __iter__(self) -> Iterator[Event]:
-        return self._events
+        events = self._generator()
+        if events is None:
+            return iter(())  # a loop took the events and let go of them: the fold is over
+        self._events = None
+        self._taken = weakref.ref(events)
+        return events
 
     def __next__(self) -> Event:
-        return next(self._events)
+        events = self._generator()
+        if events is None:
+            raise StopIteration
+        return next(events)
 
     def snapshot(self) -> Message:
         """The message so far (status cancelled if the consumer stopped early)."""
@@ -621,7 +639,18 @@ class Fold:
 
     def close(self) -> None:
         """Stop early: the message keeps everything received, with status cancelled."""
-        self._events.close()
+        events = self._generator()
+        if events is not None:
+            events.close()
+        if not self.folder.finished:
+            # The events were never read: closing the generator ran none of its code.
+            self.folder.cancel()
+            _close_source(self._chunks)
+
+    def _generator(self) -> Generator[Event, None, None] | None:
+        if self._events is not None:
+            return self._events
+        return None if self._taken is None else self._taken()
 
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
@@ -636,18 +665,24 @@ class Fold:
                     # Decoded event dicts, the provider known: the rest in one loop.
                     yield from folder.fold_objects(source)
                     break
-            if folder.finished:
-                # The message is over: release the source (an HTTP response, an SDK
-                # stream) instead of leaving it half read.
-                close = getattr(self._chunks, "close", None)
-                if callable(close):
-                    close()
-                return
-            yield from folder.close()
+            if not folder.finished:
+                yield from folder.close()
         except GeneratorExit:
             # The consumer stopped reading: what arrived is kept, marked cancelled.
             folder.cancel()
             raise
+        finally:
+            # The fold is over: release the source (an HTTP response, an SDK stream)
+            # instead of leaving it half read.
+            _close_source(self._chunks)
+
+
+def _close_source(chunks: Any) -> None:
+    """Close a fold's source, if it can be: a source that fails to close changes nothing."""
+    close = getattr(chunks, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):
+            close()
 
 
 def _source(chunks: Any, provider: str | None) -> tuple[Iterable[Any], str | None]:
