@@ -193,6 +193,44 @@ def test_a_completed_fold_closes_its_source_and_is_not_cancelled() -> None:
     assert source.closed
 
 
+@pytest.mark.parametrize(
+    ("rel", "provider"),
+    [
+        ("anthropic/text-basic.sse", "gemini"),
+        ("anthropic/text-basic.sse", "openai-responses"),
+        ("openai-chat/text-include-usage.sse", "gemini"),  # ended by its [DONE]
+        ("gemini/text-2.0-flash.sse", "ollama"),
+        ("bedrock/text-nova-micro.ndjson", "ollama"),
+    ],
+)
+def test_a_stream_of_which_no_event_matches_the_provider_is_an_error(
+    rel: str, provider: str
+) -> None:
+    with pytest.raises(
+        StreamProtocolError, match=f"expected events in {provider}'s format"
+    ) as info:
+        fold_message([read(rel)], provider)
+    error = info.value
+    assert error.provider == provider
+    assert error.partial is not None and error.partial.content == []
+
+
+@pytest.mark.parametrize(
+    ("data", "provider"),
+    [
+        (b'event: ping\ndata: {"type": "ping"}\n\n', "anthropic"),
+        (b"data: [DONE]\n\n", "openai-chat"),
+        (b'data: {"candidates": []}\n\n', "gemini"),
+        (b'{"model": "m", "created_at": "2025-01-01T00:00:00Z", "done": false}\n', "ollama"),
+    ],
+)
+def test_an_empty_stream_in_the_providers_format_is_not_an_error(
+    data: bytes, provider: str
+) -> None:
+    message = fold_message([data], provider)
+    assert message.content == [] and message.status in ("incomplete", "complete")
+
+
 def test_fold_stops_reading_after_the_message_completes() -> None:
     data = read(THINKING_TOOL)
     seen: list[bytes] = []

@@ -30,6 +30,8 @@ _DETECT_WITHIN = 16
 _NO_PART = object()
 _WHITESPACE = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
+# Metadata a fold records whether or not it understood any event of its stream.
+_UNLEARNED_METADATA = frozenset({"provider", "skipped_events", "truncated_tail"})
 
 
 def sniff_format(head: bytes) -> StreamFormat | None:
@@ -96,6 +98,11 @@ class StreamFolder:
     def provider(self) -> str | None:
         """The provider, as given or as detected (None until known)."""
         return self._provider
+
+    @property
+    def events_seen(self) -> int:
+        """How many events (frames, or decoded objects) the fold has taken so far."""
+        return self._position
 
     @property
     def finished(self) -> bool:
@@ -266,8 +273,31 @@ class StreamFolder:
             except StreamfoldError as exc:
                 raise self._attach(exc) from None
             events.extend(self._apply(held, None))
+        if self._acc._skipped and not self._acc.finished:
+            self._check_understood()
         events.extend(self._acc.close())
         return events
+
+    def _check_understood(self) -> None:
+        """A stream whose events were skipped as unknown and taught the message nothing is
+        not this provider's (a wrong `provider=`): an error, not an empty message."""
+        message = self._acc.snapshot()
+        learned = (
+            message.content
+            or message.tool_calls
+            or message.tool_results
+            or message.usage is not None
+            or message.stop_reason is not None
+            or not _UNLEARNED_METADATA.issuperset(message.metadata)
+        )
+        if not learned:
+            skipped = message.metadata["skipped_events"]
+            raise self._attach(
+                StreamProtocolError(
+                    f"expected events in {self._provider}'s format, got {sum(skipped.values())} "
+                    f"that match none of its event types ({', '.join(list(skipped)[:5])})"
+                )
+            )
 
     def cancel(self) -> list[Event]:
         """The consumer gave up: finish with status cancelled, keeping all received."""
@@ -487,6 +517,8 @@ class StreamFolder:
     def _done(self) -> list[Event]:
         if self._decoder is None:
             return []
+        if self._acc._skipped and not self._acc.finished:
+            self._check_understood()
         return self._apply(self._decoder.done(), "[DONE]")
 
     def _payload(self, payload: Any, event: str | None) -> list[Event]:
