@@ -213,3 +213,47 @@ def test_record_command_and_replay_of_the_recording(tmp_path: Path) -> None:
     assert replayed.returncode == 0, replayed.stderr
     assert json.loads(replayed.stdout) == json.loads(done.stdout)
     assert json.loads(done.stdout) == fold_message(read(rec)).model_dump(mode="json")
+
+
+def _record(target: Path, data: bytes, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "streamfold", "record", str(target), "--message", *extra],
+        input=data.decode("latin-1"),
+        capture_output=True,
+        text=True,
+        encoding="latin-1",
+        env=_env(),
+        timeout=30,
+        check=False,
+    )
+
+
+def test_record_to_a_directory_exits_2_with_one_line(tmp_path: Path) -> None:
+    done = _record(tmp_path, read("anthropic/text-basic.sse"))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"streamfold: error: {tmp_path}: cannot write")
+
+
+# Bytes that frame no event: any text is SSE, whose unknown lines are ignored.
+NOT_A_STREAM = b"hello\nthis is not a stream\n" + bytes(range(1, 256)) * 4
+
+
+@pytest.mark.parametrize("provider", [[], ["--provider", "anthropic"]])
+def test_record_refuses_bytes_that_replay_would_refuse(provider: list[str], tmp_path: Path) -> None:
+    target = tmp_path / "noise.sse"
+    done = _record(target, NOT_A_STREAM, *provider)
+    assert done.returncode == 2
+    assert done.stdout == ""  # no empty message shown as if something was recorded
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "without a single event" in done.stderr and str(target) in done.stderr
+    assert target.read_bytes() == NOT_A_STREAM  # kept as received
+    replayed = subprocess.run(
+        [sys.executable, "-m", "streamfold", "replay", str(target), "--message", *provider],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=30,
+        check=False,
+    )
+    assert replayed.returncode == 2 and replayed.stdout == ""

@@ -72,6 +72,10 @@ def _as_bytes(chunk: Any) -> bytes:
     return f"{head}data: {data}\n\n".encode()
 
 
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
 class _Writer:
     """Writes a recording and its timing sidecar; both are complete even if cut short."""
 
@@ -80,8 +84,13 @@ class _Writer:
         self.timing = timing
         self.offset = 0
         self.marks: list[list[float]] = []
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.file: IO[bytes] = self.path.open("wb")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.file: IO[bytes] = self.path.open("wb")
+        except OSError as exc:
+            raise UsageError(
+                f"{self.path}: cannot write a recording there: {_reason(exc)}"
+            ) from None
         self.start = time.monotonic()
 
     def write(self, chunk: Any) -> None:
@@ -100,7 +109,11 @@ class _Writer:
         self.file.close()
         if self.timing:
             body = {"version": TIMING_VERSION, "chunks": self.marks}
-            timing_path(self.path).write_text(json.dumps(body) + "\n")
+            sidecar = timing_path(self.path)
+            try:
+                sidecar.write_text(json.dumps(body) + "\n")
+            except OSError as exc:
+                raise UsageError(f"{sidecar}: cannot write the timing: {_reason(exc)}") from None
 
     def __enter__(self) -> _Writer:
         return self
