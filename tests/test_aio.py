@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import anyio
@@ -10,6 +11,10 @@ import trio
 from support import read
 
 from streamfold import Message, MessageCompleted, PartCompleted, afold, afold_message, fold_message
+
+# A ResourceWarning from a finaliser (trio's, for an async generator abandoned to the
+# garbage collector) reaches pytest as an unraisable exception: an error here as well.
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 
 REL = "anthropic/thinking-then-tool-use.sse"
 
@@ -323,3 +328,23 @@ def test_a_completed_fold_is_not_cancelled_by_leaving_its_loop(backend: str) -> 
         assert source.closed.is_set()
 
     on(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("with_block", [False, True])
+def test_a_run_that_ends_as_the_loop_is_left_ends_cleanly(backend: str, with_block: bool) -> None:
+    # The close scheduled when the loop lets go may find the event loop shutting down.
+    async def main() -> None:
+        stream = afold(source.chunks)
+        async with contextlib.AsyncExitStack() as stack:
+            if with_block:
+                await stack.enter_async_context(stream)
+            async for event in stream:
+                if isinstance(event, PartCompleted):
+                    break
+        check_cancelled(stream.snapshot())
+
+    for _ in range(20):
+        source = Source(read(REL))
+        on(backend, main)
+        assert source.closed.is_set()

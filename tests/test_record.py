@@ -12,11 +12,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from support import REAL, read
 
 from streamfold import (
     MessageCompleted,
+    PartCompleted,
     SSEDecoder,
     fold_message,
     load_recording,
@@ -89,6 +91,30 @@ async def test_atee_async_stream(rec: str, tmp_path: Path) -> None:
             final = event.message
     assert final == fold_message(data)
     assert fold_message(load_recording(target)) == final
+
+
+async def test_atee_left_early_cancels_at_once_and_keeps_the_file(tmp_path: Path) -> None:
+    data = read(RECORDINGS[0])
+    closed = anyio.Event()
+
+    async def stream() -> AsyncIterator[bytes]:
+        try:
+            for chunk in _chunks(data, 7):
+                yield chunk
+        finally:
+            closed.set()
+
+    target = tmp_path / "cut.sse"
+    teed = atee(stream(), target)
+    async for event in teed:
+        if isinstance(event, PartCompleted):
+            break
+    assert teed.snapshot().status == "cancelled"  # before anything is awaited
+    kept = target.read_bytes()
+    assert kept and data.startswith(kept)
+    assert load_timing(target) is not None  # the file was closed: its timing is written
+    with anyio.fail_after(10):  # a bound, not a timing assertion
+        await closed.wait()  # the async source is closed by a task on the loop
 
 
 def _decoded_events(data: bytes) -> list[dict[str, Any]]:

@@ -218,25 +218,39 @@ def _close_soon(closing: list[Awaitable[Any]]) -> None:
     if trio is not None:
         with contextlib.suppress(RuntimeError):  # not in a trio run, or the run is over
             token = trio.lowlevel.current_trio_token()
-            token.run_sync_soon(trio.lowlevel.spawn_system_task, _close_all, closing)
+
+            def spawn() -> None:
+                # Runs in trio's own loop, where an error is an internal error of trio.
+                try:
+                    if closing:
+                        trio.lowlevel.spawn_system_task(_close_all, closing)
+                except RuntimeError:  # the run is ending: its nursery takes no more tasks
+                    _drop(closing)
+
+            token.run_sync_soon(spawn)
             return
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        # No event loop: the source is left to its own finaliser.
-        for result in closing:
-            close = getattr(result, "close", None)
-            if callable(close):
-                close()  # a close never awaited must not warn that it was never awaited
-        closing.clear()
+        _drop(closing)
         return
 
     def start() -> None:
-        task = loop.create_task(_close_all(closing))
-        _CLOSING.add(task)
-        task.add_done_callback(_CLOSING.discard)
+        if closing:
+            task = loop.create_task(_close_all(closing))
+            _CLOSING.add(task)
+            task.add_done_callback(_CLOSING.discard)
 
     loop.call_soon(start)
+
+
+def _drop(closing: list[Awaitable[Any]]) -> None:
+    """No event loop to close the source on: it is left to its own finaliser."""
+    for result in closing:
+        close = getattr(result, "close", None)
+        if callable(close):
+            close()  # a close never awaited must not warn that it was never awaited
+    closing.clear()
 
 
 def afold(
