@@ -348,3 +348,32 @@ def test_a_run_that_ends_as_the_loop_is_left_ends_cleanly(backend: str, with_blo
         source = Source(read(REL))
         on(backend, main)
         assert source.closed.is_set()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_source_only_the_fold_held_is_closed_before_the_run_ends(backend: str) -> None:
+    # Nothing else holds the source: left to the garbage collector inside the run, trio
+    # would warn (an error here) that the async generator was never closed.
+    data = read(REL)
+    closed: list[bool] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        try:
+            for start in range(0, len(data), 5):
+                await anyio.sleep(0)
+                yield data[start : start + 5]
+        finally:
+            closed.append(True)
+
+    async def main() -> None:
+        with anyio.CancelScope() as scope:
+            stream = afold(chunks())
+            async for event in stream:
+                if isinstance(event, PartCompleted):
+                    scope.cancel()
+                    await anyio.sleep(0)
+        check_cancelled(stream.snapshot())
+
+    for _ in range(20):
+        on(backend, main)
+    assert closed == [True] * 20

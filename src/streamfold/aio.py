@@ -216,6 +216,12 @@ def _close_soon(closing: list[Awaitable[Any]]) -> None:
         return
     trio = sys.modules.get("trio")
     if trio is not None:
+        with contextlib.suppress(RuntimeError):  # not in a trio task
+            trio.lowlevel.current_task()
+            # Released by the consumer's own code (its loop ended), in its task: the close
+            # starts now, while the run still takes tasks even if the consumer returns.
+            trio.lowlevel.spawn_system_task(_close_all, closing)
+            return
         with contextlib.suppress(RuntimeError):  # not in a trio run, or the run is over
             token = trio.lowlevel.current_trio_token()
 
