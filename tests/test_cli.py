@@ -204,6 +204,19 @@ def test_provider_override(capsys: pytest.CaptureFixture[str]) -> None:
     assert "nonsense" in err
 
 
+@pytest.mark.parametrize("provider", ["gemini", "openai-responses", "ollama"])
+def test_replay_with_a_provider_that_matches_no_event_exits_2(
+    provider: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = REAL / "anthropic/text-basic.sse"
+    args = ["replay", str(path), "--message", "--speed", "0", "--provider", provider]
+    code, out, err = _run_main(args, capsys)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and str(path) in err
+    assert f"expected events in {provider}'s format" in err
+
+
 def test_plain_output_when_not_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     rec = "anthropic/mcp-tool-use-thinking.sse"
     code, out, _ = _run_main(["replay", str(REAL / rec), "--speed", "0"], capsys)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 from support import REAL, final_message, fold_outcome, read, recordings, split_at
 
 from streamfold import (
+    Message,
     MessageCompleted,
     PartCompleted,
     PartStarted,
@@ -116,6 +119,121 @@ def test_consumer_that_stops_early_sees_a_cancelled_snapshot() -> None:
     snapshot = stream.snapshot()
     assert snapshot.status == "cancelled"
     assert snapshot.content[0].type == "thinking"
+
+
+class Chunks:
+    """A generator source over a recording that notes when it is closed."""
+
+    def __init__(self, data: bytes, size: int = 20) -> None:
+        self.closed = False
+        self.chunks = self._chunks(data, size)
+
+    def _chunks(self, data: bytes, size: int) -> Iterator[bytes]:
+        try:
+            for start in range(0, len(data), size):
+                yield data[start : start + size]
+        finally:
+            self.closed = True
+
+
+def check_cancelled(snapshot: Message) -> None:
+    assert snapshot.status == "cancelled"
+    assert snapshot.content[0].type == "thinking"
+    assert snapshot.content[0].options["signature"]
+
+
+def test_break_out_of_the_loop_cancels_at_once_and_closes_the_source() -> None:
+    source = Chunks(read(THINKING_TOOL))
+    stream = fold(source.chunks)
+    for event in stream:
+        if isinstance(event, PartCompleted):
+            break
+    check_cancelled(stream.snapshot())  # no close(): leaving the loop is enough
+    assert source.closed
+    assert list(stream) == []  # the fold is over
+
+
+def test_exception_in_the_loop_body_cancels_at_once_and_closes_the_source() -> None:
+    source = Chunks(read(THINKING_TOOL))
+    stream = fold(source.chunks)
+    with pytest.raises(LookupError):
+        for event in stream:
+            if isinstance(event, PartCompleted):
+                raise LookupError("the consumer failed")
+    check_cancelled(stream.snapshot())
+    assert source.closed
+
+
+def test_a_generator_consumer_that_stops_early_cancels_the_fold() -> None:
+    source = Chunks(read(THINKING_TOOL))
+    stream = fold(source.chunks)
+
+    def parts() -> Iterator[PartCompleted]:
+        for event in stream:
+            if isinstance(event, PartCompleted):
+                yield event
+
+    consumer = parts()
+    next(consumer)
+    consumer.close()
+    check_cancelled(stream.snapshot())
+    assert source.closed
+
+
+def test_close_before_reading_cancels_and_closes_the_source() -> None:
+    source = Chunks(read(THINKING_TOOL))
+    stream = fold(source.chunks)
+    stream.close()
+    assert stream.snapshot().status == "cancelled"
+    assert inspect.getgeneratorstate(source.chunks) == inspect.GEN_CLOSED
+
+
+def test_a_completed_fold_closes_its_source_and_is_not_cancelled() -> None:
+    source = Chunks(read(THINKING_TOOL), 1 << 20)
+    stream = fold(source.chunks)
+    events = list(stream)
+    assert isinstance(events[-1], MessageCompleted)
+    stream.close()
+    assert stream.snapshot().status == "complete"
+    assert source.closed
+
+
+@pytest.mark.parametrize(
+    ("rel", "provider"),
+    [
+        ("anthropic/text-basic.sse", "gemini"),
+        ("anthropic/text-basic.sse", "openai-responses"),
+        ("openai-chat/text-include-usage.sse", "gemini"),  # ended by its [DONE]
+        ("gemini/text-2.0-flash.sse", "ollama"),
+        ("bedrock/text-nova-micro.ndjson", "ollama"),
+    ],
+)
+def test_a_stream_of_which_no_event_matches_the_provider_is_an_error(
+    rel: str, provider: str
+) -> None:
+    with pytest.raises(
+        StreamProtocolError, match=f"expected events in {provider}'s format"
+    ) as info:
+        fold_message([read(rel)], provider)
+    error = info.value
+    assert error.provider == provider
+    assert error.partial is not None and error.partial.content == []
+
+
+@pytest.mark.parametrize(
+    ("data", "provider"),
+    [
+        (b'event: ping\ndata: {"type": "ping"}\n\n', "anthropic"),
+        (b"data: [DONE]\n\n", "openai-chat"),
+        (b'data: {"candidates": []}\n\n', "gemini"),
+        (b'{"model": "m", "created_at": "2025-01-01T00:00:00Z", "done": false}\n', "ollama"),
+    ],
+)
+def test_an_empty_stream_in_the_providers_format_is_not_an_error(
+    data: bytes, provider: str
+) -> None:
+    message = fold_message([data], provider)
+    assert message.content == [] and message.status in ("incomplete", "complete")
 
 
 def test_fold_stops_reading_after_the_message_completes() -> None:

@@ -267,7 +267,9 @@ def run(
             sink.progress(len(chunk))
             if folder.finished:
                 break
-        for event in folder.close():
+        closing = folder.close()
+        _check_held_events(folder)
+        for event in closing:
             sink.handle(event)
     except KeyboardInterrupt:
         for event in folder.cancel():
@@ -275,6 +277,13 @@ def run(
         raise
     finally:
         sink.finish()
+
+
+def _check_held_events(folder: StreamFolder, name: str = "", note: str = "") -> None:
+    # Bytes that frame no event at all (any text is SSE with no events) are no recording,
+    # even under --provider: folding them to an empty message would hide the mistake.
+    if folder.events_seen == 0:
+        raise UsageError(f"{name}expected {_KNOWN}, got input without a single event in it{note}")
 
 
 def replay(
@@ -499,7 +508,13 @@ def _record(args: argparse.Namespace, out: IO[str]) -> int:
     sink.start(f"recording to {args.out}", 0)
     try:
         for event in events:
+            if isinstance(event, MessageCompleted):
+                # What replay would refuse is refused here too, before its empty message
+                # is shown (the bytes stay in the file, as they arrived).
+                _check_held_events(events.folder, "<stdin>: ", f" (kept as received in {args.out})")
             sink.handle(event)
+    except UsageError:
+        raise
     except StreamfoldError as exc:
         raise UsageError(f"<stdin>: {exc}") from None
     finally:

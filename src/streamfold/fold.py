@@ -6,6 +6,7 @@ framing -> JSON -> provider decoder -> accumulator. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar, Literal
 
@@ -29,6 +30,8 @@ _DETECT_WITHIN = 16
 _NO_PART = object()
 _WHITESPACE = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
+# Metadata a fold records whether or not it understood any event of its stream.
+_UNLEARNED_METADATA = frozenset({"provider", "skipped_events", "truncated_tail"})
 
 
 def sniff_format(head: bytes) -> StreamFormat | None:
@@ -100,6 +103,11 @@ class StreamFolder:
     def provider(self) -> str | None:
         """The provider, as given or as detected (None until known)."""
         return self._provider
+
+    @property
+    def events_seen(self) -> int:
+        """How many events (frames, or decoded objects) the fold has taken so far."""
+        return self._position
 
     @property
     def finished(self) -> bool:
@@ -278,8 +286,31 @@ class StreamFolder:
             except StreamfoldError as exc:
                 raise self._attach(exc) from None
             events.extend(self._apply(held, None))
+        if self._acc._skipped and not self._acc.finished:
+            self._check_understood()
         events.extend(self._acc.close())
         return events
+
+    def _check_understood(self) -> None:
+        """A stream whose events were skipped as unknown and taught the message nothing is
+        not this provider's (a wrong `provider=`): an error, not an empty message."""
+        message = self._acc.snapshot()
+        learned = (
+            message.content
+            or message.tool_calls
+            or message.tool_results
+            or message.usage is not None
+            or message.stop_reason is not None
+            or not _UNLEARNED_METADATA.issuperset(message.metadata)
+        )
+        if not learned:
+            skipped = message.metadata["skipped_events"]
+            raise self._attach(
+                StreamProtocolError(
+                    f"expected events in {self._provider}'s format, got {sum(skipped.values())} "
+                    f"that match none of its event types ({', '.join(list(skipped)[:5])})"
+                )
+            )
 
     def cancel(self) -> list[Event]:
         """The consumer gave up: finish with status cancelled, keeping all received."""
@@ -505,6 +536,8 @@ class StreamFolder:
     def _done(self) -> list[Event]:
         if self._decoder is None:
             return []
+        if self._acc._skipped and not self._acc.finished:
+            self._check_understood()
         return self._apply(self._decoder.done(), "[DONE]")
 
     def _payload(self, payload: Any, event: str | None) -> list[Event]:
@@ -617,18 +650,35 @@ def _sdk_payload(obj: Any) -> dict[str, Any]:
 
 
 class Fold:
-    """Iterate the events of a stream; `snapshot()` reads the message so far at any time."""
+    """Iterate the events of a stream; `snapshot()` reads the message so far at any time.
+
+    A consumer that stops early gets status cancelled, with everything received, and the
+    source is closed (its `close()`, if it has one): at `close()`, or as soon as the
+    `for` loop that iterates the fold lets go of it (a break, an exception in the loop
+    body; CPython frees the loop's iterator then, even while the fold itself lives on).
+    """
 
     def __init__(self, chunks: Iterable[Any], folder: StreamFolder) -> None:
         self._chunks = chunks
         self.folder = folder
-        self._events = self._run()
+        # Held here until a loop takes it (`__iter__`); then only that loop holds it, so
+        # leaving the loop closes it at once instead of when the garbage collector runs.
+        self._events: Generator[Event, None, None] | None = self._run()
+        self._taken: weakref.ref[Generator[Event, None, None]] | None = None
 
     def __iter__(self) -> Iterator[Event]:
-        return self._events
+        events = self._generator()
+        if events is None:
+            return iter(())  # a loop took the events and let go of them: the fold is over
+        self._events = None
+        self._taken = weakref.ref(events)
+        return events
 
     def __next__(self) -> Event:
-        return next(self._events)
+        events = self._generator()
+        if events is None:
+            raise StopIteration
+        return next(events)
 
     def snapshot(self) -> Message:
         """The message so far (status cancelled if the consumer stopped early)."""
@@ -640,7 +690,18 @@ class Fold:
 
     def close(self) -> None:
         """Stop early: the message keeps everything received, with status cancelled."""
-        self._events.close()
+        events = self._generator()
+        if events is not None:
+            events.close()
+        if not self.folder.finished:
+            # The events were never read: closing the generator ran none of its code.
+            self.folder.cancel()
+            _close_source(self._chunks)
+
+    def _generator(self) -> Generator[Event, None, None] | None:
+        if self._events is not None:
+            return self._events
+        return None if self._taken is None else self._taken()
 
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
@@ -655,18 +716,24 @@ class Fold:
                     # Decoded event dicts, the provider known: the rest in one loop.
                     yield from folder.fold_objects(source)
                     break
-            if folder.finished:
-                # The message is over: release the source (an HTTP response, an SDK
-                # stream) instead of leaving it half read.
-                close = getattr(self._chunks, "close", None)
-                if callable(close):
-                    close()
-                return
-            yield from folder.close()
+            if not folder.finished:
+                yield from folder.close()
         except GeneratorExit:
             # The consumer stopped reading: what arrived is kept, marked cancelled.
             folder.cancel()
             raise
+        finally:
+            # The fold is over: release the source (an HTTP response, an SDK stream)
+            # instead of leaving it half read.
+            _close_source(self._chunks)
+
+
+def _close_source(chunks: Any) -> None:
+    """Close a fold's source, if it can be: a source that fails to close changes nothing."""
+    close = getattr(chunks, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):
+            close()
 
 
 def _source(chunks: Any, provider: str | None) -> tuple[Iterable[Any], str | None]:

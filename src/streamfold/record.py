@@ -26,21 +26,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterable,
-    AsyncIterator,
-    Generator,
-    Iterable,
-)
+from collections.abc import AsyncIterable, Generator, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from .aio import AsyncFold
 from .errors import UsageError
 from .events import Event
-from .fold import Fold, StreamFolder, StreamFormat
-from .message import Message
+from .fold import Fold, StreamFolder, StreamFormat, _close_source
 
 TIMING_SUFFIX = ".timing.json"
 TIMING_VERSION = 1
@@ -86,6 +80,10 @@ def _as_bytes(chunk: Any) -> bytes:
     return f"{head}data: {data}\n\n".encode()
 
 
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
 class _Writer:
     """Writes a recording and its timing sidecar; both are complete even if cut short."""
 
@@ -94,8 +92,13 @@ class _Writer:
         self.timing = timing
         self.offset = 0
         self.marks: list[list[float]] = []
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.file: IO[bytes] = self.path.open("wb")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.file: IO[bytes] = self.path.open("wb")
+        except OSError as exc:
+            raise UsageError(
+                f"{self.path}: cannot write a recording there: {_reason(exc)}"
+            ) from None
         self.start = time.monotonic()
 
     def write(self, chunk: Any) -> None:
@@ -114,7 +117,11 @@ class _Writer:
         self.file.close()
         if self.timing:
             body = {"version": TIMING_VERSION, "chunks": self.marks}
-            timing_path(self.path).write_text(json.dumps(body) + "\n")
+            sidecar = timing_path(self.path)
+            try:
+                sidecar.write_text(json.dumps(body) + "\n")
+            except OSError as exc:
+                raise UsageError(f"{sidecar}: cannot write the timing: {_reason(exc)}") from None
 
     def __enter__(self) -> _Writer:
         return self
@@ -157,10 +164,15 @@ class Tee(Fold):
             except GeneratorExit:
                 folder.cancel()
                 raise
+            finally:
+                _close_source(self._chunks)
 
 
-class AsyncTee:
-    """The async `Tee`: async-iterate the events while the stream is recorded."""
+class AsyncTee(AsyncFold):
+    """The async `Tee`: async-iterate the events while the stream is recorded.
+
+    A consumer that leaves early is handled as by `AsyncFold`; the file keeps what arrived.
+    """
 
     def __init__(
         self,
@@ -169,53 +181,28 @@ class AsyncTee:
         provider: str | None,
         timing: bool,
     ) -> None:
-        self.folder = StreamFolder(provider)
+        super().__init__(chunks, StreamFolder(provider))
         self.path = Path(path)
-        self._events = self._run(chunks, timing)
+        self._timing = timing
+        self._writer: _Writer | None = None
 
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._events
+    async def _read(self) -> Any:
+        if self._writer is None:
+            self._writer = _Writer(self.path, self._timing)
+        return await super()._read()
 
-    async def __anext__(self) -> Event:
-        return await self._events.__anext__()
+    def _fold_chunk(self, chunk: Any) -> list[Event]:
+        assert self._writer is not None  # opened by the first read
+        # Written before it is folded: a chunk that breaks the fold is kept.
+        self._writer.write(chunk)
+        return [] if self.folder.finished else self.folder.feed(chunk)
 
-    def snapshot(self) -> Message:
-        """The message so far."""
-        return self.folder.snapshot()
+    def _ends_with_the_message(self) -> bool:
+        return False  # what the provider sends after its end event is recorded too
 
-    async def aclose(self) -> None:
-        """Stop early: the file keeps what arrived; the message is marked cancelled."""
-        await self._events.aclose()
-        if not self.folder.finished:
-            self.folder.cancel()
-
-    async def _run(
-        self, chunks: AsyncIterable[Any] | Iterable[Any], timing: bool
-    ) -> AsyncGenerator[Event, None]:
-        import anyio
-
-        folder = self.folder
-        with _Writer(self.path, timing) as writer:
-            try:
-                if isinstance(chunks, AsyncIterable):
-                    async for chunk in chunks:
-                        writer.write(chunk)
-                        if not folder.finished:
-                            for event in folder.feed(chunk):
-                                yield event
-                else:
-                    for chunk in chunks:
-                        writer.write(chunk)
-                        if not folder.finished:
-                            for event in folder.feed(chunk):
-                                yield event
-                        await anyio.lowlevel.checkpoint()
-                if not folder.finished:
-                    for event in folder.close():
-                        yield event
-            except (GeneratorExit, anyio.get_cancelled_exc_class()):
-                folder.cancel()
-                raise
+    def _ended(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
 
 
 def tee(

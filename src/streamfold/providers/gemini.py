@@ -43,11 +43,28 @@ from ..deltas import (
     GrowPart,
     OpenPart,
     ReportError,
+    SkipEvent,
     UpdateMessage,
 )
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
 from .base import Decoder
+
+# The top-level fields of a GenerateContentResponse chunk (wire names; the google-genai
+# SDK's model_dump adds the last three). A chunk with none of them is not Gemini's.
+_CHUNK_FIELDS = frozenset(
+    {
+        "candidates",
+        "promptFeedback",
+        "usageMetadata",
+        "modelVersion",
+        "responseId",
+        "createTime",
+        "sdkHttpResponse",
+        "automaticFunctionCallingHistory",
+        "parsed",
+    }
+)
 
 T = TypeVar("T")
 
@@ -380,6 +397,10 @@ class GeminiDecoder(Decoder):
             out.append(UpdateMessage(usage=usage, metadata=changed or None))
         if finish is not None:
             out.append(finish)
+        if not out and payload.keys().isdisjoint(_CHUNK_FIELDS):
+            # Not a GenerateContentResponse at all (another provider's event, say): counted
+            # as skipped, as other decoders count an event type they do not know.
+            return [SkipEvent("unknown")]
         return out
 
     def close(self) -> list[Delta]:

@@ -19,6 +19,7 @@ from ..deltas import (
     GrowPart,
     OpenPart,
     ReportError,
+    SkipEvent,
     UpdateMessage,
 )
 from ..message import Status, StopReason, ToolCall, Usage
@@ -57,6 +58,10 @@ class OllamaDecoder(Decoder):
         """Translate one NDJSON line of /api/chat or /api/generate into neutral deltas."""
         if "error" in payload:
             return [self._error(payload)]
+        if "done" not in payload:
+            # Every line of an Ollama stream says whether it is the last: one that does not
+            # is another provider's event, counted as skipped (its "model" is not taken).
+            return [SkipEvent("unknown")]
         out: list[Delta] = []
         if not self._described:
             metadata: dict[str, Any] = {
