@@ -174,6 +174,9 @@ def test_wrong_types_are_refused_at_restore_naming_the_field() -> None:
         ("folder", "sse", "buffer"): ("not base64!", "folder.sse.buffer"),
         ("folder", "limits", "max_bytes"): (1, "folder.bytes"),  # less than already read
         ("folder", "limits", "max_part_chars"): (2.0, "folder.limits.max_part_chars"),
+        # What JSON (and so a message) cannot hold: refused here, not at the next dump.
+        ("folder", "accumulator", "metadata"): ({"a": "\ud800"}, "folder.accumulator.metadata.a"),
+        ("folder", "accumulator", "usage"): (float("nan"), "folder.accumulator.usage"),
     }
     for place, (value, field) in cases.items():
         bad = _replaced(state, place, value)

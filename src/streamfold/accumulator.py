@@ -120,8 +120,8 @@ class SlotState(BoxState):
     part: ContentPart | None = None
     call: ToolCall | None = None
     complete: bool = False
+    # The text so far (a part's content, a call's argument text): none is no content yet.
     chunks: list[str] = Field(default_factory=list)
-    has_content: bool = False
     options: JsonObject = Field(default_factory=dict)
     streamed: dict[str, list[str]] = Field(default_factory=dict)
     citations: list[Citation] = Field(default_factory=list)
@@ -226,7 +226,6 @@ class _Slot:
             part=part,
             call=call,
             chunks=list(self.chunks),
-            has_content=self.has_content,
             options=dict(self.options),
             streamed={key: list(chunks) for key, chunks in self.streamed.items()},
             citations=list(self.citations),
@@ -250,8 +249,6 @@ class _Slot:
         slot.size = sum(map(len, state.chunks))
         if slot.size > slot.limit:
             raise StateError("chunks", f"expected at most {slot.limit} characters, got {slot.size}")
-        if state.chunks and not state.has_content:
-            raise StateError("has_content", "expected true for a slot that holds chunks")
         for key, chunks in state.streamed.items():
             if key not in STREAMED_OPTIONS or not chunks:
                 raise StateError(f"streamed.{key}", "expected a streamed option's chunks")
@@ -260,7 +257,7 @@ class _Slot:
         if state.scanning and not isinstance(start, ToolCall):
             raise StateError("scanning", "expected false for a part that is not a tool call")
         slot.chunks = list(state.chunks)
-        slot.has_content = state.has_content
+        slot.has_content = bool(slot.chunks)  # (content "" is one chunk: [""])
         slot.options = dict(state.options)
         slot.streamed = {key: list(chunks) for key, chunks in state.streamed.items()}
         slot.citations = list(state.citations) if state.citations else _NO_CITATIONS

@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from typing import Any
+import math
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -72,32 +73,39 @@ def dump_state(state: FoldState, *, key: bytes | str | None = None) -> dict[str,
 
 
 def _check_plain_json(state: object) -> None:
-    """Refuse anything but JSON types, and nesting past MAX_STATE_DEPTH, without recursion
-    (a state 400 lists deep must give a StateError, not a RecursionError)."""
+    """Refuse anything JSON cannot hold (other types, non-finite floats, text UTF-8
+    cannot encode) and nesting past MAX_STATE_DEPTH, without recursion: a state 400
+    lists deep must give a StateError, not a RecursionError."""
     stack: list[tuple[object, int, str]] = [(state, 0, "")]
     while stack:
         value, depth, path = stack.pop()
         if depth > MAX_STATE_DEPTH:
             raise StateError(path, f"expected a state at most {MAX_STATE_DEPTH} levels deep")
-        if type(value) is dict:
-            for name, item in value.items():
-                if type(name) is not str:
-                    raise StateError(path, f"expected str keys, got {type(name).__name__}")
-                if type(item) in (dict, list):
-                    stack.append((item, depth + 1, f"{path}.{name}" if path else name))
-                elif not (item is None or type(item) in (str, int, float, bool)):
-                    raise StateError(
-                        f"{path}.{name}" if path else name,
-                        f"expected a JSON value, got {type(item).__name__}",
-                    )
-        elif type(value) is list:
-            for n, item in enumerate(value):
-                if type(item) in (dict, list):
-                    stack.append((item, depth + 1, f"{path}[{n}]"))
-                elif not (item is None or type(item) in (str, int, float, bool)):
-                    raise StateError(
-                        f"{path}[{n}]", f"expected a JSON value, got {type(item).__name__}"
-                    )
+        items: Any = value.items() if isinstance(value, dict) else enumerate(cast(list[Any], value))
+        for name, item in items:
+            where = f"{path}[{name}]" if type(name) is int else f"{path}.{name}" if path else name
+            if type(name) is str:
+                _check_text(name, where)
+            elif type(value) is dict:
+                raise StateError(path, f"expected str keys, got {type(name).__name__}")
+            kind = type(item)
+            if kind is dict or kind is list:
+                stack.append((item, depth + 1, where))
+            elif kind is str:
+                _check_text(item, where)
+            elif kind is float:
+                if not math.isfinite(item):
+                    raise StateError(where, f"expected a JSON number, got {item!r}")
+            elif not (item is None or kind is int or kind is bool):
+                raise StateError(where, f"expected a JSON value, got {kind.__name__}")
+
+
+def _check_text(text: str, where: str) -> None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise StateError(where, "expected text, got a lone surrogate") from None
 
 
 def load_state(state: Any, *, key: bytes | str | None = None) -> FoldState:
@@ -111,7 +119,7 @@ def load_state(state: Any, *, key: bytes | str | None = None) -> FoldState:
             f"expected a streamfold state of version {STATE_VERSION}, got {version!r} "
             "(states are read only by the streamfold version that wrote them)",
         )
-    _check_plain_json(state)
+    _check_plain_json(state)  # (the top level is a dict: checked above)
     if key is not None:
         mac = state.get(_MAC)
         if not isinstance(mac, str):
