@@ -177,6 +177,10 @@ def test_wrong_types_are_refused_at_restore_naming_the_field() -> None:
         # What JSON (and so a message) cannot hold: refused here, not at the next dump.
         ("folder", "accumulator", "metadata"): ({"a": "\ud800"}, "folder.accumulator.metadata.a"),
         ("folder", "accumulator", "usage"): (float("nan"), "folder.accumulator.usage"),
+        ("folder", "position"): (2**300, "folder.position"),
+        # The fold's own limits: depth (128) and part size.
+        ("folder", "accumulator", "metadata", "x"): (_deep(150), "folder.accumulator.metadata"),
+        ("folder", "limits", "max_parts"): (0, "folder.accumulator.slots"),
     }
     for place, (value, field) in cases.items():
         bad = _replaced(state, place, value)
@@ -184,6 +188,12 @@ def test_wrong_types_are_refused_at_restore_naming_the_field() -> None:
             StreamFolder.restore(bad)
         assert info.value.field.startswith(field), (place, info.value.field)
         assert field in str(info.value)
+    # Text past the part's limit (max_tool_argument_chars for a call's arguments).
+    bad = _replaced(state, ("folder", "limits", "max_tool_argument_chars"), 3)
+    bad = _replaced(bad, ("folder", "accumulator", "slots", 0, "chunks"), ["ab", "cd"])
+    with pytest.raises(streamfold.StateError, match="at most 3 characters") as info:
+        StreamFolder.restore(bad)
+    assert info.value.field == "folder.accumulator.slots[0].chunks"
 
 
 def test_hmac_right_key_only() -> None:

@@ -246,6 +246,8 @@ class _Slot:
         slot.limit = (
             limits.max_tool_argument_chars if isinstance(start, ToolCall) else limits.max_part_chars
         )
+        if isinstance(start, ContentPart) and len(start.content or "") > slot.limit:
+            raise StateError("part.content", f"expected at most {slot.limit} characters")
         slot.size = sum(map(len, state.chunks))
         if slot.size > slot.limit:
             raise StateError("chunks", f"expected at most {slot.limit} characters, got {slot.size}")
@@ -511,6 +513,18 @@ class Accumulator:
                 raise exc.within(f"slots[{n}]") from None
             if slot_state.scanning and not state.scan_arguments:
                 raise StateError(f"slots[{n}].scanning", "expected false: scan_arguments is off")
+            slot = acc._slots[-1]
+            # The values a fold keeps are held to its depth limit, as when they arrived.
+            try:
+                acc._check_part_depth(slot.start, "part {}", n)
+                acc._check_depth(slot.options, "part {}", n)
+            except StreamLimitError as exc:
+                raise StateError(f"slots[{n}]", str(exc)) from None
+        try:
+            acc._check_depth(state.metadata, "message metadata")
+            acc._check_depth(state.usage.raw if state.usage else None, "usage")
+        except StreamLimitError as exc:
+            raise StateError("metadata" if "metadata" in str(exc) else "usage", str(exc)) from None
         for n, entry in enumerate(state.open):
             if entry.slot >= len(acc._slots) or state.slots[entry.slot].complete:
                 raise StateError(f"open[{n}].slot", "expected the index of an open slot")

@@ -21,7 +21,13 @@ from .eventstream import EventStreamState
 from .framing import NDJSONDecoder, NDJSONState, SSEDecoder, SSEEvent, SSEState
 from .limits import DEFAULT_LIMITS, Limits
 from .message import Message, Role
-from .providers import canonical_provider, decoder_class, detect_provider, get_decoder
+from .providers import (
+    PROVIDERS,
+    canonical_provider,
+    decoder_class,
+    detect_provider,
+    get_decoder,
+)
 from .providers.base import Decoder
 from .state_schema import BoxState, Bytes, Count, JsonObject, validation_error
 
@@ -209,10 +215,8 @@ class StreamFolder:
         if state.bytes > limits.max_bytes:
             raise StateError("bytes", f"expected at most {limits.max_bytes} (max_bytes)")
         provider = state.provider
-        if provider is not None and (
-            provider != provider.strip().lower() or canonical_provider(provider) != provider
-        ):
-            raise StateError("provider", f"expected a provider's canonical name, got {provider!r}")
+        if provider is not None and provider not in PROVIDERS:
+            raise StateError("provider", f"expected one of {', '.join(PROVIDERS)}")
         framers = {"sse": state.sse, "ndjson": state.ndjson, "eventstream": state.eventstream}
         for name, framer in framers.items():
             if (framer is not None) != (state.format == name):

@@ -35,6 +35,9 @@ from .state_schema import MAX_JSON_DEPTH, validation_error
 STATE_VERSION = 3
 # How deep a whole state may nest: the boxes' own levels above the JSON values they keep.
 MAX_STATE_DEPTH = MAX_JSON_DEPTH + 24
+# No count, index or provider number comes near this; a bigger int is refused before it
+# could reach int-to-text conversion (limited to 4300 digits).
+_MAX_INT_BITS = 256
 _VERSION = "streamfold_state"
 _MAC = "mac"
 
@@ -96,7 +99,10 @@ def _check_plain_json(state: object) -> None:
             elif kind is float:
                 if not math.isfinite(item):
                     raise StateError(where, f"expected a JSON number, got {item!r}")
-            elif not (item is None or kind is int or kind is bool):
+            elif kind is int:
+                if item.bit_length() > _MAX_INT_BITS:
+                    raise StateError(where, f"expected an integer under 2**{_MAX_INT_BITS}")
+            elif not (item is None or kind is bool):
                 raise StateError(where, f"expected a JSON value, got {kind.__name__}")
 
 
