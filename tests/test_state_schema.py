@@ -177,7 +177,7 @@ def test_wrong_types_are_refused_at_restore_naming_the_field() -> None:
         # What JSON (and so a message) cannot hold: refused here, not at the next dump.
         ("folder", "accumulator", "metadata"): ({"a": "\ud800"}, "folder.accumulator.metadata.a"),
         ("folder", "accumulator", "usage"): (float("nan"), "folder.accumulator.usage"),
-        ("folder", "position"): (2**300, "folder.position"),
+        ("folder", "bytes"): (2**300, "folder.bytes"),
         # The fold's own limits: depth (128) and part size.
         ("folder", "accumulator", "metadata", "x"): (_deep(150), "folder.accumulator.metadata"),
         ("folder", "limits", "max_parts"): (0, "folder.accumulator.slots"),
