@@ -22,7 +22,8 @@ from .errors import OptionsError, StateError
 class BoxState(BaseModel):
     """A box's saved state: strict types, no extra fields, immutable once validated."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    # Built on first use: a fold that never saves pays nothing at import.
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, defer_build=True)
 
 
 # Counters and sizes: whole numbers, never negative, never past what a fold can reach.
