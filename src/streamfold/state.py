@@ -11,7 +11,15 @@ depth, the version, the HMAC when a key is given, every field's type and the fie
 agreement) and refuses anything else with one `StateError` naming the field.
 
 The envelope: {"streamfold_state": <version>, "folder": <FoldState>, "mac": <hex>} (the
-mac only with a key: HMAC-SHA256 over the canonical JSON of the rest).
+mac only with a key: HMAC-SHA256 over the canonical JSON of the rest; without a key, a
+mac is not checked).
+
+A box that gains an attribute: add a field to its state model (`SSEState` beside
+SSEDecoder, `AnthropicState` beside AnthropicDecoder, ...) with a default, write it in
+the box's `to_state()` and read it back in `from_state()`, checking it against the other
+fields where they must agree. A cache or a value derived from others is not saved: the
+constructor `from_state` starts from rebuilds it (tests/test_state_schema.py lists those,
+and fails on an attribute that is in neither). Bump STATE_VERSION with the change.
 """
 
 from __future__ import annotations
