@@ -154,6 +154,16 @@ def test_deep_nesting_is_a_typed_error_not_a_recursion_error() -> None:
             StreamFolder.restore(bad)
 
 
+def test_a_fold_a_state_cannot_hold_is_a_typed_error_at_save() -> None:
+    deep: Any = {"x": 1}
+    for _ in range(250):
+        deep = {"a": deep}
+    folder = StreamFolder()
+    folder.feed(deep)  # no provider recognised yet: held as it came
+    with pytest.raises(UsageError, match="save_state: expected a fold a state can hold"):
+        folder.save_state()
+
+
 @pytest.mark.parametrize("version", [2.0, "3", True, None, 2, 4])
 def test_only_this_format_number_is_read(version: Any) -> None:
     state = _anthropic_state()

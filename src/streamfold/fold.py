@@ -172,7 +172,16 @@ class StreamFolder:
         """
         from .state import dump_state
 
-        return dump_state(self.to_state(), key=key)
+        try:
+            state = self.to_state()
+        except ValidationError as exc:
+            # A value the fold holds but a state may not (an undetected event nested
+            # past the state's depth bound): said as what it is, not pydantic's error.
+            error = validation_error(exc)
+            raise UsageError(
+                f"save_state: expected a fold a state can hold, got {error.field}: {error.problem}"
+            ) from None
+        return dump_state(state, key=key)
 
     @classmethod
     def restore(cls, state: Any, *, key: bytes | str | None = None) -> StreamFolder:
