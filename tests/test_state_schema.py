@@ -192,6 +192,8 @@ def test_wrong_types_are_refused_at_restore_naming_the_field() -> None:
         # The fold's own limits: depth (128) and part size.
         ("folder", "accumulator", "metadata", "x"): (_deep(150), "folder.accumulator.metadata"),
         ("folder", "limits", "max_parts"): (0, "folder.accumulator.slots"),
+        # More bytes held than were ever read.
+        ("folder", "sse", "data"): (["eHh4eA=="] * 400, "folder.bytes"),
     }
     for place, (value, field) in cases.items():
         bad = _replaced(state, place, value)

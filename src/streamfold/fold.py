@@ -230,6 +230,13 @@ class StreamFolder:
         for name, framer in framers.items():
             if (framer is not None) != (state.format == name):
                 raise StateError(name, f"expected a {name} framer exactly when format is {name}")
+        held = len(state.head) + sum(
+            len(framer.buffer) + sum(map(len, getattr(framer, "data", ())))
+            for framer in (state.sse, state.ndjson, state.eventstream)
+            if framer is not None
+        )
+        if held > state.bytes:
+            raise StateError("bytes", f"expected at least the {held} bytes the framing holds")
         if state.head and (state.format is not None or sniff_format(state.head) is not None):
             raise StateError("head", "expected bytes only before the framing is known")
         if state.decoder is None:
