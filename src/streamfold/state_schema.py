@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypeAlias
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
 
 from ._model import check_json_object, json_depth_over
-from .errors import OptionsError, StateError
+from .errors import OptionsError, StateError, preview
 
 
 class BoxState(BaseModel):
@@ -44,7 +44,7 @@ def _json_value(value: object) -> object:
 
 def _json_object(value: object) -> object:
     if not isinstance(value, dict):
-        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+        raise ValueError("expected a JSON object")
     return _json_value(value)
 
 
@@ -60,11 +60,11 @@ def _bytes_in(value: object) -> bytes:
     if type(value) is bytes:  # a model built in this process
         return value
     if not isinstance(value, str):
-        raise ValueError(f"expected base64 text, got {type(value).__name__}")
+        raise ValueError("expected base64 text")
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise ValueError("expected base64 text, got characters base64 does not use") from None
+        raise ValueError("expected base64 text (no other characters)") from None
 
 
 # Bytes (a framer's buffer), written as base64 text.
@@ -86,10 +86,7 @@ def _key(value: object, depth: int) -> Hashable:
         return tuple(_key(item, depth + 1) for item in value)
     if type(value) is tuple and depth < 4:  # a model built in this process
         return tuple(_key(item, depth + 1) for item in value)
-    raise ValueError(
-        "expected a part key (an int, a str, or a list of them, at most 4 deep), "
-        f"got {type(value).__name__}"
-    )
+    raise ValueError("expected a part key (an int, a str, or a list of them, at most 4 deep)")
 
 
 def _key_out(key: Hashable) -> Any:
@@ -105,8 +102,9 @@ Key: TypeAlias = Annotated[
 
 def validation_error(exc: ValidationError) -> StateError:
     """The one StateError for a state model's validation errors: the first one's field."""
-    errors = exc.errors(include_url=False, include_input=False)
+    errors = exc.errors(include_url=False)
     first = errors[0]
     field = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in first["loc"])
+    got = f", got {preview(first['input'], 80)}" if "input" in first else ""
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return StateError(field.replace(".[", "["), first["msg"] + more)
+    return StateError(field.replace(".[", "["), first["msg"] + got + more)
