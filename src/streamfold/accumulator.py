@@ -11,6 +11,8 @@ from collections.abc import Callable, Hashable, Iterable
 from functools import partial
 from typing import Any, Literal, assert_never
 
+from pydantic import Field
+
 from ._model import json_depth_over
 from .deltas import (
     ClosePart,
@@ -24,7 +26,13 @@ from .deltas import (
     UpdateMessage,
 )
 from .display import display_items_for
-from .errors import StreamLimitError, StreamProtocolError, ToolArgumentsError, UsageError
+from .errors import (
+    StateError,
+    StreamLimitError,
+    StreamProtocolError,
+    ToolArgumentsError,
+    UsageError,
+)
 from .events import (
     Event,
     MessageCompleted,
@@ -49,6 +57,7 @@ from .message import (
 )
 from .partial_json import Change, IncrementalJSON, PartialJSONError
 from .parts import STREAMED_OPTIONS, Citation, ContentPart, PartType
+from .state_schema import BoxState, Count, JsonObject, Key
 
 # The tuples built directly, skipping the named tuple's keyword-handling __new__: these
 # run once per delta, or once per part, of every stream.
@@ -100,6 +109,50 @@ def _brackets(text: str | bytes) -> int:
 
 # Argument chunks joined and encoded at a time in a final build (see _Slot._parsed_call).
 _ENCODE_BATCH = 4096
+
+
+class SlotState(BoxState):
+    """One slot: an open part as it started and what grew it, or a complete one as built.
+
+    The scanner of `partial_arguments` is not saved: it is rebuilt from the text.
+    """
+
+    part: ContentPart | None = None
+    call: ToolCall | None = None
+    complete: bool = False
+    # The text so far (a part's content, a call's argument text): none is no content yet.
+    chunks: list[str] = Field(default_factory=list)
+    options: JsonObject = Field(default_factory=dict)
+    streamed: dict[str, list[str]] = Field(default_factory=dict)
+    citations: list[Citation] = Field(default_factory=list)
+    scanning: bool = False
+
+
+class OpenSlot(BoxState):
+    """An open part: the decoder's key for it and its slot's index."""
+
+    key: Key
+    slot: Count
+
+
+class AccumulatorState(BoxState):
+    """What an Accumulator needs to resume (its provider, strictness and limits are the
+    fold's, given to `from_state`)."""
+
+    role: Role = "assistant"
+    scan_arguments: bool = False
+    slots: list[SlotState] = Field(default_factory=list)
+    open: list[OpenSlot] = Field(default_factory=list)
+    closed_keys: list[Key] = Field(default_factory=list)
+    status: Status = "incomplete"
+    stop_reason: StopReason | None = None
+    raw_stop_reason: str | None = None
+    usage: Usage | None = None
+    metadata: JsonObject = Field(default_factory=dict)
+    skipped: dict[str, Count] = Field(default_factory=dict)
+    repairs: dict[str, Count] = Field(default_factory=dict)
+    finished: bool = False
+    final: Message | None = None
 
 
 class _Slot:
@@ -161,6 +214,61 @@ class _Slot:
         # Any growth now fails the size check, before it could touch the shared buffers
         # above: _too_big then says the part is complete (a taker kept past the part's end).
         self.limit = -1
+
+    def to_state(self) -> SlotState:
+        """This slot as saved-state data."""
+        start = self.done if self.done is not None else self.start
+        part = start if isinstance(start, ContentPart) else None
+        call = start if isinstance(start, ToolCall) else None
+        if self.done is not None:
+            return SlotState(part=part, call=call, complete=True)
+        return SlotState(
+            part=part,
+            call=call,
+            chunks=list(self.chunks),
+            options=dict(self.options),
+            streamed={key: list(chunks) for key, chunks in self.streamed.items()},
+            citations=list(self.citations),
+            scanning=self.scanner is not None,
+        )
+
+    @classmethod
+    def from_state(cls, state: SlotState, index: int, limits: Limits) -> _Slot:
+        """The slot `state` describes, at `index`, checked against the fold's limits."""
+        start = state.part if state.call is None else state.call
+        if start is None or (state.part is not None and state.call is not None):
+            raise StateError("", "expected exactly one of part and call")
+        slot = cls(index, start)
+        if state.complete:
+            slot.done = start
+            slot.release(start)
+            return slot
+        slot.limit = (
+            limits.max_tool_argument_chars if isinstance(start, ToolCall) else limits.max_part_chars
+        )
+        if isinstance(start, ContentPart) and len(start.content or "") > slot.limit:
+            raise StateError("part.content", f"expected at most {slot.limit} characters")
+        slot.size = sum(map(len, state.chunks))
+        if slot.size > slot.limit:
+            raise StateError("chunks", f"expected at most {slot.limit} characters, got {slot.size}")
+        for key, chunks in state.streamed.items():
+            if key not in STREAMED_OPTIONS or not chunks:
+                raise StateError(f"streamed.{key}", "expected a streamed option's chunks")
+            if sum(map(len, chunks)) > slot.limit:
+                raise StateError(f"streamed.{key}", f"expected at most {slot.limit} characters")
+        if state.scanning and not isinstance(start, ToolCall):
+            raise StateError("scanning", "expected false for a part that is not a tool call")
+        slot.chunks = list(state.chunks)
+        slot.has_content = bool(slot.chunks)  # (content "" is one chunk: [""])
+        slot.options = dict(state.options)
+        slot.streamed = {key: list(chunks) for key, chunks in state.streamed.items()}
+        slot.citations = list(state.citations) if state.citations else _NO_CITATIONS
+        if state.scanning:
+            # Derived from the text so far: scanned again, its changes already reported.
+            slot.scanner = IncrementalJSON()
+            if slot.chunks:
+                _scan(slot, slot.scanner, "".join(slot.chunks))
+        return slot
 
     def grow(self, delta: GrowPart) -> None:
         if delta.content is not None:
@@ -363,6 +471,83 @@ class Accumulator:
         # fold reads it for every chunk of a live stream.
         self.finished = False
         self._final: Message | None = None
+
+    def to_state(self) -> AccumulatorState:
+        """This accumulator as saved-state data."""
+        index = {id(slot): n for n, slot in enumerate(self._slots)}
+        return AccumulatorState(
+            role=self.role,
+            scan_arguments=self.scan_arguments,
+            slots=[slot.to_state() for slot in self._slots],
+            open=[OpenSlot(key=key, slot=index[id(slot)]) for key, slot in self._open.items()],
+            closed_keys=list(self._closed_keys),
+            status=self._status,
+            stop_reason=self._stop_reason,
+            raw_stop_reason=self._raw_stop_reason,
+            usage=self._usage,
+            metadata=dict(self._metadata),
+            skipped=dict(self._skipped),
+            repairs=dict(self._repairs),
+            finished=self.finished,
+            final=self._final,
+        )
+
+    @classmethod
+    def from_state(
+        cls, state: AccumulatorState, *, provider: str | None, strict: bool, limits: Limits
+    ) -> Accumulator:
+        """The accumulator `state` describes, checked whole against the fold's limits."""
+        acc = cls(
+            role=state.role,
+            provider=provider,
+            strict=strict,
+            limits=limits,
+            partial_arguments=state.scan_arguments,
+        )
+        if len(state.slots) > limits.max_parts:
+            raise StateError("slots", f"expected at most {limits.max_parts} (max_parts)")
+        for n, slot_state in enumerate(state.slots):
+            try:
+                acc._slots.append(_Slot.from_state(slot_state, n, limits))
+            except StateError as exc:
+                raise exc.within(f"slots[{n}]") from None
+            if slot_state.scanning and not state.scan_arguments:
+                raise StateError(f"slots[{n}].scanning", "expected false: scan_arguments is off")
+            slot = acc._slots[-1]
+            # The values a fold keeps are held to its depth limit, as when they arrived.
+            try:
+                acc._check_part_depth(slot.start, "part {}", n)
+                acc._check_depth(slot.options, "part {}", n)
+            except StreamLimitError as exc:
+                raise StateError(f"slots[{n}]", str(exc)) from None
+        try:
+            acc._check_depth(state.metadata, "message metadata")
+            acc._check_depth(state.usage.raw if state.usage else None, "usage")
+        except StreamLimitError as exc:
+            raise StateError("metadata" if "metadata" in str(exc) else "usage", str(exc)) from None
+        for n, entry in enumerate(state.open):
+            if entry.slot >= len(acc._slots) or state.slots[entry.slot].complete:
+                raise StateError(f"open[{n}].slot", "expected the index of an open slot")
+            if entry.key in acc._open:
+                raise StateError(f"open[{n}].key", "expected each open key once")
+            acc._open[entry.key] = acc._slots[entry.slot]
+        if len(acc._open) != sum(1 for slot in state.slots if not slot.complete):
+            raise StateError("open", "expected every slot that is not complete to be open")
+        if len({id(slot) for slot in acc._open.values()}) != len(acc._open):
+            raise StateError("open", "expected each open slot under one key")
+        if state.finished != (state.final is not None) or (state.finished and acc._open):
+            raise StateError("final", "expected the final message exactly when finished")
+        acc._closed_keys = set(state.closed_keys)
+        acc._status = state.status
+        acc._stop_reason = state.stop_reason
+        acc._raw_stop_reason = state.raw_stop_reason
+        acc._usage = state.usage
+        acc._metadata = dict(state.metadata)
+        acc._skipped = dict(state.skipped)
+        acc._repairs = dict(state.repairs)
+        acc.finished = state.finished
+        acc._final = state.final
+        return acc
 
     def apply(self, delta: Delta) -> list[Event]:
         """Apply one neutral delta and return the events it causes."""

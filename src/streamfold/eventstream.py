@@ -15,7 +15,8 @@ from typing import Any
 
 import jiter
 
-from .errors import StreamProtocolError, UsageError
+from .errors import StateError, StreamProtocolError, UsageError
+from .state_schema import BoxState, Bytes
 
 _PRELUDE = 12
 _CRC = 4
@@ -89,6 +90,14 @@ def _parse_headers(data: bytes, raw: bytes) -> dict[str, HeaderValue]:
     return headers
 
 
+class EventStreamState(BoxState):
+    """What an EventStreamFramer needs to resume: the unfinished message."""
+
+    buffer: Bytes = b""
+    closed: bool = False
+    truncated: bool = False
+
+
 class EventStreamFramer:
     """Incremental decoder of AWS eventstream messages, checking both CRCs."""
 
@@ -97,6 +106,23 @@ class EventStreamFramer:
         self._closed = False
         # Set by close() when it dropped the bytes of a message the stream cut short.
         self.truncated = False
+
+    def to_state(self) -> EventStreamState:
+        """This framer as saved-state data."""
+        return EventStreamState(
+            buffer=bytes(self._buffer), closed=self._closed, truncated=self.truncated
+        )
+
+    @classmethod
+    def from_state(cls, state: EventStreamState) -> EventStreamFramer:
+        """The framer `state` describes (it holds less than one message)."""
+        if len(state.buffer) >= _MAX_MESSAGE:
+            raise StateError("buffer", f"expected less than one message ({_MAX_MESSAGE} bytes)")
+        framer = cls()
+        framer._buffer = bytearray(state.buffer)
+        framer._closed = state.closed
+        framer.truncated = state.truncated
+        return framer
 
     def feed(self, data: bytes) -> list[EventStreamMessage]:
         """Feed bytes; return the messages they complete.

@@ -6,21 +6,38 @@ framing -> JSON -> provider decoder -> accumulator. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import weakref
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar, Literal
 
 import jiter
+from pydantic import Field, ValidationError
 
-from .accumulator import Accumulator
+from .accumulator import Accumulator, AccumulatorState
 from .deltas import ClosePart, Delta, GrowPart, OpenPart, new_grow
-from .errors import StreamfoldError, StreamLimitError, StreamProtocolError, UsageError
+from .errors import (
+    StateError,
+    StreamfoldError,
+    StreamLimitError,
+    StreamProtocolError,
+    UsageError,
+    preview,
+)
 from .events import Event, MessageCompleted
-from .framing import NDJSONDecoder, SSEDecoder, SSEEvent
+from .eventstream import EventStreamState
+from .framing import NDJSONDecoder, NDJSONState, SSEDecoder, SSEEvent, SSEState
 from .limits import DEFAULT_LIMITS, Limits
 from .message import Message, Role
-from .providers import canonical_provider, detect_provider, get_decoder
+from .providers import (
+    PROVIDERS,
+    canonical_provider,
+    decoder_class,
+    detect_provider,
+    get_decoder,
+)
 from .providers.base import Decoder
+from .state_schema import BoxState, Bytes, Count, Json, JsonObject, validation_error
 
 StreamFormat = Literal["sse", "ndjson", "eventstream", "objects"]
 
@@ -50,6 +67,86 @@ def sniff_format(head: bytes) -> StreamFormat | None:
         # An AWS eventstream prelude starts with a big-endian length well under 16 MiB.
         return "eventstream"
     return "sse"
+
+
+class LimitsState(BoxState):
+    """The fold's Limits (every field of it)."""
+
+    max_bytes: Count
+    max_parts: Count
+    max_part_chars: Count
+    max_tool_argument_chars: Count
+    max_depth: Count
+
+
+class HeldEvent(BoxState):
+    """An event held until the provider is known: its payload and SSE event name."""
+
+    payload: JsonObject
+    event: str | None = None
+
+
+class HeldFault(BoxState):
+    """A fault met inside a chunk of bytes: the fold raises it at its next feed() or close()."""
+
+    reason: str
+    provider: str | None = None
+    position: Count | None = None
+    raw_bytes: Bytes | None = None  # the raw event, when it was bytes
+    raw: Json = None  # else the raw event as JSON (or its preview, when JSON cannot hold it)
+
+    @classmethod
+    def of(cls, error: StreamProtocolError) -> HeldFault:
+        """The state of a held fault."""
+        raw = error.raw
+        if type(raw) is bytes:
+            return cls(
+                reason=error.reason, provider=error.provider, position=error.position, raw_bytes=raw
+            )
+        try:
+            return cls(
+                reason=error.reason, provider=error.provider, position=error.position, raw=raw
+            )
+        except ValidationError:
+            return cls(
+                reason=error.reason,
+                provider=error.provider,
+                position=error.position,
+                raw=preview(raw),
+            )
+
+    def rebuilt(self) -> StreamProtocolError:
+        """The fault this state describes."""
+        raw = self.raw_bytes if self.raw_bytes is not None else self.raw
+        return StreamProtocolError(
+            self.reason, provider=self.provider, raw=raw, position=self.position
+        )
+
+
+class FoldState(BoxState):
+    """What a StreamFolder needs to resume: its own fields and each box's state.
+
+    `decoder` is the state of the decoder of `provider` (its model is that decoder
+    class's `state_model`, picked by the name from the registry); the framer's is the
+    one field of `sse`, `ndjson`, `eventstream` that `format` names.
+    """
+
+    provider: str | None = None
+    choice: Count = 0
+    strict: bool = False
+    limits: LimitsState
+    bytes: Count = 0
+    format: StreamFormat | None = None
+    sse: SSEState | None = None
+    ndjson: NDJSONState | None = None
+    eventstream: EventStreamState | None = None
+    head: Bytes = b""
+    undetected: list[HeldEvent] = Field(default_factory=list)
+    position: Count = 0
+    closed: bool = False
+    fault: HeldFault | None = None
+    decoder: dict[str, Any] | None = None
+    accumulator: AccumulatorState
 
 
 class StreamFolder:
@@ -126,23 +223,135 @@ class StreamFolder:
         """
         return self._acc.partial_arguments(index)
 
-    def save_state(self) -> dict[str, Any]:
-        """The fold's whole state as JSON-ready data, to restore later or elsewhere."""
+    def save_state(self, *, key: bytes | str | None = None) -> dict[str, Any]:
+        """The fold's whole state as JSON-ready data, to restore later or elsewhere.
+
+        With `key`, the state carries an HMAC-SHA256 that `restore(state, key=key)` checks.
+        """
         from .state import dump_state
 
-        return dump_state(self)
+        try:
+            state = self.to_state()
+        except ValidationError as exc:
+            # A value the fold holds but a state may not (an undetected event nested
+            # past the state's depth bound): said as what it is, not pydantic's error.
+            error = validation_error(exc)
+            raise UsageError(
+                f"save_state: expected a fold a state can hold, got {error.field}: {error.problem}"
+            ) from None
+        return dump_state(state, key=key)
 
     @classmethod
-    def restore(cls, state: Any) -> StreamFolder:
-        """A folder that continues exactly where the one that saved `state` stopped."""
-        from .state import load_state
+    def restore(cls, state: Any, *, key: bytes | str | None = None) -> StreamFolder:
+        """A folder that continues exactly where the one that saved `state` stopped.
 
-        folder = load_state(state)
-        if not isinstance(folder, cls):
-            raise UsageError(
-                f"StreamFolder.restore: expected the state of a StreamFolder, got one of "
-                f"{type(folder).__name__}"
+        The state is validated whole first; anything wrong raises `StateError` naming the
+        field. With `key`, a state without the right HMAC is refused.
+        """
+        from .state import restore_folder
+
+        return restore_folder(state, key=key)
+
+    def to_state(self) -> FoldState:
+        """This fold as saved-state data (see `save_state` for the JSON)."""
+        framer = self._framer.to_state() if self._framer is not None else None
+        return FoldState(
+            provider=self._provider,
+            choice=self._decoder_options["choice"],
+            strict=self._decoder_options["strict"],
+            limits=LimitsState(**dataclasses.asdict(self._limits)),
+            bytes=self._bytes,
+            format=self._format,
+            sse=framer if isinstance(framer, SSEState) else None,
+            ndjson=framer if isinstance(framer, NDJSONState) else None,
+            eventstream=framer if isinstance(framer, EventStreamState) else None,
+            head=self._head,
+            undetected=[HeldEvent(payload=p, event=e) for p, e in self._undetected],
+            position=self._position,
+            closed=self._closed,
+            fault=None if self._fault is None else HeldFault.of(self._fault),
+            decoder=None
+            if self._decoder is None
+            else self._decoder.to_state().model_dump(mode="json"),
+            accumulator=self._acc.to_state(),
+        )
+
+    @classmethod
+    def from_state(cls, state: FoldState) -> StreamFolder:
+        """The fold `state` describes, every field checked against the others first."""
+        limits = Limits(**state.limits.model_dump())
+        if state.bytes > limits.max_bytes:
+            raise StateError("bytes", f"expected at most {limits.max_bytes} (max_bytes)")
+        provider = state.provider
+        if provider is not None and provider not in PROVIDERS:
+            raise StateError("provider", f"expected one of {', '.join(PROVIDERS)}")
+        framers = {"sse": state.sse, "ndjson": state.ndjson, "eventstream": state.eventstream}
+        for name, framer in framers.items():
+            if (framer is not None) != (state.format == name):
+                raise StateError(name, f"expected a {name} framer exactly when format is {name}")
+        held = len(state.head) + sum(
+            len(framer.buffer) + sum(map(len, getattr(framer, "data", ())))
+            for framer in (state.sse, state.ndjson, state.eventstream)
+            if framer is not None
+        )
+        if held > state.bytes:
+            raise StateError("bytes", f"expected at least the {held} bytes the framing holds")
+        if state.head and (state.format is not None or sniff_format(state.head) is not None):
+            raise StateError("head", "expected bytes only before the framing is known")
+        if state.decoder is None:
+            if provider is not None and state.format != "eventstream":
+                raise StateError("decoder", f"expected the state of the {provider} decoder")
+        elif provider is None or state.undetected:
+            raise StateError("decoder", "expected no decoder before the provider is known")
+        if len(state.undetected) >= _DETECT_WITHIN:
+            raise StateError("undetected", f"expected fewer than {_DETECT_WITHIN} events")
+        folder = cls(limits=limits)
+        folder._decoder_options = {"choice": state.choice, "strict": state.strict}
+        folder._provider = provider
+        if state.decoder is not None:
+            assert provider is not None
+            kind = decoder_class(provider)
+            try:
+                decoder_state = kind.state_model.model_validate(state.decoder)
+            except ValidationError as exc:
+                raise validation_error(exc).within("decoder") from None
+            try:
+                folder._decoder = kind.from_state(
+                    decoder_state, choice=state.choice, strict=state.strict
+                )
+            except StateError as exc:
+                raise exc.within("decoder") from None
+        try:
+            folder._acc = Accumulator.from_state(
+                state.accumulator,
+                provider=provider if folder._decoder is not None else None,
+                strict=state.strict,
+                limits=limits,
             )
+        except StateError as exc:
+            raise exc.within("accumulator") from None
+        folder._bytes = state.bytes
+        folder._format = state.format
+        try:
+            if state.sse is not None:
+                folder._framer = SSEDecoder.from_state(state.sse)
+            elif state.ndjson is not None:
+                folder._framer = NDJSONDecoder.from_state(state.ndjson)
+            elif state.eventstream is not None:
+                from .eventstream import EventStreamFramer
+
+                folder._framer = EventStreamFramer.from_state(state.eventstream)
+        except StateError as exc:
+            raise exc.within(str(state.format)) from None
+        folder._head = state.head
+        folder._undetected = [(held.payload, held.event) for held in state.undetected]
+        folder._position = state.position
+        folder._closed = state.closed
+        if state.fault is not None:
+            if not state.closed:
+                raise StateError("fault", "expected a held fault only in a closed fold")
+            folder._fault = state.fault.rebuilt()
+            folder._fault.partial = folder._acc.snapshot()
         return folder
 
     def feed(self, chunk: Any) -> list[Event]:

@@ -19,7 +19,8 @@ Keys, for a stream id S under `RelayConfig.prefix` P:
     P S:checkpoint  a hash, written whole by one HSET: `seq` and `id` of the last entry it
                     covers, `data` (JSON: {"v": 1, "message": <the Message so far>,
                     "open": [slot indexes still being written]}), `state` (JSON: the
-                    StreamFolder.save_state(), unless save_state=False; consumers never
+                    StreamFolder.save_state(), with its HMAC when the relay has a
+                    `state_key`, unless save_state=False; consumers never
                     fetch it), and, once the message is over, `end` (the seq of the
                     MessageCompleted entry).
     P S:lease       the producer's heartbeat: a token with a TTL (`lease_ttl`), refreshed
@@ -295,17 +296,23 @@ class Checkpoint:
     open: tuple[int, ...]
     state: dict[str, Any] | None
     end: int | None = None
+    state_key: bytes | str | None = field(default=None, repr=False, compare=False)
+    """The relay's `state_key`: `folder()` refuses a state without its HMAC."""
 
     def snapshot(self) -> Snapshot:
         return Snapshot(message=self.message, open=self.open)
 
     def folder(self) -> StreamFolder:
-        """The producer's StreamFolder as it was at this checkpoint (needs `save_state`)."""
+        """The producer's StreamFolder as it was at this checkpoint (needs `save_state`).
+
+        The state came from Redis: it is validated whole, and with the relay's
+        `state_key`, authenticated (a StateError if it is not as the producer saved it).
+        """
         if self.state is None:
             raise UsageError(
                 "Checkpoint.folder: expected a checkpoint saved with save_state=True, got none"
             )
-        return StreamFolder.restore(self.state)
+        return StreamFolder.restore(self.state, key=self.state_key)
 
 
 # --- events from their JSON -----------------------------------------------------------
@@ -511,10 +518,19 @@ def _after_seq(after: str | int | None) -> int | None:
 class Relay:
     """Publish folds to Redis and subscribe to them, from any process (asyncio only)."""
 
-    def __init__(self, redis: Any, config: RelayConfig | None = None) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        config: RelayConfig | None = None,
+        *,
+        state_key: bytes | str | None = None,
+    ) -> None:
         _redis()  # the extra must be installed even when a client is passed in
         self.redis = redis
         self.config = config or RelayConfig()
+        # Saved states in checkpoints carry an HMAC under this key, checked on restore:
+        # whoever can write to Redis cannot make a worker resume a state of their own.
+        self.state_key = state_key
         self._errors = _retryable()
         self.retries = 0
         self._cache = _Cache(65_536)
@@ -530,8 +546,16 @@ class Relay:
         """How many commands failed on a connection error and were retried."""
 
     @classmethod
-    def from_url(cls, url: str, config: RelayConfig | None = None, **options: Any) -> Relay:
-        """A relay on a new redis-py asyncio client for `url` (redis://127.0.0.1:6379/0)."""
+    def from_url(
+        cls,
+        url: str,
+        config: RelayConfig | None = None,
+        *,
+        state_key: bytes | str | None = None,
+        **options: Any,
+    ) -> Relay:
+        """A relay on a new redis-py asyncio client for `url` (redis://127.0.0.1:6379/0);
+        `state_key` authenticates the saved states of its checkpoints (see Relay)."""
         aioredis = _redis()
         from redis.asyncio.retry import Retry  # type: ignore[import-not-found, unused-ignore]
         from redis.backoff import NoBackoff  # type: ignore[import-not-found, unused-ignore]
@@ -544,7 +568,7 @@ class Relay:
         options.setdefault("max_connections", 64)
         options.setdefault("timeout", config.reconnect_timeout)
         pool = aioredis.BlockingConnectionPool.from_url(url, **options)
-        return cls(aioredis.Redis.from_pool(pool), config)
+        return cls(aioredis.Redis.from_pool(pool), config, state_key=state_key)
 
     async def aclose(self) -> None:
         """End the messages this relay's producers have not finished with status cancelled
@@ -641,6 +665,7 @@ class Relay:
                 open=tuple(int(i) for i in data.get("open", ())),
                 state=None if saved is None else _json(saved),
                 end=None if end is None else int(_text(end)),
+                state_key=self.state_key,
             )
             self._cache.put(cache_key, raw, checkpoint)
             return checkpoint
@@ -870,7 +895,7 @@ class RelayProducer:
             }
             ckpt = {"seq": self.seq, "id": _entry_id(self.seq), "data": _dumps(data)}
             if cfg.save_state:
-                ckpt["state"] = _dumps(self.folder.save_state())
+                ckpt["state"] = _dumps(self.folder.save_state(key=self.relay.state_key))
         if final is not None:
             self._done = True
             self.message = final.message

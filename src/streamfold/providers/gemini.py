@@ -36,6 +36,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from pydantic import Field
+
 from ..deltas import (
     ClosePart,
     Delta,
@@ -46,8 +48,10 @@ from ..deltas import (
     SkipEvent,
     UpdateMessage,
 )
+from ..errors import StateError
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
+from ..state_schema import BoxState, Count, Json, JsonObject
 from .base import Decoder
 
 # The top-level fields of a GenerateContentResponse chunk (wire names; the google-genai
@@ -344,10 +348,126 @@ class _StreamedCall:
     writer: _ArgsWriter = field(default_factory=_ArgsWriter)
 
 
+class GeminiTextState(BoxState):
+    """An open text part's chunks and the grounding reports already turned to citations."""
+
+    key: int
+    chunks: list[str] = Field(default_factory=list)
+    cited: list[list[Json]] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, part: _TextPart) -> GeminiTextState:
+        """The saved form of `part` (its offsets are derived from the chunks)."""
+        return cls(key=part.key, chunks=part.chunks, cited=[list(mark) for mark in part.cited])
+
+    def rebuilt(self) -> _TextPart:
+        """The text part this describes."""
+        part = _TextPart(self.key, [])
+        try:
+            for chunk in self.chunks:
+                part.add(chunk)
+        except UnicodeEncodeError:
+            raise StateError("chunks", "expected text UTF-8 can encode") from None
+        for n, mark in enumerate(self.cited):
+            if not all(item is None or isinstance(item, str | int | float) for item in mark):
+                raise StateError(f"cited[{n}]", "expected a report's plain values")
+            part.cited.add(tuple(mark))
+        return part
+
+
+class GeminiArgsFrame(BoxState):
+    """An open container of streamed arguments: its kind and the keys (items) it has."""
+
+    kind: Literal["object", "array"]
+    used: list[str | int] = Field(default_factory=list)
+
+
+class GeminiArgsState(BoxState):
+    """A streamed call's argument writer (see _ArgsWriter). `values` holds each streamed
+    string whole; `strings` names the paths of those that may still grow."""
+
+    started: bool = False
+    broken: bool = False
+    stack: list[GeminiArgsFrame] = Field(default_factory=list)
+    path: list[str | int] = Field(default_factory=list)
+    open_string: list[str | int] | None = None
+    values: JsonObject = Field(default_factory=dict)
+    strings: list[list[str | int]] = Field(default_factory=list)
+
+
+class GeminiCallState(BoxState):
+    """A function call streamed in pieces (Vertex partialArgs)."""
+
+    key: int
+    call_id: str | None = None
+    name: str | None = None
+    metadata: JsonObject = Field(default_factory=dict)
+    writer: GeminiArgsState = GeminiArgsState()
+
+
+class GeminiGrowable(BoxState):
+    """The text or thinking part later chunks of the same kind may still grow."""
+
+    key: int
+    kind: Literal["text", "thinking"]
+
+
+class GeminiState(BoxState):
+    """What a GeminiDecoder needs to resume."""
+
+    next_key: Count = 0
+    growable: GeminiGrowable | None = None
+    # The part grounding reports cite: the key of a part in `open_text`, if any.
+    last_text: int | None = None
+    open_text: list[GeminiTextState] = Field(default_factory=list)
+    call: GeminiCallState | None = None
+    calls: Count = 0
+    sent_meta: JsonObject = Field(default_factory=dict)
+    usage_raw: JsonObject | None = None
+    # A chunk with a finishReason arrived: the input's end is then the stream's end marker.
+    finish_seen: bool = False
+
+
+def _writer_state(writer: _ArgsWriter) -> GeminiArgsState:
+    return GeminiArgsState(
+        started=writer.started,
+        broken=writer.broken,
+        stack=[
+            GeminiArgsFrame(kind="object" if kind == "object" else "array", used=sorted(used))
+            for kind, used in writer._stack
+        ],
+        path=list(writer._path),
+        open_string=None if writer._open_string is None else list(writer._open_string),
+        values=_join_strings(writer.values),
+        strings=[list(path) for path in writer._strings],
+    )
+
+
+def _writer_from(state: GeminiArgsState) -> _ArgsWriter:
+    writer = _ArgsWriter()
+    writer.started = state.started
+    writer.broken = state.broken
+    writer._stack = [(frame.kind, set(frame.used)) for frame in state.stack]
+    writer._path = list(state.path)
+    writer._open_string = None if state.open_string is None else tuple(state.open_string)
+    writer.values = json.loads(json.dumps(state.values))  # its own copy, to grow
+    for n, path in enumerate(state.strings):
+        node: Any = writer.values
+        for segment in path[:-1]:
+            node = _child(node, segment)
+        text = _child(node, path[-1]) if path else None
+        if not isinstance(text, str):
+            raise StateError(f"strings[{n}]", "expected the path of a string in values")
+        chunks = writer._strings[tuple(path)] = _Chunks([text])
+        _put(node, path[-1], chunks)
+    return writer
+
+
 class GeminiDecoder(Decoder):
     """Gemini / Vertex `streamGenerateContent` chunks into neutral deltas."""
 
     provider = "gemini"
+    state_model = GeminiState
 
     def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
         super().__init__(choice=choice, strict=strict)
@@ -365,6 +485,68 @@ class GeminiDecoder(Decoder):
         self._finish_seen = False
 
     # --- events ------------------------------------------------------------------------
+
+    def to_state(self) -> GeminiState:
+        """This decoder as saved-state data (between chunks: no ends pending)."""
+        grow = self._growable
+        call = self._call
+        last = self._last_text
+        return GeminiState(
+            next_key=self._next_key,
+            growable=None if grow is None else GeminiGrowable(key=grow.key, kind=grow.kind),
+            last_text=None if last is None or last.key not in self._open_text else last.key,
+            open_text=[GeminiTextState.of(part) for part in self._open_text.values()],
+            call=None
+            if call is None
+            else GeminiCallState(
+                key=call.key,
+                call_id=call.call_id,
+                name=call.name,
+                metadata=call.metadata,
+                writer=_writer_state(call.writer),
+            ),
+            calls=self._calls,
+            sent_meta=self._sent_meta,
+            usage_raw=self._usage_raw,
+            finish_seen=self._finish_seen,
+        )
+
+    @classmethod
+    def from_state(
+        cls, state: GeminiState, *, choice: int = 0, strict: bool = False
+    ) -> GeminiDecoder:
+        """The decoder `state` describes."""
+        decoder = cls(choice=choice, strict=strict)
+        decoder._next_key = state.next_key
+        decoder._finish_seen = state.finish_seen
+        if state.growable is not None:
+            decoder._growable = _Growable(state.growable.key, state.growable.kind)
+        for n, saved in enumerate(state.open_text):
+            try:
+                decoder._open_text[saved.key] = saved.rebuilt()
+            except StateError as exc:
+                raise exc.within(f"open_text[{n}]") from None
+        if state.last_text is not None:
+            decoder._last_text = decoder._open_text.get(state.last_text)
+            if decoder._last_text is None:
+                raise StateError("last_text", "expected the key of a part in open_text")
+        if state.call is not None:
+            saved_call = state.call
+            try:
+                writer = _writer_from(saved_call.writer)
+            except StateError as exc:
+                raise exc.within("call.writer") from None
+            decoder._call = _StreamedCall(
+                saved_call.key,
+                saved_call.call_id,
+                saved_call.name,
+                dict(saved_call.metadata),
+                writer,
+            )
+        decoder._calls = state.calls
+        decoder._sent_meta = dict(state.sent_meta)
+        decoder._usage_raw = None if state.usage_raw is None else dict(state.usage_raw)
+        return decoder
 
     def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
         """Translate one GenerateContentResponse chunk into neutral deltas."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NoReturn
 
 import jiter
+from pydantic import Field
 
 from .._model import check_json_object
 from ..deltas import (
@@ -36,9 +37,10 @@ from ..deltas import (
     UpdateMessage,
     new_grow,
 )
-from ..errors import ToolArgumentsError
+from ..errors import StateError, ToolArgumentsError
 from ..message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
 from ..parts import Citation, CitationSource, ContentPart
+from ..state_schema import BoxState, Count, Json, JsonObject, Key, Number
 from .base import Decoder, PartGrower, json_string_body
 
 _PHASES = {"commentary": "narration", "final_answer": "answer"}
@@ -96,6 +98,119 @@ class _Item:
     input_chunks: list[str] = field(default_factory=list)  # custom tool call input
     input_done: str | None = None
     closed: set[Hashable] = field(default_factory=set)  # parts already done
+
+
+class ResponsesPartState(BoxState):
+    """An open part of an item (see _Part)."""
+
+    key: Key
+    has_text: bool = False
+    ended: bool = False
+    annotated: bool = False
+    logprobs: list[Json] = Field(default_factory=list)
+    logprobs_sent: bool = False
+
+
+class ResponsesItemState(BoxState):
+    """An output item being streamed (see _Item)."""
+
+    id: str
+    type: str
+    kind: str
+    added: JsonObject
+    phase: str | None = None
+    parts: list[ResponsesPartState] = Field(default_factory=list)
+    latest: Key | None = None
+    any_part: bool = False
+    call_id: str | None = None
+    name: str | None = None
+    has_arguments: bool = False
+    input_chunks: list[str] = Field(default_factory=list)
+    input_done: str | None = None
+    closed: list[Key] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, item: _Item) -> ResponsesItemState:
+        """The saved form of `item`."""
+        return cls(
+            id=item.id,
+            type=item.type,
+            kind=item.kind,
+            added=item.added,
+            phase=item.phase,
+            parts=[
+                ResponsesPartState(
+                    key=p.key,
+                    has_text=p.has_text,
+                    ended=p.ended,
+                    annotated=p.annotated,
+                    logprobs=p.logprobs,
+                    logprobs_sent=p.logprobs_sent,
+                )
+                for p in item.parts.values()
+            ],
+            latest=item.latest,
+            any_part=item.any_part,
+            call_id=item.call_id,
+            name=item.name,
+            has_arguments=item.has_arguments,
+            input_chunks=item.input_chunks,
+            input_done=item.input_done,
+            closed=list(item.closed),
+        )
+
+    def rebuilt(self) -> _Item:
+        """The item this describes."""
+        parts = {
+            p.key: _Part(p.key, p.has_text, p.ended, p.annotated, list(p.logprobs), p.logprobs_sent)
+            for p in self.parts
+        }
+        if len(parts) != len(self.parts):
+            raise StateError("parts", "expected each part key once")
+        return _Item(
+            id=self.id,
+            type=self.type,
+            kind=self.kind,
+            added=dict(self.added),
+            phase=self.phase,
+            parts=parts,
+            latest=self.latest,
+            any_part=self.any_part,
+            call_id=self.call_id,
+            name=self.name,
+            has_arguments=self.has_arguments,
+            input_chunks=list(self.input_chunks),
+            input_done=self.input_done,
+            closed=set(self.closed),
+        )
+
+
+class ResponsesItemAt(BoxState):
+    """The item an output_index names (for events that carry no item_id)."""
+
+    index: int
+    item: str
+
+
+class ResponsesEarly(BoxState):
+    """Lenient: an event that came before its item, held to replay when it is added."""
+
+    item: str
+    kind: str
+    payload: JsonObject
+
+
+class OpenAIResponsesState(BoxState):
+    """What an OpenAIResponsesDecoder needs to resume (its hot lane starts afresh)."""
+
+    items: list[ResponsesItemState] = Field(default_factory=list)
+    by_index: list[ResponsesItemAt] = Field(default_factory=list)
+    tool_calls: Count = 0
+    refusals: Count = 0
+    done: list[str] = Field(default_factory=list)
+    early: list[ResponsesEarly] = Field(default_factory=list)
+    seq_floor: Number | None = None
+    seq_above: list[Number] = Field(default_factory=list)
 
 
 class _Dropped(Exception):
@@ -189,6 +304,7 @@ class OpenAIResponsesDecoder(Decoder):
     """Decode OpenAI Responses API stream events into neutral deltas."""
 
     provider: ClassVar[str] = "openai-responses"
+    state_model = OpenAIResponsesState
 
     def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
         super().__init__(choice=choice, strict=strict)
@@ -209,6 +325,55 @@ class OpenAIResponsesDecoder(Decoder):
         self._hot: _Hot | None = None
         self._hot_misses = 0  # delta events declined since the lane last took one
         self._hot_head = _HOT_EVENT  # None: the lane stopped for this stream
+
+    def to_state(self) -> OpenAIResponsesState:
+        """This decoder as saved-state data (between events: no repairs noted)."""
+        return OpenAIResponsesState(
+            items=[ResponsesItemState.of(item) for item in self._items.values()],
+            by_index=[ResponsesItemAt(index=i, item=id_) for i, id_ in self._by_index.items()],
+            tool_calls=self._tool_calls,
+            refusals=self._refusals,
+            done=sorted(self._done),
+            early=[
+                ResponsesEarly(item=item_id, kind=kind, payload=payload)
+                for item_id, held in self._early.items()
+                for kind, payload in held
+            ],
+            seq_floor=self._seq_floor,
+            seq_above=sorted(self._seq_above),
+        )
+
+    @classmethod
+    def from_state(
+        cls, state: OpenAIResponsesState, *, choice: int = 0, strict: bool = False
+    ) -> OpenAIResponsesDecoder:
+        """The decoder `state` describes."""
+        decoder = cls(choice=choice, strict=strict)
+        for n, saved in enumerate(state.items):
+            try:
+                decoder._items[saved.id] = saved.rebuilt()
+            except StateError as exc:
+                raise exc.within(f"items[{n}]") from None
+        if len(decoder._items) != len(state.items):
+            raise StateError("items", "expected each item id once")
+        decoder._by_index = {at.index: at.item for at in state.by_index}
+        decoder._tool_calls = state.tool_calls
+        decoder._refusals = state.refusals
+        decoder._done = set(state.done)
+        for held in state.early:
+            decoder._early.setdefault(held.item, []).append((held.kind, dict(held.payload)))
+        above = set(state.seq_above)
+        if above and (
+            state.seq_floor is None
+            or len(above) > _MAX_SEQUENCE_GAP
+            or min(above) <= state.seq_floor + 1
+        ):
+            raise StateError(
+                "seq_above", f"expected at most {_MAX_SEQUENCE_GAP} numbers past a gap"
+            )
+        decoder._seq_floor = state.seq_floor
+        decoder._seq_above = above
+        return decoder
 
     # --- entry points ------------------------------------------------------------------
 
