@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -126,12 +126,36 @@ def _block_types(message: Message) -> list[str]:
     return kinds
 
 
+SDKClient = TypeVar("SDKClient")
+Closing = Callable[[Any], Any]
+
+
+@pytest.fixture
+async def closing() -> AsyncIterator[Callable[[SDKClient], SDKClient]]:
+    """Keeps the SDK clients a test makes and closes them after it: a client left to the
+    garbage collector closes its sockets in a finalizer, at whatever moment it runs."""
+    clients: list[Any] = []
+
+    def keep(client: SDKClient) -> SDKClient:
+        clients.append(client)
+        return client
+
+    yield keep
+    for client in clients:
+        aio = getattr(client, "aio", None)  # google-genai: the async client is apart
+        if aio is not None:
+            await aio.aclose()
+            client.close()
+        else:
+            await client.close()
+
+
 @needs["anthropic"]
 @pytest.mark.parametrize("rec", ANTHROPIC)
-async def test_anthropic_sdk(base_url: str, rec: str) -> None:
+async def test_anthropic_sdk(base_url: str, rec: str, closing: Closing) -> None:
     import anthropic
 
-    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="test", max_retries=0)
+    client = closing(anthropic.AsyncAnthropic(base_url=base_url, api_key="test", max_retries=0))
     request: dict[str, Any] = {
         "model": "claude-test",
         "max_tokens": 100,
@@ -176,10 +200,10 @@ def _chat_check(sdk: Any, direct: Message) -> None:
 
 @needs["openai_chat"]
 @pytest.mark.parametrize("rec", CHAT)
-async def test_openai_chat_sdk(base_url: str, rec: str) -> None:
+async def test_openai_chat_sdk(base_url: str, rec: str, closing: Closing) -> None:
     import openai
 
-    client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="test", max_retries=0)
+    client = closing(openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="test", max_retries=0))
     request: dict[str, Any] = {
         "model": "gpt-test",
         "messages": [{"role": "user", "content": "hi"}],
@@ -249,10 +273,10 @@ def _responses_check(sdk: Any, direct: Message) -> None:
 
 @needs["openai_responses"]
 @pytest.mark.parametrize("rec", RESPONSES)
-async def test_openai_responses_sdk(base_url: str, rec: str) -> None:
+async def test_openai_responses_sdk(base_url: str, rec: str, closing: Closing) -> None:
     import openai
 
-    client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="test", max_retries=0)
+    client = closing(openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="test", max_retries=0))
     request: dict[str, Any] = {"model": "gpt-test", "input": "hi", "extra_headers": _pick(rec)}
     direct = fold_message(read(rec))
     async with await client.responses.create(stream=True, **request) as stream:
@@ -290,13 +314,15 @@ def _gemini_check(sdk: Any, direct: Message) -> None:
 
 @needs["gemini"]
 @pytest.mark.parametrize("rec", GEMINI)
-async def test_gemini_sdk(base_url: str, rec: str) -> None:
+async def test_gemini_sdk(base_url: str, rec: str, closing: Closing) -> None:
     from google import genai
     from google.genai import types
 
-    client = genai.Client(
-        api_key="test",
-        http_options=types.HttpOptions(base_url=base_url, headers=_pick(rec)),
+    client = closing(
+        genai.Client(
+            api_key="test",
+            http_options=types.HttpOptions(base_url=base_url, headers=_pick(rec)),
+        )
     )
     direct = fold_message(read(rec))
     stream = await client.aio.models.generate_content_stream(model="gemini-test", contents="hi")
@@ -313,10 +339,10 @@ async def test_gemini_sdk(base_url: str, rec: str) -> None:
 # --- errors ---------------------------------------------------------------------------
 
 
-async def test_openai_errors(base_url: str) -> None:
+async def test_openai_errors(base_url: str, closing: Closing) -> None:
     import openai
 
-    client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="test", max_retries=0)
+    client = closing(openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="test", max_retries=0))
     messages: Any = [{"role": "user", "content": "hi"}]
     with pytest.raises(openai.NotFoundError) as missing:
         await client.chat.completions.create(
@@ -335,10 +361,10 @@ async def test_openai_errors(base_url: str) -> None:
     assert no_model.value.status_code == 400
 
 
-async def test_anthropic_errors(base_url: str) -> None:
+async def test_anthropic_errors(base_url: str, closing: Closing) -> None:
     import anthropic
 
-    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="test", max_retries=0)
+    client = closing(anthropic.AsyncAnthropic(base_url=base_url, api_key="test", max_retries=0))
     with pytest.raises(anthropic.NotFoundError) as missing:
         await client.messages.create(
             model="m",
@@ -359,12 +385,14 @@ async def test_anthropic_errors(base_url: str) -> None:
         )
 
 
-async def test_gemini_errors(base_url: str) -> None:
+async def test_gemini_errors(base_url: str, closing: Closing) -> None:
     from google import genai
     from google.genai import errors, types
 
-    client = genai.Client(
-        api_key="test", http_options=types.HttpOptions(base_url=base_url, headers=_pick("nope"))
+    client = closing(
+        genai.Client(
+            api_key="test", http_options=types.HttpOptions(base_url=base_url, headers=_pick("nope"))
+        )
     )
     with pytest.raises(errors.ClientError) as missing:
         await client.aio.models.generate_content(model="gemini-test", contents="hi")
@@ -451,6 +479,7 @@ def test_gemini_sync_client(base_url: str) -> None:
     chunks = list(client.models.generate_content_stream(model="gemini-test", contents="hi"))
     assert_same_fold(fold_message(chunks), fold_message(read(rec)))
     whole = client.models.generate_content(model="gemini-test", contents="hi")
+    client.close()
     _gemini_check(whole, fold_message(read(rec)))
     # The thought signature rides back on the part that carried it.
     parts = whole.candidates[0].content.parts  # type: ignore[index,union-attr]
@@ -680,19 +709,19 @@ def test_a_timing_sidecar_cannot_stall_or_leak(own_dir: tuple[Path, Path]) -> No
             assert str(directory).encode() not in ui.content
 
 
-async def test_sdks_read_the_refusals(base_url: str) -> None:
+async def test_sdks_read_the_refusals(base_url: str, closing: Closing) -> None:
     import anthropic
     import openai
     from google import genai
     from google.genai import errors, types
 
     huge = "x" * (2 * 1024 * 1024)
-    chat = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="test", max_retries=0)
+    chat = closing(openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="test", max_retries=0))
     with pytest.raises(openai.APIStatusError) as too_large:
         await chat.chat.completions.create(model="m", messages=[{"role": "user", "content": huge}])
     assert too_large.value.status_code == 413 and "at most" in too_large.value.message
 
-    claude = anthropic.AsyncAnthropic(base_url=base_url, api_key="test", max_retries=0)
+    claude = closing(anthropic.AsyncAnthropic(base_url=base_url, api_key="test", max_retries=0))
     with pytest.raises(anthropic.APIStatusError) as refused:
         await claude.messages.create(
             model="m", max_tokens=5, messages=[{"role": "user", "content": huge}]
@@ -701,8 +730,10 @@ async def test_sdks_read_the_refusals(base_url: str) -> None:
     assert refused.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
 
     foreign = {"host": "attacker.example"}
-    gemini = genai.Client(
-        api_key="test", http_options=types.HttpOptions(base_url=base_url, headers=foreign)
+    gemini = closing(
+        genai.Client(
+            api_key="test", http_options=types.HttpOptions(base_url=base_url, headers=foreign)
+        )
     )
     with pytest.raises(errors.ClientError) as denied:
         await gemini.aio.models.generate_content(model="gemini-test", contents="hi")
