@@ -21,12 +21,12 @@ from support import REAL, read
 from streamfold import (
     Message,
     MessageCompleted,
-    PartCompleted,
     extract_display_items,
     fold,
     fold_message,
 )
 from streamfold.cli import DEMO, bundled_recordings, event_to_json, main
+from streamfold.display import display_items_for
 
 ROOT = Path(__file__).resolve().parent.parent
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-B]")
@@ -158,17 +158,17 @@ def test_display_items_as_parts_complete(rec: str, capsys: pytest.CaptureFixture
     assert code == 0
     printed = [json.loads(line) for line in out.splitlines()]
     events = list(fold(read(rec)))
-    streamed = [
-        item.model_dump(mode="json")
-        for e in events
-        if isinstance(e, PartCompleted)
-        for item in e.display_items
-    ]
-    assert printed == streamed
+    # Each part's items, in stream order, as final: a text part's with its marker.
     final = next(e.message for e in events if isinstance(e, MessageCompleted))
+    whole = [
+        item.model_dump(mode="json")
+        for part in final.stream_order()
+        for item in display_items_for(part, final.role)
+    ]
+    assert printed == whole
     if final.status == "complete":
         whole = [i.model_dump(mode="json") for i in extract_display_items(final, "stream")]
-        assert sorted(map(json.dumps, printed)) == sorted(map(json.dumps, whole))
+        assert printed == whole
 
 
 @pytest.mark.parametrize("rec", ANY_RECORDINGS)

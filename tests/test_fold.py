@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import REAL, final_message, read
+from support import REAL, final_message, read, streamed_display_items
 
 from streamfold import (
     MessageCompleted,
@@ -46,10 +46,15 @@ def test_a_recording_folds_directly() -> None:
 
 
 def test_streamed_display_items_equal_the_final_messages() -> None:
+    # Each part's items when it completes, a text part's restated when its marker comes.
     for rel in ["anthropic/thinking-then-tool-use.sse", "anthropic/web-search-citations.sse"]:
         events = list(fold([read(rel)]))
-        streamed = [i for e in events if isinstance(e, PartCompleted) for i in e.display_items]
-        assert streamed == extract_display_items(final_message(events), order="stream")
+        streamed = streamed_display_items(events)
+        final = extract_display_items(final_message(events), order="stream")
+        assert streamed == final
+        assert any(i.content.get("utterance") == "narration" for i in final) == (
+            rel == "anthropic/web-search-citations.sse"
+        )
 
 
 def test_unknown_provider_name_is_a_usage_error() -> None:

@@ -801,7 +801,12 @@ def test_refusal_is_a_text_part_marked_refusal() -> None:
     message = _message(events)
     (part,) = message.content
     assert part.type == "text" and part.content == "I can't help with that."
-    assert part.options == {"id": "msg_1", "refusal": True}
+    assert part.options == {
+        "id": "msg_1",
+        "refusal": True,
+        "utterance": "answer",  # a refusal ends the turn
+        "utterance_inferred": True,
+    }
     assert message.status == "complete" and message.stop_reason == "refusal"
 
 

@@ -35,7 +35,7 @@ from .errors import StreamfoldError, UsageError
 from .fold import StreamFormat, fold_message
 from .framing import SSEDecoder
 from .message import Message, ToolCall, Usage
-from .parts import ContentPart, utterance
+from .parts import ContentPart, utterance, utterance_inferred
 from .record import EVENT_INTERVAL, TIMING_SUFFIX, load_timing, schedule
 
 try:
@@ -360,7 +360,7 @@ def response_object(message: Message, model: str) -> dict[str, Any]:
                     }
                 )
             marker = utterance(entry)
-            if marker is not None:
+            if marker is not None and not utterance_inferred(entry):  # only the provider's
                 item["phase"] = "commentary" if marker == "narration" else "final_answer"
     status = _RESPONSE_STATUS[message.status]
     incomplete = None

@@ -62,6 +62,12 @@ _PROGRESS_STATUSES = frozenset(
 )
 
 
+def _is_tool_item(item_type: str) -> bool:
+    """A built-in tool item (web_search_call, mcp_call, ...; an MCP approval request): tool
+    activity, so the text before it is narration. Lists and outputs are not."""
+    return item_type.endswith("_call") or item_type == "mcp_approval_request"
+
+
 _TOOL_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
 
 
@@ -965,7 +971,7 @@ class OpenAIResponsesDecoder(Decoder):
             content=None,
             options={"type": item_type, "id": item_id, "block": raw},
         )
-        return self._replay_early(item_id, [OpenPart((item_id,), part)])
+        return self._replay_early(item_id, [OpenPart((item_id,), part, _is_tool_item(item_type))])
 
     def _on_item_done(self, payload: dict[str, Any]) -> list[Delta]:
         raw = self._dict(payload, "item")
@@ -1620,6 +1626,7 @@ _HANDLERS: dict[str, _Handler] = {
 from .. import encoding as _enc  # noqa: E402
 from ..message import Message  # noqa: E402
 from ..parts import utterance as _utterance  # noqa: E402
+from ..parts import utterance_inferred as _utterance_inferred  # noqa: E402
 
 _PHASE_OF = {"narration": "commentary", "answer": "final_answer"}
 
@@ -1691,7 +1698,7 @@ def encode_request(
         for call in message.tool_calls:
             if call.call_id and call.metadata.get("type") == "custom_tool_call":
                 custom_calls.add(call.call_id)
-        items.extend(responses_items(message, mi, skip, custom_calls))
+        items.extend(responses_items(message, mi, skip, custom_calls, params.inferred_utterances))
     body: dict[str, Any] = dict(params.extra)
     if params.instructions:
         body["instructions"] = "\n\n".join(params.instructions)
@@ -1714,8 +1721,9 @@ def responses_items(
     mi: int,
     skip: frozenset[_enc.PartRef],
     custom_calls: frozenset[str] | set[str] = frozenset(),
+    inferred: bool = False,
 ) -> list[dict[str, Any]]:
-    """One Message as Responses input items."""
+    """One Message as Responses input items (`inferred`: with inferred markers as phase)."""
     if message.role == "tool":
         return [_call_output(r, mi, custom_calls) for r in message.tool_results]
     kept = [(pi, x) for pi, x in enumerate(message.stream_order()) if (mi, pi) not in skip]
@@ -1745,7 +1753,7 @@ def responses_items(
         else:
             text_id = part.options.get("id")
             if foreign or not isinstance(text_id, str):
-                items.append(_easy_message(part))
+                items.append(_easy_message(part, inferred))
                 open_id = None
                 continue
             if open_id != ("message", text_id):
@@ -1759,16 +1767,17 @@ def responses_items(
                     }
                 )
                 open_id = ("message", text_id)
-                phase = _phase(part)
+                phase = _phase(part, inferred)
                 if phase is not None:
                     items[-1]["phase"] = phase
             items[-1]["content"].append(_output_part(part))
     return items
 
 
-def _phase(part: ContentPart) -> str | None:
+def _phase(part: ContentPart, inferred: bool) -> str | None:
+    """The part's phase: its provider's marker; an inferred one only when asked for."""
     marker = _utterance(part)
-    if marker is not None:
+    if marker is not None and (inferred or not _utterance_inferred(part)):
         return _PHASE_OF[marker]
     phase = part.options.get("phase")
     return phase if phase in ("commentary", "final_answer") else None
@@ -1786,9 +1795,9 @@ def _grow_reasoning(item: dict[str, Any], part: ContentPart) -> None:
         item["encrypted_content"] = encrypted
 
 
-def _easy_message(part: ContentPart) -> dict[str, Any]:
+def _easy_message(part: ContentPart, inferred: bool) -> dict[str, Any]:
     item: dict[str, Any] = {"type": "message", "role": "assistant", "content": part.content or ""}
-    phase = _phase(part)
+    phase = _phase(part, inferred)
     if phase is not None:
         item["phase"] = phase
     return item
