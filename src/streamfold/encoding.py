@@ -67,6 +67,7 @@ ProblemCode = Literal[
     "tool_call_bad_arguments",
     "tool_result_without_call",
     "reasoning_without_id",
+    "computer_output_without_screenshot",
 ]
 
 
