@@ -215,6 +215,27 @@ def test_plain_output_when_not_a_terminal(capsys: pytest.CaptureFixture[str]) ->
     assert out.rstrip().endswith("usage: 3042 in · 354 out")
 
 
+def test_replay_sets_narration_apart_in_stream_order(capsys: pytest.CaptureFixture[str]) -> None:
+    rec = "anthropic/code-execution-bash-thinking.sse"
+    code, out, _ = _run_main(["replay", str(REAL / rec), "--speed", "0"], capsys)
+    assert code == 0
+    narration, answer = [
+        p.content or "" for p in fold_message(read(rec)).content[1:] if p.type == "text"
+    ]
+    # The narration printed under its header, once a tool showed it was narration; the
+    # server tool's blocks after it, then the answer, plain: the parts in stream order.
+    at = out.index("▸ narration\n" + narration)
+    assert at < out.index("▪ server_tool_use") < out.index(answer.splitlines()[0])
+    assert out.count("▸ narration") == 1
+
+
+def test_live_replay_marks_narration_under_a_terminal() -> None:
+    rec = "anthropic/web-search-citations.sse"
+    screen = _screen_text(run_in_pty(["replay", str(REAL / rec), "--speed", "0"]))
+    assert "▸ narration" in screen
+    assert _words("Let me search for more specific breaking news stories") in screen
+
+
 # --- errors -------------------------------------------------------------------------------
 
 

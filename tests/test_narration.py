@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any
 
 import jiter
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import REAL, final_message, fold_bytes, read, recordings
+from test_dict_lane import _dicts  # the JSON payloads of a recording
 
 from streamfold import (
     ContentPart,
@@ -236,15 +236,6 @@ def _check_contract(events: list[Event], label: str) -> None:
             assert streamed == (part.content or ""), f"{label}: slot {index}"
 
 
-def _payloads(rel: str) -> list[Any]:
-    out: list[Any] = []
-    for line in read(rel).splitlines():
-        data = line[5:].strip() if line.startswith(b"data:") else line.strip()
-        if data.startswith(b"{"):
-            out.append(jiter.from_json(data))
-    return out
-
-
 @pytest.mark.parametrize("rel", ALL)
 @settings(
     max_examples=8,
@@ -261,7 +252,7 @@ def test_every_character_arrives_in_a_part_delta_bytes(rel: str, data: st.DataOb
 @pytest.mark.parametrize("rel", TEXT_FILES)
 def test_every_character_arrives_in_a_part_delta_str_and_dicts(rel: str) -> None:
     _check_contract(list(fold(read(rel).decode())), rel)
-    _check_contract(list(fold(_payloads(rel))), rel)
+    _check_contract(list(fold(_dicts(rel))), rel)
 
 
 def test_every_character_arrives_in_a_part_delta_sdk_objects() -> None:
@@ -274,7 +265,7 @@ def test_every_character_arrives_in_a_part_delta_sdk_objects() -> None:
     checked = 0
     for provider, kind in kinds.items():
         for rel in recordings(provider):
-            objects = [construct_type(type_=kind, value=p) for p in _payloads(rel)]  # type: ignore[arg-type]
+            objects = [construct_type(type_=kind, value=p) for p in _dicts(rel)]  # type: ignore[arg-type]
             _check_contract(list(fold(objects, provider)), rel)
             checked += 1
     for rel in recordings("gemini"):
