@@ -279,3 +279,14 @@ def test_gemini_first_piece_is_a_delta() -> None:
     events = fold_bytes(read("gemini/text-2.0-flash.sse"))
     printed = "".join(e.content or "" for e in events if isinstance(e, PartDelta))
     assert printed.startswith("The capital of France is Paris")
+
+
+def test_the_ui_stream_ends_a_cut_turns_text_without_a_marker() -> None:
+    data = read("anthropic/code-execution-bash-thinking.sse")
+    cut = data.index(b"event: message_delta")  # the answer's block ended, the turn did not
+    chunks = list(to_ui_message_stream(fold_bytes(data[:cut])))
+    starts = [c["id"] for c in chunks if c["type"] == "text-start"]
+    ends = [c for c in chunks if c["type"] == "text-end"]
+    assert [c["id"] for c in ends] == starts  # every text part ends, in order
+    assert "utterance" not in ends[-1].get("providerMetadata", {}).get("streamfold", {})
+    assert chunks.index(ends[-1]) < [c["type"] for c in chunks].index("finish")

@@ -240,9 +240,11 @@ class UIMessageStreamEncoder:
         return [finish]
 
     def _end_open(self) -> list[UIMessageChunk]:
-        # Parts the wire left open when the stream broke: end them so a UI stops showing
-        # them as being written. An open tool call has no input to offer, so it stays.
-        out = [self._held[index] for index in sorted(self._held)]  # ended unmarked
+        # The message is over: text ends still waiting for a marker go out without one (a
+        # cut turn's answer is not known to be one). Parts the wire left open when the
+        # stream broke end too, so a UI stops showing them as being written; an open tool
+        # call has no input to offer, so it stays.
+        out = [self._held[index] for index in sorted(self._held)]
         self._held.clear()
         for index, kind in self._open.items():
             if kind in ("text", "reasoning"):
