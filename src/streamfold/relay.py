@@ -254,9 +254,9 @@ class Snapshot:
     """Slot indexes of the parts still being written (their later deltas follow)."""
 
     def events(self) -> list[Event]:
-        """The snapshot as events: PartStarted for every part (with its content so far),
-        PartCompleted for those already finished. Feed them to a UI encoder that starts
-        from nothing, then the live events."""
+        """The snapshot as events: PartStarted for every part, a PartDelta with its content
+        so far, PartMarked for a marked text part, PartCompleted for those already
+        finished. Feed them to a UI encoder that starts from nothing, then the live events."""
         return _Mirror(self).events
 
 
