@@ -446,3 +446,28 @@ def test_gemini_sync_client(base_url: str) -> None:
     # The thought signature rides back on the part that carried it.
     parts = whole.candidates[0].content.parts  # type: ignore[index,union-attr]
     assert [p for p in parts if p.thought_signature]
+
+
+def test_a_call_the_client_runs_goes_out_as_its_item() -> None:
+    from openai.types.responses import Response
+
+    from streamfold.serve import response_object
+
+    item = {
+        "type": "computer_call",
+        "id": "cu_1",
+        "call_id": "call_1",
+        "action": {"type": "screenshot"},
+        "pending_safety_checks": [],
+        "status": "completed",
+    }
+    events = [
+        {"type": "response.created", "response": {"id": "r", "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed"}},
+    ]
+    message = fold_message(events, "openai-responses")
+    body = response_object(message, "m")
+    assert body["output"] == [{**item, "id": "cu_1"}]
+    assert Response.model_validate(body).output[0].type == "computer_call"

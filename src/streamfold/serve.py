@@ -36,6 +36,7 @@ from .fold import StreamFormat, fold_message
 from .framing import SSEDecoder
 from .message import Message, ToolCall, Usage
 from .parts import ContentPart, utterance, utterance_inferred
+from .providers.openai_responses import CLIENT_CALL_INPUTS, call_item
 from .record import EVENT_INTERVAL, TIMING_SUFFIX, load_timing, schedule
 
 try:
@@ -311,6 +312,9 @@ def response_object(message: Message, model: str) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     for i, entry in enumerate(message.stream_order()):
         item_id = _item_id(entry)
+        if isinstance(entry, ToolCall) and entry.metadata.get("type") in CLIENT_CALL_INPUTS:
+            output.append(call_item(entry))  # an item the caller runs, as it came
+            continue
         if isinstance(entry, ToolCall):
             output.append(
                 {

@@ -1820,7 +1820,7 @@ def responses_items(
     open_id: tuple[str, str] | None = None  # (kind, id) of the item the last part grew
     for _, part in kept:
         if isinstance(part, ToolCall):
-            items.append(_call_item(part, foreign))
+            items.append(call_item(part, foreign))
             open_id = None
         elif part.type == "thinking":
             item_id = str(part.options["id"])
@@ -1895,7 +1895,9 @@ def _output_part(part: ContentPart) -> dict[str, Any]:
     }
 
 
-def _call_item(call: ToolCall, foreign: bool) -> dict[str, Any]:
+def call_item(call: ToolCall, foreign: bool = False) -> dict[str, Any]:
+    """A tool call as the Responses item it was: function_call, custom_tool_call, or an
+    item the caller runs (computer_call...) rebuilt from its arguments and item fields."""
     item: dict[str, Any]
     kind = call.metadata.get("type")
     if kind in CLIENT_CALL_INPUTS and isinstance(call.arguments, dict):
