@@ -16,6 +16,7 @@ from streamfold import (
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     StreamLimitError,
@@ -24,6 +25,7 @@ from streamfold import (
     Usage,
     UsageUpdated,
     merge_part,
+    put_utterance,
 )
 from streamfold.deltas import (
     ClosePart,
@@ -106,11 +108,16 @@ def test_each_part_equals_merge_part_over_its_deltas(deltas: list[Delta]) -> Non
             grown.setdefault(e.index, []).append(e)
     completed = {e.index: e.part for e in events if isinstance(e, PartCompleted)}
     assert set(completed) == set(started)
+    marks = {e.index: e for e in events if isinstance(e, PartMarked)}
+    final = next(e.message for e in events if isinstance(e, MessageCompleted)).stream_order()
     for index, start in started.items():
         pieces = [d.as_part() for d in grown.get(index, [])]
         if isinstance(start, ContentPart):
             expected = functools.reduce(merge_part, pieces, start)  # type: ignore[arg-type]
-            assert completed[index] == expected
+            mark = marks.get(index)
+            if mark is not None:  # the marker, with or after the part's end
+                expected = put_utterance(expected, mark.utterance, inferred=not mark.explicit)
+            assert final[index] == expected
         else:
             call = functools.reduce(merge_tool_call, pieces, start)  # type: ignore[arg-type]
             done = completed[index]

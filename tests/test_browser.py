@@ -10,7 +10,7 @@ from browser_support import ARTIFACTS, missing, open_page
 from server_support import serve_in_thread
 from support import REAL, fold_bytes, read
 
-from streamfold import MessageCompleted
+from streamfold import MessageCompleted, utterance
 
 RECORDING = "anthropic/code-execution-bash-thinking.sse"  # thinking, text, server blocks, text
 SPEED = "0.25"  # 35 events, 80 ms apart: about 3 s of streaming
@@ -61,6 +61,13 @@ def test_page_renders_a_replay_live(base_url: str, tmp_path: Path) -> None:
         # Each text part whole (the page keeps its raw text), then shown as Markdown.
         shown = page.eval_on_selector_all(".part.text", "els => els.map(e => e.streamfoldText)")
         assert shown == texts
+        # Narration set apart from the answer, as streamfold marked them.
+        marks = page.eval_on_selector_all(
+            ".part.text",
+            "els => els.map(e => ['narration', 'answer'].filter(c => e.classList.contains(c)))",
+        )
+        assert marks == [[utterance(p)] for p in message.content if p.type == "text"]
+        assert marks[0] == ["narration"] and marks[-1] == ["answer"]
         visible = page.inner_text("#message")
         assert "Final Answer" in visible and "###" not in visible
         assert page.query_selector(".part.text table") is not None

@@ -21,12 +21,12 @@ from support import REAL, read
 from streamfold import (
     Message,
     MessageCompleted,
-    PartCompleted,
     extract_display_items,
     fold,
     fold_message,
 )
 from streamfold.cli import DEMO, bundled_recordings, event_to_json, main
+from streamfold.display import display_items_for
 
 ROOT = Path(__file__).resolve().parent.parent
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-B]")
@@ -158,17 +158,17 @@ def test_display_items_as_parts_complete(rec: str, capsys: pytest.CaptureFixture
     assert code == 0
     printed = [json.loads(line) for line in out.splitlines()]
     events = list(fold(read(rec)))
-    streamed = [
-        item.model_dump(mode="json")
-        for e in events
-        if isinstance(e, PartCompleted)
-        for item in e.display_items
-    ]
-    assert printed == streamed
+    # Each part's items, in stream order, as final: a text part's with its marker.
     final = next(e.message for e in events if isinstance(e, MessageCompleted))
+    whole = [
+        item.model_dump(mode="json")
+        for part in final.stream_order()
+        for item in display_items_for(part, final.role)
+    ]
+    assert printed == whole
     if final.status == "complete":
         whole = [i.model_dump(mode="json") for i in extract_display_items(final, "stream")]
-        assert sorted(map(json.dumps, printed)) == sorted(map(json.dumps, whole))
+        assert printed == whole
 
 
 @pytest.mark.parametrize("rec", ANY_RECORDINGS)
@@ -226,6 +226,27 @@ def test_plain_output_when_not_a_terminal(capsys: pytest.CaptureFixture[str]) ->
     assert "\x1b[" not in out
     assert "▪ mcp_tool_use" in out
     assert out.rstrip().endswith("usage: 3042 in · 354 out")
+
+
+def test_replay_sets_narration_apart_in_stream_order(capsys: pytest.CaptureFixture[str]) -> None:
+    rec = "anthropic/code-execution-bash-thinking.sse"
+    code, out, _ = _run_main(["replay", str(REAL / rec), "--speed", "0"], capsys)
+    assert code == 0
+    narration, answer = [
+        p.content or "" for p in fold_message(read(rec)).content[1:] if p.type == "text"
+    ]
+    # The narration printed under its header, once a tool showed it was narration; the
+    # server tool's blocks after it, then the answer, plain: the parts in stream order.
+    at = out.index("▸ narration\n" + narration)
+    assert at < out.index("▪ server_tool_use") < out.index(answer.splitlines()[0])
+    assert out.count("▸ narration") == 1
+
+
+def test_live_replay_marks_narration_under_a_terminal() -> None:
+    rec = "anthropic/web-search-citations.sse"
+    screen = _screen_text(run_in_pty(["replay", str(REAL / rec), "--speed", "0"]))
+    assert "▸ narration" in screen
+    assert _words("Let me search for more specific breaking news stories") in screen
 
 
 # --- errors -------------------------------------------------------------------------------

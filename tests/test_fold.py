@@ -10,7 +10,15 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import REAL, final_message, fold_outcome, read, recordings, split_at
+from support import (
+    REAL,
+    final_message,
+    fold_outcome,
+    read,
+    recordings,
+    split_at,
+    streamed_display_items,
+)
 
 from streamfold import (
     Message,
@@ -54,10 +62,15 @@ def test_a_recording_folds_directly() -> None:
 
 
 def test_streamed_display_items_equal_the_final_messages() -> None:
+    # Each part's items when it completes, a text part's restated when its marker comes.
     for rel in ["anthropic/thinking-then-tool-use.sse", "anthropic/web-search-citations.sse"]:
         events = list(fold([read(rel)]))
-        streamed = [i for e in events if isinstance(e, PartCompleted) for i in e.display_items]
-        assert streamed == extract_display_items(final_message(events), order="stream")
+        streamed = streamed_display_items(events)
+        final = extract_display_items(final_message(events), order="stream")
+        assert streamed == final
+        assert any(i.content.get("utterance") == "narration" for i in final) == (
+            rel == "anthropic/web-search-citations.sse"
+        )
 
 
 def test_unknown_provider_name_is_a_usage_error() -> None:

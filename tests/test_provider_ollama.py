@@ -127,7 +127,7 @@ def test_chat_thinking_then_text_gives_two_parts_and_thinking_is_closed_by_text(
     message = final_message(events)
     assert message.content == [
         ContentPart.thinking("Let me think."),
-        ContentPart.text("The answer is 4."),
+        ContentPart.text("The answer is 4.", utterance="answer", utterance_inferred=True),
     ]
     completed = [e for e in events if isinstance(e, PartCompleted)]
     # The thinking part ends when text begins (inferred), before the message ends.

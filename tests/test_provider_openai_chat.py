@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 from openai._models import construct_type
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
-from support import REAL, assert_golden, entry, final_message, fold_bytes, golden_path, read
+from support import (
+    REAL,
+    assert_golden,
+    entry,
+    final_message,
+    fold_bytes,
+    golden_path,
+    read,
+    streamed_display_items,
+)
 from support import recordings as all_recordings
 
 from streamfold import (
@@ -976,7 +985,7 @@ def test_refusal_is_a_marked_text_part() -> None:
     assert (part.type, part.content, part.options) == (
         "text",
         "I can't help with that.",
-        {"refusal": True},
+        {"refusal": True, "utterance": "answer", "utterance_inferred": True},
     )
     assert (message.stop_reason, message.raw_stop_reason, message.status) == (
         "refusal",
@@ -1216,11 +1225,8 @@ def test_detected_without_a_provider_name() -> None:
 
 
 def _streamed_display_items(events: list[Event]) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    for e in events:
-        if isinstance(e, PartCompleted):
-            items.extend(i.model_dump() for i in e.display_items)
-    return items
+    # A text part's marker may come after it completed (Chat's at [DONE]).
+    return [i.model_dump() for i in streamed_display_items(events)]
 
 
 def _strip_stop_reason(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -759,3 +759,28 @@ async def test_an_absurd_content_length_is_a_413() -> None:
     scope = {"type": "http", "method": "POST", "path": "/x", "headers": headers}
     await RequestGuard(never)(scope, receive, send)
     assert sent[0]["status"] == 413
+
+
+def test_a_call_the_client_runs_goes_out_as_its_item() -> None:
+    from openai.types.responses import Response
+
+    from streamfold.serve import response_object
+
+    item = {
+        "type": "computer_call",
+        "id": "cu_1",
+        "call_id": "call_1",
+        "action": {"type": "screenshot"},
+        "pending_safety_checks": [],
+        "status": "completed",
+    }
+    events = [
+        {"type": "response.created", "response": {"id": "r", "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed"}},
+    ]
+    message = fold_message(events, "openai-responses")
+    body = response_object(message, "m")
+    assert body["output"] == [{**item, "id": "cu_1"}]
+    assert Response.model_validate(body).output[0].type == "computer_call"

@@ -38,6 +38,7 @@ from .events import (
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     UsageUpdated,
@@ -56,7 +57,18 @@ from .message import (
     parse_tool_arguments_json,
 )
 from .partial_json import Change, IncrementalJSON, PartialJSONError
-from .parts import STREAMED_OPTIONS, Citation, ContentPart, PartType
+from .parts import (
+    INFERRED_OPTION,
+    STREAMED_OPTIONS,
+    UTTERANCES,
+    Citation,
+    ContentPart,
+    PartType,
+    Utterance,
+    put_utterance,
+    utterance,
+    utterance_inferred,
+)
 from .state_schema import BoxState, Count, JsonObject, Key
 
 # The tuples built directly, skipping the named tuple's keyword-handling __new__: these
@@ -153,6 +165,8 @@ class AccumulatorState(BoxState):
     repairs: dict[str, Count] = Field(default_factory=dict)
     finished: bool = False
     final: Message | None = None
+    # The text slots still waiting for a narration / answer marker, in stream order.
+    unmarked: list[Count] = Field(default_factory=list)
 
 
 class _Slot:
@@ -461,6 +475,9 @@ class Accumulator:
         self._slots: list[_Slot] = []
         self._open: dict[Hashable, _Slot] = {}
         self._closed_keys: set[Hashable] = set()
+        # Slot indices of the text parts still waiting for a narration / answer marker:
+        # those after the last tool part (see _open_part and _finish).
+        self._unmarked: list[int] = []
         self._status: Status = "incomplete"
         self._stop_reason: StopReason | None = None
         self._raw_stop_reason: str | None = None
@@ -490,6 +507,7 @@ class Accumulator:
             repairs=dict(self._repairs),
             finished=self.finished,
             final=self._final,
+            unmarked=list(self._unmarked),
         )
 
     @classmethod
@@ -547,6 +565,10 @@ class Accumulator:
         acc._repairs = dict(state.repairs)
         acc.finished = state.finished
         acc._final = state.final
+        for n, index in enumerate(state.unmarked):
+            if not (index < len(acc._slots) and acc._slots[index].kind == "text"):
+                raise StateError(f"unmarked[{n}]", "expected the index of a text slot")
+        acc._unmarked = list(state.unmarked)
         return acc
 
     def apply(self, delta: Delta) -> list[Event]:
@@ -742,21 +764,48 @@ class Accumulator:
                 len(self._slots) + 1,
                 "the message has too many parts",
             )
-        slot = _Slot(len(self._slots), delta.part)
+        part = delta.part
+        # PartStarted carries the part's identity and kind, never its content: text (or
+        # argument text) that came with the start goes on in a PartDelta of its own, as if
+        # it had streamed, so a consumer that prints the deltas misses nothing.
+        first: GrowPart | None = None
+        if isinstance(part, ContentPart):
+            if part.content or part.citations:
+                first = GrowPart(delta.key, part.content or None, None, tuple(part.citations))
+                part = ContentPart.trusted(
+                    type=part.type,
+                    content=None if part.content is None else "",
+                    options=part.options,
+                    citations=[],
+                )
+        elif isinstance(part.arguments, str) and part.arguments:
+            first = GrowPart(delta.key, part.arguments)
+            part = part.replaced(arguments="")
+        slot = _Slot(len(self._slots), part)
         slot.limit = (
             self.limits.max_tool_argument_chars
-            if isinstance(delta.part, ToolCall)
+            if isinstance(part, ToolCall)
             else self.limits.max_part_chars
         )
         if slot.size > slot.limit:
             slot._too_big(slot.size)
+        # Tool activity of any kind makes the text before it narration, the moment it starts.
+        events: list[Event] = (
+            self._mark_waiting("narration") if delta.tool or isinstance(part, ToolCall) else []
+        )
         self._slots.append(slot)
         self._open[delta.key] = slot
         self._closed_keys.discard(delta.key)
-        part = delta.part
         if isinstance(part, ToolCall) and part.index != slot.index:
             part = part.replaced(index=slot.index)
-        events: list[Event] = [_new_part_started((slot.index, part, "part_started"))]
+        events.append(_new_part_started((slot.index, part, "part_started")))
+        if isinstance(part, ContentPart) and part.type == "text":
+            marker = utterance(part)
+            if marker is None:
+                self._unmarked.append(slot.index)
+            else:
+                # The provider's own marker: said at once, and never replaced.
+                events.append(PartMarked(slot.index, marker, not utterance_inferred(part)))
         if (
             self.scan_arguments
             and isinstance(part, ToolCall)
@@ -765,16 +814,64 @@ class Accumulator:
             and part.metadata.get("type") != "custom_tool_call"
         ):
             slot.scanner = IncrementalJSON()
-            if part.arguments:
-                # Argument text in the start itself: its changes in a delta of their own.
-                changes = _scan(slot, slot.scanner, part.arguments)
-                if changes:
-                    events.append(
-                        PartDelta(
-                            index=slot.index, part_type="tool_call", arguments_changes=changes
-                        )
-                    )
+        if first is not None:
+            events.extend(self.apply(first))
         return events
+
+    def mark(self, index: int, marker: Utterance, *, explicit: bool) -> list[Event]:
+        """Mark the text part at slot `index` (a relay replaying a producer's PartMarked).
+
+        An explicit marker replaces an inferred one; nothing replaces an explicit one.
+        Nothing happens (no event) for a slot that is not a text part, or once finished.
+        """
+        if self.finished or not 0 <= index < len(self._slots):
+            return []
+        if self._slots[index].kind != "text" or marker not in UTTERANCES:
+            return []
+        event = self._mark(self._slots[index], marker, explicit)
+        return [] if event is None else [event]
+
+    def _mark(self, slot: _Slot, marker: Utterance, explicit: bool) -> PartMarked | None:
+        done = slot.done
+        assert not isinstance(done, ToolCall)  # only text slots are marked
+        options = slot.options if done is None else done.options
+        if options.get("utterance") in UTTERANCES and (
+            not explicit or options.get(INFERRED_OPTION) is not True
+        ):
+            return None  # marked already, as firmly
+        if done is None:
+            options["utterance"] = marker
+            if explicit:
+                options.pop(INFERRED_OPTION, None)
+            else:
+                options[INFERRED_OPTION] = True
+        else:
+            slot.done = slot.start = put_utterance(done, marker, inferred=not explicit)
+        return PartMarked(slot.index, marker, explicit)
+
+    def _mark_waiting(self, marker: Utterance) -> list[Event]:
+        """Mark every text part still waiting for a marker (inferred)."""
+        if not self._unmarked:
+            return []
+        slots = self._slots
+        events: list[Event] = []
+        for index in self._unmarked:
+            event = self._mark(slots[index], marker, False)
+            if event is not None:
+                events.append(event)
+        self._unmarked = []
+        return events
+
+    def _closing_utterance(self) -> Utterance | None:
+        """The marker of the text after the last tool, by how the message ended.
+
+        A cut, cancelled or failed message (status incomplete, cancelled, error) leaves it
+        unmarked: whether it was the answer is not known. By status, not by whether the
+        wire said "end": a Gemini stream just stops after the chunk with its finishReason.
+        """
+        if self._status in ("incomplete", "cancelled", "error"):
+            return None
+        return "narration" if self._stop_reason in ("tool_use", "pause") else "answer"
 
     def _close(
         self,
@@ -791,6 +888,11 @@ class Accumulator:
             # so a later end (or a cancel) still keeps what it had.
             self._check_part_depth(final, "part {}", slot.index)
             part = final.replaced(index=slot.index) if isinstance(final, ToolCall) else final
+            marker = slot.options.get("utterance") if slot.kind == "text" else None
+            if marker in UTTERANCES and isinstance(part, ContentPart) and not utterance(part):
+                # Marked while open: the replacement keeps the marker.
+                inferred = slot.options.get(INFERRED_OPTION) is True
+                part = put_utterance(part, marker, inferred=inferred)
         del self._open[key]
         self._closed_keys.add(key)
         slot.done = part
@@ -873,7 +975,11 @@ class Accumulator:
         return [self._close(key, slot, False, cut=cut) for key, slot in list(self._open.items())]
 
     def _finish(self, *, cut: bool) -> list[Event]:
-        events: list[Event] = self._close_open(cut=cut)
+        utterance_at_end = self._closing_utterance()
+        events: list[Event] = []
+        if utterance_at_end is not None:
+            events = self._mark_waiting(utterance_at_end)
+        events.extend(self._close_open(cut=cut))
         # Whether the provider's end-of-stream marker arrived: False for a stream that
         # was cut, cancelled or ended by an error, even one whose status is complete
         # (a Chat stream cut after finish_reason, before its usage chunk and [DONE]).

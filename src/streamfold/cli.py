@@ -22,19 +22,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, assert_never
 
-from .display import DisplayItem
+from .display import MarkedInOrder, display_items_for
 from .errors import StreamfoldError, UsageError
 from .events import (
     Event,
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     UsageUpdated,
 )
 from .fold import StreamFolder, StreamFormat
 from .message import ToolCall
+from .parts import ContentPart
 from .providers import PROVIDERS, canonical_provider
 from .record import check_speed, load_timing, schedule
 from .recording import bundled_recordings
@@ -78,6 +80,7 @@ def event_to_json(event: Event) -> dict[str, Any]:
     part_started:     {type, index, part_type, part}
     part_delta:       {type, index, part_type, content, options, citations}
     part_completed:   {type, index, part_type, part, display_items, explicit}
+    part_marked:      {type, index, utterance, explicit}
     usage_updated:    {type, usage}
     provider_errored: {type, error_type, message, raw, partial}
     message_completed:{type, message}
@@ -113,6 +116,13 @@ def event_to_json(event: Event) -> dict[str, Any]:
             "part_type": _part_type(event.part),
             "part": _part_json(event.part),
             "display_items": [item.model_dump(mode="json") for item in event.display_items],
+            "explicit": event.explicit,
+        }
+    if isinstance(event, PartMarked):
+        return {
+            "type": event.type,
+            "index": event.index,
+            "utterance": event.utterance,
             "explicit": event.explicit,
         }
     if isinstance(event, UsageUpdated):
@@ -156,12 +166,25 @@ class _JsonlSink:
 
 
 class _DisplaySink(_JsonlSink):
+    """Each part's display items once final: a text part's wait for its marker."""
+
+    def __init__(self, out: IO[str]) -> None:
+        super().__init__(out)
+        self.done = MarkedInOrder()
+
     def handle(self, event: Event) -> None:
         if isinstance(event, PartCompleted):
-            items: Sequence[DisplayItem] = event.display_items
-            for item in items:
+            self._write(self.done.completed(event.index, event.part))
+        elif isinstance(event, PartMarked):
+            self._write(self.done.marked(event.index, event.utterance, event.explicit))
+        elif isinstance(event, ProviderErrored | MessageCompleted):
+            self._write(self.done.flush())
+
+    def _write(self, parts: Sequence[ContentPart | ToolCall]) -> None:
+        for part in parts:
+            for item in display_items_for(part, "assistant"):
                 self.out.write(_dumps(item.model_dump(mode="json")) + "\n")
-            self.out.flush()
+        self.out.flush()
 
 
 class _MessageSink(_JsonlSink):

@@ -127,6 +127,7 @@ from .events import (
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     UsageUpdated,
@@ -134,7 +135,7 @@ from .events import (
 from .fold import StreamFolder, _source
 from .limits import Limits
 from .message import Message, ToolCall, Usage
-from .parts import Citation, ContentPart
+from .parts import UTTERANCES, Citation, ContentPart
 
 T = TypeVar("T")
 
@@ -265,9 +266,9 @@ class Snapshot:
     """Slot indexes of the parts still being written (their later deltas follow)."""
 
     def events(self) -> list[Event]:
-        """The snapshot as events: PartStarted for every part (with its content so far),
-        PartCompleted for those already finished. Feed them to a UI encoder that starts
-        from nothing, then the live events."""
+        """The snapshot as events: PartStarted for every part, a PartDelta with its content
+        so far, PartMarked for a marked text part, PartCompleted for those already
+        finished. Feed them to a UI encoder that starts from nothing, then the live events."""
         return _Mirror(self).events
 
 
@@ -351,6 +352,11 @@ def event_from_json(data: Any) -> Event:
                 display_items=tuple(DisplayItem.model_validate(d) for d in data["display_items"]),
                 explicit=bool(data["explicit"]),
             )
+        if kind == "part_marked":
+            index, marker = data["index"], data["utterance"]
+            if type(index) is not int or marker not in UTTERANCES:
+                raise ValueError(f"expected a slot index and one of {UTTERANCES}, got {data!r}")
+            return PartMarked(index=index, utterance=marker, explicit=bool(data["explicit"]))
         if kind == "usage_updated":
             return UsageUpdated(usage=Usage.model_validate(data["usage"]))
         if kind == "provider_errored":
@@ -408,6 +414,8 @@ class _Mirror:
             self.acc.apply(GrowPart(event.index, event.content, event.options, event.citations))
         elif isinstance(event, PartCompleted):
             self.acc.apply(ClosePart(event.index, explicit=event.explicit, final=event.part))
+        elif isinstance(event, PartMarked):
+            self.acc.mark(event.index, event.utterance, explicit=event.explicit)
         elif isinstance(event, UsageUpdated):
             self.acc.apply(UpdateMessage(usage=_running(event.usage)))
 

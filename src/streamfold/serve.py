@@ -40,7 +40,8 @@ from .errors import StreamfoldError, UsageError
 from .fold import fold_message
 from .framing import SSEDecoder
 from .message import Message, ToolCall, Usage
-from .parts import ContentPart, utterance
+from .parts import ContentPart, utterance, utterance_inferred
+from .providers.openai_responses import CLIENT_CALL_INPUTS, call_item
 from .record import EVENT_INTERVAL, check_speed
 from .recording import bundled_recordings
 
@@ -320,6 +321,9 @@ def response_object(message: Message, model: str) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     for i, entry in enumerate(message.stream_order()):
         item_id = _item_id(entry)
+        if isinstance(entry, ToolCall) and entry.metadata.get("type") in CLIENT_CALL_INPUTS:
+            output.append(call_item(entry))  # an item the caller runs, as it came
+            continue
         if isinstance(entry, ToolCall):
             output.append(
                 {
@@ -369,7 +373,7 @@ def response_object(message: Message, model: str) -> dict[str, Any]:
                     }
                 )
             marker = utterance(entry)
-            if marker is not None:
+            if marker is not None and not utterance_inferred(entry):  # only the provider's
                 item["phase"] = "commentary" if marker == "narration" else "final_answer"
     status = _RESPONSE_STATUS[message.status]
     incomplete = None

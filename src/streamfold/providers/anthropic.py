@@ -496,7 +496,9 @@ class AnthropicDecoder(Decoder):
         blk.key = key
         blk.origin = block
         self._blocks[index] = blk
-        out.append(OpenPart(key, part))
+        # A block with input (server_tool_use, mcp_tool_use, any newer such block) is a
+        # tool the server runs: the text before it is narration.
+        out.append(OpenPart(key, part, blk.kind == "buffered"))
         for dtype, value, raw in self._early.pop(index, ()):
             out.extend(self._apply_delta(index, blk, dtype, value, raw))
         return out

@@ -593,7 +593,8 @@ class BedrockDecoder(Decoder):
 
     def _open(self, block: _Block, part: ContentPart | ToolCall) -> OpenPart:
         block.opened = True
-        return OpenPart(block.key, part)
+        # A server tool use is a tool Bedrock runs: the text before it is narration.
+        return OpenPart(block.key, part, block.kind == "server_tool_use")
 
     def _stray_call(self, block: _Block, out: list[Delta]) -> _Block:
         """A nameless tool call beside `block`, for toolUse input its start never named."""

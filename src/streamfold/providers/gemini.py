@@ -101,6 +101,10 @@ _PART_META = frozenset(
     {"thought", "thoughtSignature", "partMetadata", "videoMetadata", "mediaResolution"}
 )
 
+# Parts that are a tool the model has Gemini run (code, a built-in tool call): the text
+# before one is narration. Their results (codeExecutionResult, toolResponse) are not.
+_TOOL_KINDS = frozenset({"executableCode", "toolCall"})
+
 _TYPE_NAMES: dict[type, str] = {
     str: "a string",
     int: "an integer",
@@ -907,13 +911,14 @@ class GeminiDecoder(Decoder):
         body = part.get(kind)
         if isinstance(body, dict) and isinstance(body.get("id"), str):
             options["id"] = body["id"]
-        self._whole(ContentPart(type="unsupported", content=None, options=options), out)
+        opaque = ContentPart(type="unsupported", content=None, options=options)
+        self._whole(opaque, out, tool=kind in _TOOL_KINDS)
 
-    def _whole(self, content: ContentPart, out: list[Delta]) -> None:
+    def _whole(self, content: ContentPart, out: list[Delta], *, tool: bool = False) -> None:
         self._end_growable()
         self._end_call(out)
         key = self._new_key()
-        out.append(OpenPart(key, content))
+        out.append(OpenPart(key, content, tool))
         self._pending.append(ClosePart(key, explicit=True))
 
     def _end_growable(self) -> None:

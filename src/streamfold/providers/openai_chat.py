@@ -1206,7 +1206,7 @@ class OpenAIChatDecoder(Decoder):
                 self._executed[index] = (key, block)
                 part = ContentPart(type="unsupported", options={"type": "executed_tool"})
                 self._open[key] = None
-                out.append(OpenPart(key, part))
+                out.append(OpenPart(key, part, True))  # a tool Groq ran: text before narrates
             else:
                 key, block = known
                 block.update(tool)
