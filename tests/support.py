@@ -14,10 +14,14 @@ from typing import Any
 from hypothesis import strategies as st
 
 from streamfold import (
+    ContentPart,
+    DisplayItem,
     Event,
     Message,
     MessageCompleted,
+    PartCompleted,
     PartDelta,
+    PartMarked,
     StreamFolder,
     StreamfoldError,
     fold,
@@ -232,3 +236,29 @@ def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
     """`data` cut at the given offsets (any order, repeats and out-of-range allowed)."""
     points = sorted({min(max(c, 0), len(data)) for c in cuts} | {0, len(data)})
     return [data[a:b] for a, b in itertools.pairwise(points) if b > a] or [data]
+
+
+def streamed_display_items(events: list[Event]) -> list[DisplayItem]:
+    """The display items of each PartCompleted, in slot order, a text part's with the
+    marker a later PartMarked gave it: what a UI that stores items as parts complete
+    (and restyles them on PartMarked) ends up with."""
+    items: dict[int, list[DisplayItem]] = {}
+    for e in events:
+        if isinstance(e, PartCompleted):
+            items[e.index] = list(e.display_items)
+        elif isinstance(e, PartMarked) and e.index in items:
+            items[e.index] = [
+                i.model_copy(update={"content": {**i.content, "utterance": e.utterance}})
+                for i in items[e.index]
+            ]
+    return [i for index in sorted(items) for i in items[index]]
+
+
+def without_inferred_marker(part: Any) -> Any:
+    """A part as it was before streamfold inferred its narration / answer marker."""
+    if not isinstance(part, ContentPart) or part.options.get("utterance_inferred") is not True:
+        return part
+    options = {
+        k: v for k, v in part.options.items() if k not in ("utterance", "utterance_inferred")
+    }
+    return part.model_copy(update={"options": options})

@@ -12,9 +12,11 @@ from streamfold import (
     Accumulator,
     ContentPart,
     Event,
+    Message,
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     StreamLimitError,
@@ -23,6 +25,7 @@ from streamfold import (
     Usage,
     UsageUpdated,
     merge_part,
+    put_utterance,
 )
 from streamfold.deltas import (
     ClosePart,
@@ -105,11 +108,16 @@ def test_each_part_equals_merge_part_over_its_deltas(deltas: list[Delta]) -> Non
             grown.setdefault(e.index, []).append(e)
     completed = {e.index: e.part for e in events if isinstance(e, PartCompleted)}
     assert set(completed) == set(started)
+    marks = {e.index: e for e in events if isinstance(e, PartMarked)}
+    final = next(e.message for e in events if isinstance(e, MessageCompleted)).stream_order()
     for index, start in started.items():
         pieces = [d.as_part() for d in grown.get(index, [])]
         if isinstance(start, ContentPart):
             expected = functools.reduce(merge_part, pieces, start)  # type: ignore[arg-type]
-            assert completed[index] == expected
+            mark = marks.get(index)
+            if mark is not None:  # the marker, with or after the part's end
+                expected = put_utterance(expected, mark.utterance, inferred=not mark.explicit)
+            assert final[index] == expected
         else:
             call = functools.reduce(merge_tool_call, pieces, start)  # type: ignore[arg-type]
             done = completed[index]
@@ -199,6 +207,43 @@ def test_cancel_keeps_parts_with_status_cancelled() -> None:
     snap = acc.snapshot()
     assert (snap.status, snap.stop_reason) == ("cancelled", "cancelled")
     assert snap.content[0].content == "so far"
+
+
+def _ended(*deltas: Delta, end: str) -> Message:
+    acc = Accumulator()
+    acc.apply_all([OpenPart(0, ContentPart.text("so far")), *deltas])
+    if end == "marker":
+        events = acc.apply(EndMessage())
+    else:
+        events = acc.close() if end == "close" else acc.cancel()
+    final = events[-1]
+    assert isinstance(final, MessageCompleted)
+    return final.message
+
+
+def test_the_end_marker_is_recorded_by_how_the_message_ended() -> None:
+    assert _ended(end="marker").metadata["end_marker"] is True
+    assert _ended(end="close").metadata["end_marker"] is False
+    assert _ended(end="cancel").metadata["end_marker"] is False
+    acc = Accumulator()
+    events = acc.apply(ReportError("overloaded_error", "Overloaded"))
+    final = events[-1]
+    assert isinstance(final, MessageCompleted) and acc.apply(EndMessage()) == []
+    assert final.message.metadata["end_marker"] is False  # an error is no normal end
+
+
+def test_an_end_marker_without_a_stop_reason_is_complete() -> None:
+    message = _ended(end="marker")
+    assert (message.status, message.stop_reason) == ("complete", None)
+    assert _ended(end="close").status == "incomplete"
+    # A provider's own "incomplete" comes with its reason, and the end marker keeps it.
+    said = UpdateMessage(status="incomplete", stop_reason="other", raw_stop_reason="x")
+    assert (_ended(said, end="marker").status, _ended(said, end="marker").stop_reason) == (
+        "incomplete",
+        "other",
+    )
+    length = UpdateMessage(status="length", stop_reason="length")
+    assert _ended(length, end="marker").status == "length"
 
 
 def test_provider_error_ends_the_fold_with_the_partial_message() -> None:

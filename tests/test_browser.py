@@ -10,7 +10,7 @@ from browser_support import ARTIFACTS, missing, open_page
 from server_support import serve_in_thread
 from support import REAL, fold_bytes, read
 
-from streamfold import MessageCompleted
+from streamfold import MessageCompleted, utterance
 
 RECORDING = "anthropic/code-execution-bash-thinking.sse"  # thinking, text, server blocks, text
 SPEED = "0.25"  # 35 events, 80 ms apart: about 3 s of streaming
@@ -61,6 +61,13 @@ def test_page_renders_a_replay_live(base_url: str, tmp_path: Path) -> None:
         # Each text part whole (the page keeps its raw text), then shown as Markdown.
         shown = page.eval_on_selector_all(".part.text", "els => els.map(e => e.streamfoldText)")
         assert shown == texts
+        # Narration set apart from the answer, as streamfold marked them.
+        marks = page.eval_on_selector_all(
+            ".part.text",
+            "els => els.map(e => ['narration', 'answer'].filter(c => e.classList.contains(c)))",
+        )
+        assert marks == [[utterance(p)] for p in message.content if p.type == "text"]
+        assert marks[0] == ["narration"] and marks[-1] == ["answer"]
         visible = page.inner_text("#message")
         assert "Final Answer" in visible and "###" not in visible
         assert page.query_selector(".part.text table") is not None
@@ -75,3 +82,36 @@ def test_page_renders_a_replay_live(base_url: str, tmp_path: Path) -> None:
         assert errors == []
 
         page.screenshot(path=str(ARTIFACTS / "ui-demo.png"), full_page=True)
+
+
+def test_a_cut_stream_is_not_shown_as_done(tmp_path: Path) -> None:
+    """A stream that stops before its end (a producer that died) shows `incomplete`."""
+    from playwright.sync_api import sync_playwright
+    from starlette.applications import Starlette
+
+    from streamfold.web import ui_routes
+
+    whole = read("anthropic/text-basic.sse")
+    cut = whole[: whole.index(b"event: content_block_stop")]  # mid-answer, no message_stop
+    directory = tmp_path / "recordings" / "anthropic"
+    directory.mkdir(parents=True)
+    (directory / "cut.sse").write_bytes(cut)
+    message = next(e.message for e in fold_bytes(cut) if isinstance(e, MessageCompleted))
+    assert message.status == "incomplete" and message.text
+
+    app = Starlette(routes=ui_routes(directory.parent))
+    with (
+        serve_in_thread(app) as url,
+        sync_playwright() as pw,
+        open_page(pw, tmp_path / "profile") as (page, errors),
+    ):
+        page.goto(f"{url}/?recording=anthropic/cut.sse&speed=0&autoplay")
+        page.wait_for_selector('#status:not([data-state="streaming"]):not([data-state="idle"])')
+        assert page.get_attribute("#status", "data-state") == "incomplete"
+        assert "incomplete" in page.inner_text("#status")
+        assert "incomplete" in page.inner_text("#finish")  # the status, beside the finish
+        shown = page.eval_on_selector_all(".part.text", "els => els.map(e => e.streamfoldText)")
+        assert shown == [message.text]  # what came is kept, and shown as far as it came
+        assert errors == []
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "ui-demo-incomplete.png"), full_page=True)

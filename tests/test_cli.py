@@ -21,12 +21,12 @@ from support import REAL, read
 from streamfold import (
     Message,
     MessageCompleted,
-    PartCompleted,
     extract_display_items,
     fold,
     fold_message,
 )
 from streamfold.cli import DEMO, bundled_recordings, event_to_json, main
+from streamfold.display import display_items_for
 
 ROOT = Path(__file__).resolve().parent.parent
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-B]")
@@ -158,17 +158,17 @@ def test_display_items_as_parts_complete(rec: str, capsys: pytest.CaptureFixture
     assert code == 0
     printed = [json.loads(line) for line in out.splitlines()]
     events = list(fold(read(rec)))
-    streamed = [
-        item.model_dump(mode="json")
-        for e in events
-        if isinstance(e, PartCompleted)
-        for item in e.display_items
-    ]
-    assert printed == streamed
+    # Each part's items, in stream order, as final: a text part's with its marker.
     final = next(e.message for e in events if isinstance(e, MessageCompleted))
+    whole = [
+        item.model_dump(mode="json")
+        for part in final.stream_order()
+        for item in display_items_for(part, final.role)
+    ]
+    assert printed == whole
     if final.status == "complete":
         whole = [i.model_dump(mode="json") for i in extract_display_items(final, "stream")]
-        assert sorted(map(json.dumps, printed)) == sorted(map(json.dumps, whole))
+        assert printed == whole
 
 
 @pytest.mark.parametrize("rec", ANY_RECORDINGS)
@@ -204,6 +204,19 @@ def test_provider_override(capsys: pytest.CaptureFixture[str]) -> None:
     assert "nonsense" in err
 
 
+@pytest.mark.parametrize("provider", ["gemini", "openai-responses", "ollama"])
+def test_replay_with_a_provider_that_matches_no_event_exits_2(
+    provider: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = REAL / "anthropic/text-basic.sse"
+    args = ["replay", str(path), "--message", "--speed", "0", "--provider", provider]
+    code, out, err = _run_main(args, capsys)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and str(path) in err
+    assert f"expected events in {provider}'s format" in err
+
+
 def test_plain_output_when_not_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     rec = "anthropic/mcp-tool-use-thinking.sse"
     code, out, _ = _run_main(["replay", str(REAL / rec), "--speed", "0"], capsys)
@@ -213,6 +226,27 @@ def test_plain_output_when_not_a_terminal(capsys: pytest.CaptureFixture[str]) ->
     assert "\x1b[" not in out
     assert "▪ mcp_tool_use" in out
     assert out.rstrip().endswith("usage: 3042 in · 354 out")
+
+
+def test_replay_sets_narration_apart_in_stream_order(capsys: pytest.CaptureFixture[str]) -> None:
+    rec = "anthropic/code-execution-bash-thinking.sse"
+    code, out, _ = _run_main(["replay", str(REAL / rec), "--speed", "0"], capsys)
+    assert code == 0
+    narration, answer = [
+        p.content or "" for p in fold_message(read(rec)).content[1:] if p.type == "text"
+    ]
+    # The narration printed under its header, once a tool showed it was narration; the
+    # server tool's blocks after it, then the answer, plain: the parts in stream order.
+    at = out.index("▸ narration\n" + narration)
+    assert at < out.index("▪ server_tool_use") < out.index(answer.splitlines()[0])
+    assert out.count("▸ narration") == 1
+
+
+def test_live_replay_marks_narration_under_a_terminal() -> None:
+    rec = "anthropic/web-search-citations.sse"
+    screen = _screen_text(run_in_pty(["replay", str(REAL / rec), "--speed", "0"]))
+    assert "▸ narration" in screen
+    assert _words("Let me search for more specific breaking news stories") in screen
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -325,3 +359,25 @@ def test_event_to_json_covers_provider_errors() -> None:
     errored = [s for s in shapes if s["type"] == "provider_errored"]
     assert errored and set(errored[0]) == {"type", "error_type", "message", "raw", "partial"}
     json.dumps(shapes)
+
+
+def test_a_speed_that_would_stall_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    # 5e-324 makes every wait infinite; the replay would never end.
+    for speed in ("5e-324", "0.001", "1e9", "inf", "nan", "-1", "fast"):
+        with pytest.raises(SystemExit) as refused:
+            main(["replay", str(REAL / "anthropic/text-basic.sse"), "--speed", speed])
+        assert refused.value.code == 2
+        assert "speed: expected" in capsys.readouterr().err
+
+
+def test_serve_options() -> None:
+    from streamfold.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["serve", "--max-body", "4096", "--allow-host", "a.internal", "--allow-host", "b"]
+    )
+    assert (args.max_body, args.allow_host) == (4096, ["a.internal", "b"])
+    defaults = build_parser().parse_args(["serve"])
+    assert (defaults.max_body, defaults.allow_host) == (None, [])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--max-body", "-1"])

@@ -209,3 +209,114 @@ def test_user_parts_and_params() -> None:
     }
     for item in body["input"]:  # type: ignore[attr-defined]
         validate(ResponseInputItemParam, item)
+
+
+# --- tools the caller runs: the call item back, its result as the matching *_output ---------
+
+
+def _client_turn(kind: str, arguments: dict[str, object]) -> Message:
+    call = ToolCall(
+        call_id="call_9",
+        name=kind.removesuffix("_call"),
+        arguments=arguments,
+        index=0,
+        status="complete",
+        metadata={"item_id": "it_9", "type": kind, "item_fields": {"status": "completed"}},
+    )
+    return Message(role="assistant", tool_calls=[call], metadata={"provider": "openai-responses"})
+
+
+SCREENSHOT = ContentPart.image("iVBORw0KGgo=", media="image/png")
+
+
+@pytest.mark.parametrize(
+    ("kind", "arguments", "result", "output"),
+    [
+        (
+            "computer_call",
+            {"action": {"type": "screenshot"}, "pending_safety_checks": []},
+            ToolResult(tool_call_id="call_9", content=[SCREENSHOT]),
+            {
+                "type": "computer_call_output",
+                "call_id": "call_9",
+                "output": {
+                    "type": "computer_screenshot",
+                    "image_url": "data:image/png;base64,iVBORw0KGgo=",
+                },
+            },
+        ),
+        (
+            "local_shell_call",
+            {"action": {"type": "exec", "command": ["ls"], "env": {}}},
+            ToolResult(tool_call_id="call_9", content="a.py\n"),
+            {"type": "local_shell_call_output", "id": "call_9", "output": "a.py\n"},
+        ),
+        (
+            "shell_call",
+            {"action": {"commands": ["ls"]}},
+            ToolResult(tool_call_id="call_9", content="a.py\n"),
+            {
+                "type": "shell_call_output",
+                "call_id": "call_9",
+                "output": [
+                    {"stdout": "a.py\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}
+                ],
+            },
+        ),
+        (
+            "apply_patch_call",
+            {"operation": {"type": "delete_file", "path": "a.py"}},
+            ToolResult(tool_call_id="call_9", content="no such file", is_error=True),
+            {
+                "type": "apply_patch_call_output",
+                "call_id": "call_9",
+                "status": "failed",
+                "output": "no such file",
+            },
+        ),
+    ],
+)
+def test_client_run_calls_go_back_with_their_outputs(
+    kind: str, arguments: dict[str, object], result: ToolResult, output: dict[str, object]
+) -> None:
+    history = [Message.user("go"), _client_turn(kind, arguments), Message.tool([result])]
+    assert check_replayable(history, "openai-responses") == []
+    body = responses(history)
+    call_item, output_item = body["input"][1:]  # type: ignore[index]
+    assert call_item == {
+        "type": kind,
+        "call_id": "call_9",
+        "status": "completed",
+        **arguments,
+        "id": "it_9",
+    }
+    assert output_item == output
+    validate(ResponseInputItemParam, call_item)
+    validate(ResponseInputItemParam, output_item)
+
+
+def test_a_recorded_client_call_goes_back_as_it_came() -> None:
+    from test_provider_openai_responses import CLIENT_ITEMS, _client_item, _completed, _created
+
+    from streamfold import fold_message
+
+    item = CLIENT_ITEMS["computer_call"]
+    message = fold_message([_created(), *_client_item("computer_call", **item), _completed()])
+    body = responses([Message.user("go"), message])
+    assert body["input"][1] == {  # type: ignore[index]
+        "type": "computer_call",
+        "call_id": "call_computer_call",
+        "status": "completed",
+        **item,
+        "id": "it_computer_call",
+    }
+
+
+def test_a_computer_result_needs_a_screenshot() -> None:
+    history = [
+        Message.user("go"),
+        _client_turn("computer_call", {"action": {"type": "screenshot"}}),
+        Message.tool([ToolResult(tool_call_id="call_9", content="done")]),
+    ]
+    (problem,) = check_replayable(history, "openai-responses")
+    assert problem.code == "computer_output_without_screenshot" and problem.message_index == 2

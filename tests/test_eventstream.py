@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import REAL, final_message, fold_bytes
+from support import REAL, final_message, fold_bytes, fold_outcome, split_at
 
 from streamfold import StreamProtocolError, fold_message
 from streamfold.errors import UsageError
@@ -212,9 +212,11 @@ def test_a_truncated_last_message_is_dropped(name: str) -> None:
             assert message.status == "incomplete"
             assert message.stop_reason is None
         else:
-            # Only the usage (the metadata event) is lost: the message itself had ended.
+            # Only the usage (the metadata event) is lost: the message itself had ended,
+            # but not the stream, and that shows.
             assert message.status == "complete"
             assert message.usage is None
+            assert message.metadata["end_marker"] is False
             assert message.content == whole.content
             assert message.tool_calls == whole.tool_calls
 
@@ -371,3 +373,101 @@ def test_synthetic_stream_folds_like_its_dicts() -> None:
     assert from_bytes == from_dicts
     assert from_bytes.status == "length"
     assert from_bytes.text == "é"
+
+
+# --- a fault after good messages: the same outcome in any pieces --------------------------
+
+
+def _outcomes(data: bytes, cuts: list[int]) -> list[tuple[Any, ...]]:
+    """The fold of `data` whole, byte by byte, in two reads at each message boundary, and
+    cut at `cuts`."""
+    pieces = [[data], split_at(data, list(range(len(data)))), split_at(data, cuts)]
+    pieces += [split_at(data, [at]) for at in _boundaries(data)[1:]]
+    return [fold_outcome(chunks, None) for chunks in pieces]
+
+
+def _with_bad_crc(data: bytes, message: int) -> bytes:
+    broken = bytearray(data)
+    end = [*_boundaries(data), len(data)][message + 1]
+    broken[end - 1] ^= 0x01  # the message CRC's last byte
+    return bytes(broken)
+
+
+@pytest.mark.parametrize("name", EVENTSTREAMS)
+def test_a_bad_last_message_keeps_every_message_before_it_in_any_pieces(name: str) -> None:
+    data = _raw(name)
+    broken = _with_bad_crc(data, len(_boundaries(data)) - 1)
+    outcomes = _outcomes(broken, [len(broken) // 3, len(broken) // 2])
+    events, error, text, _ = outcomes[0]
+    assert all(outcome == outcomes[0] for outcome in outcomes)
+    assert error == "StreamProtocolError" and "message CRC32" in text
+    # Only the last message (the usage) is lost: every part came before the error.
+    whole = final_message(fold_bytes(data))
+    with pytest.raises(StreamProtocolError) as info:
+        fold_message([broken])
+    partial = info.value.partial
+    assert partial is not None
+    assert partial.content == whole.content
+    assert partial.tool_calls == whole.tool_calls
+    assert len([e for e in events if "PartCompleted" in e]) == len(whole.stream_order())
+
+
+def test_a_bad_last_message_keeps_the_text_and_the_tool_call() -> None:
+    data = _raw("text-then-tool-use-nova.eventstream")
+    broken = _with_bad_crc(data, len(_boundaries(data)) - 1)
+    for chunks in ([broken], split_at(broken, list(range(len(broken))))):
+        with pytest.raises(StreamProtocolError) as info:
+            fold_message(chunks)
+        assert info.value.partial is not None
+        assert [p.type for p in info.value.partial.content] == ["text"]
+        assert len(info.value.partial.tool_calls) == 1
+
+
+@pytest.mark.parametrize("name", EVENTSTREAMS)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_bad_message_anywhere_gives_one_outcome_in_any_pieces(
+    name: str, data: st.DataObject
+) -> None:
+    raw = _raw(name)
+    count = len(_boundaries(raw))
+    broken = _with_bad_crc(raw, data.draw(st.integers(0, count - 1)))
+    if data.draw(st.booleans()):
+        broken = bytearray(broken)
+        at = data.draw(st.sampled_from(_boundaries(raw)[1:]))
+        broken[at + data.draw(st.integers(0, 11))] ^= 0x40  # a prelude as well
+        broken = bytes(broken)
+    cuts = data.draw(st.lists(st.integers(0, len(broken)), max_size=40))
+    outcomes = _outcomes(broken, cuts)
+    assert outcomes[0][1] == "StreamProtocolError"
+    assert all(outcome == outcomes[0] for outcome in outcomes)
+
+
+@pytest.mark.parametrize("name", EVENTSTREAMS)
+@pytest.mark.parametrize(
+    "junk", [b"\x00", b"junk after the end", b"\x00\x00\x00\x10" + bytes(12), b"\xff" * 40]
+)
+def test_bytes_after_a_finished_message_are_ignored_in_any_pieces(name: str, junk: bytes) -> None:
+    # The message ended (messageStop and metadata): what follows cannot change it, so it
+    # is not read, however the bytes were split.
+    data = _raw(name)
+    expected = fold_outcome([data], None)
+    assert expected[1] is None
+    for chunks in ([data + junk], [data, junk], split_at(data + junk, list(range(len(data) + 9)))):
+        assert fold_outcome(chunks, None) == expected
+
+
+@pytest.mark.parametrize("name", EVENTSTREAMS)
+def test_a_message_that_is_not_json_gives_one_outcome_in_any_pieces(name: str) -> None:
+    # Its CRCs are right, so the framer hands it over: the fold finds the fault, after
+    # folding (and returning the events of) every message before it.
+    data = _raw(name)
+    starts = [*_boundaries(data), len(data)]
+    k = len(starts) // 2
+    bad = encode(
+        [(":event-type", STRING, "contentBlockDelta"), (":message-type", STRING, "event")], b"{"
+    )
+    broken = data[: starts[k]] + bad + data[starts[k + 1] :]
+    outcomes = _outcomes(broken, [starts[k] - 3, starts[k] + 5])
+    assert outcomes[0][1] == "StreamProtocolError" and "JSON payload" in outcomes[0][2]
+    assert all(outcome == outcomes[0] for outcome in outcomes)

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import json
+from collections.abc import Iterator
 
 import pytest
-from support import REAL, final_message, read
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import (
+    REAL,
+    final_message,
+    fold_outcome,
+    read,
+    recordings,
+    split_at,
+    streamed_display_items,
+)
 
 from streamfold import (
+    Message,
     MessageCompleted,
     PartCompleted,
+    PartStarted,
     StreamFolder,
     StreamProtocolError,
     UsageError,
@@ -18,6 +33,7 @@ from streamfold import (
     fold_message,
     load_recording,
 )
+from streamfold.fold import sniff_format
 
 THINKING_TOOL = "anthropic/thinking-then-tool-use.sse"
 
@@ -46,10 +62,15 @@ def test_a_recording_folds_directly() -> None:
 
 
 def test_streamed_display_items_equal_the_final_messages() -> None:
+    # Each part's items when it completes, a text part's restated when its marker comes.
     for rel in ["anthropic/thinking-then-tool-use.sse", "anthropic/web-search-citations.sse"]:
         events = list(fold([read(rel)]))
-        streamed = [i for e in events if isinstance(e, PartCompleted) for i in e.display_items]
-        assert streamed == extract_display_items(final_message(events), order="stream")
+        streamed = streamed_display_items(events)
+        final = extract_display_items(final_message(events), order="stream")
+        assert streamed == final
+        assert any(i.content.get("utterance") == "narration" for i in final) == (
+            rel == "anthropic/web-search-citations.sse"
+        )
 
 
 def test_unknown_provider_name_is_a_usage_error() -> None:
@@ -113,6 +134,121 @@ def test_consumer_that_stops_early_sees_a_cancelled_snapshot() -> None:
     assert snapshot.content[0].type == "thinking"
 
 
+class Chunks:
+    """A generator source over a recording that notes when it is closed."""
+
+    def __init__(self, data: bytes, size: int = 20) -> None:
+        self.closed = False
+        self.chunks = self._chunks(data, size)
+
+    def _chunks(self, data: bytes, size: int) -> Iterator[bytes]:
+        try:
+            for start in range(0, len(data), size):
+                yield data[start : start + size]
+        finally:
+            self.closed = True
+
+
+def check_cancelled(snapshot: Message) -> None:
+    assert snapshot.status == "cancelled"
+    assert snapshot.content[0].type == "thinking"
+    assert snapshot.content[0].options["signature"]
+
+
+def test_break_out_of_the_loop_cancels_at_once_and_closes_the_source() -> None:
+    source = Chunks(read(THINKING_TOOL))
+    stream = fold(source.chunks)
+    for event in stream:
+        if isinstance(event, PartCompleted):
+            break
+    check_cancelled(stream.snapshot())  # no close(): leaving the loop is enough
+    assert source.closed
+    assert list(stream) == []  # the fold is over
+
+
+def test_exception_in_the_loop_body_cancels_at_once_and_closes_the_source() -> None:
+    source = Chunks(read(THINKING_TOOL))
+    stream = fold(source.chunks)
+    with pytest.raises(LookupError):
+        for event in stream:
+            if isinstance(event, PartCompleted):
+                raise LookupError("the consumer failed")
+    check_cancelled(stream.snapshot())
+    assert source.closed
+
+
+def test_a_generator_consumer_that_stops_early_cancels_the_fold() -> None:
+    source = Chunks(read(THINKING_TOOL))
+    stream = fold(source.chunks)
+
+    def parts() -> Iterator[PartCompleted]:
+        for event in stream:
+            if isinstance(event, PartCompleted):
+                yield event
+
+    consumer = parts()
+    next(consumer)
+    consumer.close()
+    check_cancelled(stream.snapshot())
+    assert source.closed
+
+
+def test_close_before_reading_cancels_and_closes_the_source() -> None:
+    source = Chunks(read(THINKING_TOOL))
+    stream = fold(source.chunks)
+    stream.close()
+    assert stream.snapshot().status == "cancelled"
+    assert inspect.getgeneratorstate(source.chunks) == inspect.GEN_CLOSED
+
+
+def test_a_completed_fold_closes_its_source_and_is_not_cancelled() -> None:
+    source = Chunks(read(THINKING_TOOL), 1 << 20)
+    stream = fold(source.chunks)
+    events = list(stream)
+    assert isinstance(events[-1], MessageCompleted)
+    stream.close()
+    assert stream.snapshot().status == "complete"
+    assert source.closed
+
+
+@pytest.mark.parametrize(
+    ("rel", "provider"),
+    [
+        ("anthropic/text-basic.sse", "gemini"),
+        ("anthropic/text-basic.sse", "openai-responses"),
+        ("openai-chat/text-include-usage.sse", "gemini"),  # ended by its [DONE]
+        ("gemini/text-2.0-flash.sse", "ollama"),
+        ("bedrock/text-nova-micro.ndjson", "ollama"),
+    ],
+)
+def test_a_stream_of_which_no_event_matches_the_provider_is_an_error(
+    rel: str, provider: str
+) -> None:
+    with pytest.raises(
+        StreamProtocolError, match=f"expected events in {provider}'s format"
+    ) as info:
+        fold_message([read(rel)], provider)
+    error = info.value
+    assert error.provider == provider
+    assert error.partial is not None and error.partial.content == []
+
+
+@pytest.mark.parametrize(
+    ("data", "provider"),
+    [
+        (b'event: ping\ndata: {"type": "ping"}\n\n', "anthropic"),
+        (b"data: [DONE]\n\n", "openai-chat"),
+        (b'data: {"candidates": []}\n\n', "gemini"),
+        (b'{"model": "m", "created_at": "2025-01-01T00:00:00Z", "done": false}\n', "ollama"),
+    ],
+)
+def test_an_empty_stream_in_the_providers_format_is_not_an_error(
+    data: bytes, provider: str
+) -> None:
+    message = fold_message([data], provider)
+    assert message.content == [] and message.status in ("incomplete", "complete")
+
+
 def test_fold_stops_reading_after_the_message_completes() -> None:
     data = read(THINKING_TOOL)
     seen: list[bytes] = []
@@ -170,3 +306,99 @@ def test_streams_that_open_with_an_error_fold_to_status_error() -> None:
     assert (message.status, message.metadata["provider"]) == ("error", "gemini")
     ollama = fold_message([b'{"error": "model not found"}\n'])
     assert (ollama.status, ollama.metadata["provider"]) == ("error", "ollama")
+
+
+# --- sniffing the framing ---------------------------------------------------------------
+
+BOM = b"\xef\xbb\xbf"
+NDJSON_RECORDINGS = [r for r in recordings("ollama", "bedrock") if r.endswith(".ndjson")]
+
+
+def test_the_first_bytes_of_a_byte_order_mark_are_too_few_to_sniff() -> None:
+    assert [sniff_format(BOM[:n]) for n in range(4)] == [None, None, None, None]
+    assert sniff_format(BOM + b"{") == "ndjson"
+    assert sniff_format(BOM + b"\n data: x") == "sse"
+    assert sniff_format(b"\xef") is None
+    assert sniff_format(b"\xefx") == "sse"
+
+
+@pytest.mark.parametrize("rel", NDJSON_RECORDINGS)
+def test_ndjson_with_a_byte_order_mark_folds_as_without_it(rel: str) -> None:
+    data = read(rel)
+    expected = fold_outcome([data], None)
+    assert expected[1] is None  # the recording folds without an error
+    assert fold_outcome([BOM + data], None) == expected
+    assert fold_outcome(split_at(BOM + data, list(range(len(data) + 3))), None) == expected
+
+
+@pytest.mark.parametrize("rel", NDJSON_RECORDINGS)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_ndjson_with_a_byte_order_mark_folds_alike_in_any_pieces(
+    rel: str, data: st.DataObject
+) -> None:
+    raw = read(rel)
+    with_bom = BOM + raw
+    small = st.lists(st.integers(1, 8), max_size=8)  # the first pieces: 1 byte and up
+    cuts = list(itertools.accumulate(data.draw(small)))
+    cuts += data.draw(st.lists(st.integers(0, len(with_bom)), max_size=30))
+    assert fold_outcome(split_at(with_bom, cuts), None) == fold_outcome([raw], None)
+
+
+# --- a broken event: the events before it are delivered, in any pieces -------------------
+
+BREAKABLE = [
+    "anthropic/thinking-then-tool-use.sse",
+    "openai-chat/tool-calls-parallel.sse",
+    "openai-responses/function-call-reasoning-usage.sse",
+    "gemini/thought-parts-signature.sse",
+    "bedrock/text-then-tool-use-nova.ndjson",
+    "ollama/generate-gpt-oss-thinking.ndjson",
+]
+
+
+def _broken_at(data: bytes, k: int) -> bytes:
+    """`data` with the JSON of its k-th event (of those that open with `{`) made invalid."""
+    starts = [
+        i
+        for i in range(len(data))
+        if data[i : i + 1] == b"{" and data[i - 1 : i] in (b" ", b":", b"\n", b"")
+    ]
+    at = starts[k % len(starts)]
+    return data[: at + 1] + b"]" + data[at + 1 :]
+
+
+@pytest.mark.parametrize("rel", BREAKABLE)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_broken_event_gives_one_outcome_in_any_pieces(rel: str, data: st.DataObject) -> None:
+    broken = _broken_at(read(rel), data.draw(st.integers(0, 10_000)))
+    whole = fold_outcome([broken], None)
+    assert whole[1] == "StreamProtocolError"
+    cuts = data.draw(st.lists(st.integers(0, len(broken)), max_size=40))
+    assert fold_outcome(split_at(broken, cuts), None) == whole
+    assert fold_outcome(split_at(broken, list(range(len(broken)))), None) == whole
+
+
+def test_the_events_before_a_broken_event_are_returned_and_the_error_comes_next() -> None:
+    data = read(THINKING_TOOL)
+    last = data.rindex(b"data: {") + 6
+    broken = data[: last + 1] + b"]" + data[last + 1 :]
+    folder = StreamFolder()
+    events = folder.feed(broken)
+    assert any(isinstance(e, PartCompleted) for e in events)  # all before the fault
+    with pytest.raises(StreamProtocolError, match="invalid JSON") as info:
+        folder.close()
+    assert info.value.partial is not None
+    # Every part the caller was told of is in .partial, and nothing else.
+    started = [e for e in events if isinstance(e, PartStarted)]
+    assert len(info.value.partial.stream_order()) == len(started) > 0
+    with pytest.raises(StreamProtocolError):
+        folder.feed(b"data: {}\n\n")  # the fold takes nothing more: the fault again
+    # Saved and restored (a relay checkpoints after the events it sent), the fold is the
+    # same: its next call raises the same fault.
+    restored = StreamFolder.restore(json.loads(json.dumps(folder.save_state())))
+    with pytest.raises(StreamProtocolError) as again:
+        restored.close()
+    assert (str(again.value), again.value.position) == (str(info.value), info.value.position)
+    assert again.value.partial == info.value.partial

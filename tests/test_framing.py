@@ -125,3 +125,11 @@ def test_ndjson_lines_blank_lines_and_last_line_without_newline() -> None:
 def test_ndjson_any_split(values: list[str], cuts: list[int]) -> None:
     data = "".join(f'{{"v": "{v!r}"}}\n' for v in values).encode()
     assert ndjson(data, cuts) == ndjson(data, [])
+
+
+def test_ndjson_skips_a_leading_bom_even_when_split() -> None:
+    data = b'\xef\xbb\xbf{"a": 1}\n{"b": 2}'
+    for cuts in ([], [1], [1, 2], [2], list(range(len(data)))):
+        assert ndjson(data, cuts) == [b'{"a": 1}', b'{"b": 2}']
+    # Only the stream's first bytes can be a byte-order mark: later, it is data.
+    assert ndjson(b"{}\n\xef\xbb\xbf{}\n", []) == [b"{}", b"\xef\xbb\xbf{}"]

@@ -35,13 +35,14 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from support import REAL, read, recordings
+from support import REAL, read, recordings, without_inferred_marker
 
 from streamfold import (
     Message,
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     StreamfoldError,
@@ -49,6 +50,8 @@ from streamfold import (
     StreamProtocolError,
     ToolCall,
     fold,
+    put_utterance,
+    utterance,
 )
 from streamfold.events import Event
 from streamfold.eventstream import EventStreamFramer, EventStreamMessage, eventstream_payload
@@ -479,6 +482,7 @@ def check_events(events: list[Event], message: Message, *, finished: bool) -> No
     """Lifecycle order per slot, and every completed part in the message at its slot."""
     started: dict[int, Any] = {}
     completed: dict[int, Any] = {}
+    marked: dict[int, PartMarked] = {}
     ended = 0
     for ev in events:
         assert not ended, f"an event after MessageCompleted: {ev!r}"
@@ -492,6 +496,10 @@ def check_events(events: list[Event], message: Message, *, finished: bool) -> No
             assert ev.index in started, f"slot {ev.index} completed before it started"
             assert ev.index not in completed, f"slot {ev.index} completed twice"
             completed[ev.index] = ev.part
+        elif isinstance(ev, PartMarked):
+            assert ev.index in started, f"slot {ev.index} marked before it started"
+            assert ev.index not in marked, f"slot {ev.index} marked twice"
+            marked[ev.index] = ev
         elif isinstance(ev, MessageCompleted):
             ended += 1
             assert ev.message == message
@@ -506,7 +514,14 @@ def check_events(events: list[Event], message: Message, *, finished: bool) -> No
     held = len(order) >= len(started) if not finished else len(order) == len(started)
     assert held, f"{len(started)} parts started, the message holds {len(order)}"
     for index, part in completed.items():
-        assert order[index] == part, f"completed part {index} differs in the message"
+        mark = marked.get(index)
+        if mark is not None and utterance(part) is None:  # marked after it completed
+            part = put_utterance(part, mark.utterance, inferred=not mark.explicit)
+        here = order[index]
+        if not finished and mark is None:
+            # Its PartMarked may be among the events of the chunk that failed.
+            here = without_inferred_marker(here)
+        assert here == part, f"completed part {index} differs in the message"
     for index, part in enumerate(order):
         if isinstance(part, ToolCall):
             assert part.index == index

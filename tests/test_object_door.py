@@ -334,3 +334,14 @@ def test_a_citation_streamed_into_a_part_is_held_to_max_depth(door: str) -> None
     outcome = feed_all(chunks)
     assert isinstance(outcome, StreamLimitError) and outcome.limit == "max_depth"
     assert outcome.partial.text == "kept"
+
+
+def test_a_restored_fold_keeps_checking_held_deltas_against_its_limits() -> None:
+    limits = Limits(max_part_chars=5000)
+    folder = StreamFolder("anthropic", limits=limits)
+    for chunk in [MESSAGE_START, text_delta("a" * 3000, index=7)]:
+        folder.feed(chunk)
+    restored = StreamFolder.restore(folder.save_state())
+    with pytest.raises(StreamLimitError) as raised:
+        restored.feed(text_delta("a" * 3000, index=7))
+    assert raised.value.limit == "max_part_chars" and raised.value.actual == 6000

@@ -529,12 +529,14 @@ def test_arguments_in_the_start_come_as_a_delta_of_their_own() -> None:
     acc = Accumulator(partial_arguments=True)
     events = acc.apply(OpenPart("k", ToolCall(call_id="c", name="f", arguments='{"q": "a')))
     assert [type(e) for e in events] == [PartStarted, PartDelta]
+    # The start's text comes in the delta too: PartStarted never carries content.
+    assert events[0].part.arguments == ""  # type: ignore[union-attr]
     assert events[1] == PartDelta(
         index=0,
         part_type="tool_call",
+        content='{"q": "a',
         arguments_changes=(("set", (), {}), ("set", ("q",), ""), ("append", ("q",), "a")),
     )
-    assert events[1].content is None
     events = acc.apply(GrowPart("k", content='b"}'))
     assert events[0].arguments_changes == (("append", ("q",), "b"),)
     # Complete arguments in the start: nothing to scan.

@@ -237,8 +237,13 @@ def test_signatures_stay_on_their_part() -> None:
     assert [(p.type, p.content, p.options) for p in message.content] == [
         ("thinking", "plan", {}),
         ("thinking", "", {"signature": "c2lnMA=="}),
-        ("text", "Done now.", {}),
-        ("text", "", {"signature": "c2lnMg=="}),
+        # The turn ends in tool use (the calls): its text is narration, inferred.
+        ("text", "Done now.", {"utterance": "narration", "utterance_inferred": True}),
+        (
+            "text",
+            "",
+            {"signature": "c2lnMg==", "utterance": "narration", "utterance_inferred": True},
+        ),
     ]
     assert message.tool_calls[0].metadata["thought_signature"] == "c2lnMQ=="
     assert "thought_signature" not in message.tool_calls[1].metadata

@@ -127,7 +127,7 @@ def test_chat_thinking_then_text_gives_two_parts_and_thinking_is_closed_by_text(
     message = final_message(events)
     assert message.content == [
         ContentPart.thinking("Let me think."),
-        ContentPart.text("The answer is 4."),
+        ContentPart.text("The answer is 4.", utterance="answer", utterance_inferred=True),
     ]
     completed = [e for e in events if isinstance(e, PartCompleted)]
     # The thinking part ends when text begins (inferred), before the message ends.
@@ -143,6 +143,7 @@ def test_chat_thinking_then_text_gives_two_parts_and_thinking_is_closed_by_text(
         "load_duration": 100,
         "prompt_eval_duration": 200,
         "eval_duration": 500,
+        "end_marker": True,  # done: true
     }
     assert message.usage is not None
     assert message.usage.raw == {"prompt_eval_count": 12, "eval_count": 34}

@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 from openai._models import construct_type
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
-from support import REAL, assert_golden, entry, final_message, fold_bytes, golden_path, read
+from support import (
+    REAL,
+    assert_golden,
+    entry,
+    final_message,
+    fold_bytes,
+    golden_path,
+    read,
+    streamed_display_items,
+)
 from support import recordings as all_recordings
 
 from streamfold import (
@@ -478,7 +487,11 @@ def test_sdk_chunk_objects_fold_like_the_bytes(rel: str) -> None:
         if line.startswith("data:") and line[5:].strip() != "[DONE]"
     ]
     from_objects = final_message(list(fold(objects, "openai-chat")))
-    assert from_objects == final_message(fold_bytes(read(rel)))
+    from_bytes = final_message(fold_bytes(read(rel)))
+    # The SDK swallows `data: [DONE]`, the stream's end marker: its chunks never carry it.
+    assert from_objects.metadata.pop("end_marker") is False
+    from_bytes.metadata.pop("end_marker")
+    assert from_objects == from_bytes
 
 
 # --- 3. tool-call matching rules -------------------------------------------------------------
@@ -921,6 +934,46 @@ def test_finish_update_arrives_with_finish_reason_and_end_with_done() -> None:
     assert [type(d) for d in decoder.done()] == [type(get_decoder("openai").done()[0])]
 
 
+def test_done_without_finish_reason_ends_the_stream_normally() -> None:
+    # Snowflake Cortex's OpenAI-compatible stream ends with [DONE] and never says a
+    # finish_reason: the message is whole (status complete), but nobody said why it ended.
+    chunks = (chunk({"role": "assistant", "content": "Hel"}), chunk({"content": "lo"}))
+    message = message_of(*chunks)
+    assert (message.status, message.stop_reason, message.raw_stop_reason) == (
+        "complete",
+        None,
+        None,
+    )
+    assert message.text == "Hello"
+    assert message.metadata["end_marker"] is True
+    # The same bytes cut before [DONE]: a cut stream, told apart.
+    cut = message_of(*chunks, done=False)
+    assert (cut.status, cut.text, cut.metadata["end_marker"]) == ("incomplete", "Hello", False)
+
+
+def test_a_cut_before_the_usage_chunk_is_visible() -> None:
+    chunks = (
+        chunk({"role": "assistant", "content": "Hi"}),
+        chunk(finish="stop"),
+        {**chunk(), "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}},
+    )
+    whole = message_of(*chunks)
+    assert whole.usage is not None and whole.metadata["end_marker"] is True
+    # Cut after finish_reason, before the usage chunk and [DONE]: the message is complete
+    # (its end was said), but the stream did not end, so the missing usage shows.
+    cut = message_of(*chunks[:2], done=False)
+    assert (cut.status, cut.stop_reason, cut.usage) == ("complete", "stop", None)
+    assert cut.metadata["end_marker"] is False
+    # Cut after the usage chunk, before [DONE]: the usage is there, the marker is not.
+    late = message_of(*chunks, done=False)
+    assert late.usage == whole.usage and late.metadata["end_marker"] is False
+
+
+def test_a_provider_error_is_no_end_marker() -> None:
+    message = message_of(chunk({"content": "x"}), {"error": {"message": "boom"}}, done=False)
+    assert message.status == "error" and message.metadata["end_marker"] is False
+
+
 def test_refusal_is_a_marked_text_part() -> None:
     message = message_of(
         chunk({"role": "assistant", "content": None, "refusal": ""}),
@@ -932,7 +985,7 @@ def test_refusal_is_a_marked_text_part() -> None:
     assert (part.type, part.content, part.options) == (
         "text",
         "I can't help with that.",
-        {"refusal": True},
+        {"refusal": True, "utterance": "answer", "utterance_inferred": True},
     )
     assert (message.stop_reason, message.raw_stop_reason, message.status) == (
         "refusal",
@@ -1172,11 +1225,8 @@ def test_detected_without_a_provider_name() -> None:
 
 
 def _streamed_display_items(events: list[Event]) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    for e in events:
-        if isinstance(e, PartCompleted):
-            items.extend(i.model_dump() for i in e.display_items)
-    return items
+    # A text part's marker may come after it completed (Chat's at [DONE]).
+    return [i.model_dump() for i in streamed_display_items(events)]
 
 
 def _strip_stop_reason(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,7 +15,15 @@ from openai.types.responses import ResponseStreamEvent
 from support import entry, final_message, fold_bytes, read, recordings
 
 import streamfold
-from streamfold import Message, MessageCompleted, PartCompleted, ProviderErrored, fold
+from streamfold import (
+    Message,
+    MessageCompleted,
+    PartCompleted,
+    PartDelta,
+    ProviderErrored,
+    fold,
+    utterance,
+)
 from streamfold.errors import StreamProtocolError
 from streamfold.framing import SSEDecoder
 from streamfold.providers.openai_responses import OpenAIResponsesDecoder
@@ -801,7 +809,12 @@ def test_refusal_is_a_text_part_marked_refusal() -> None:
     message = _message(events)
     (part,) = message.content
     assert part.type == "text" and part.content == "I can't help with that."
-    assert part.options == {"id": "msg_1", "refusal": True}
+    assert part.options == {
+        "id": "msg_1",
+        "refusal": True,
+        "utterance": "answer",  # a refusal ends the turn
+        "utterance_inferred": True,
+    }
     assert message.status == "complete" and message.stop_reason == "refusal"
 
 
@@ -967,3 +980,65 @@ def test_mutated_events_raise_only_protocol_errors(data: st.DataObject) -> None:
         decoder.close()
     except StreamProtocolError:
         pass
+
+
+# --- tools the caller runs: tool calls, not parts -------------------------------------------
+
+CLIENT_ITEMS = {
+    "computer_call": {
+        "action": {"type": "click", "x": 10, "y": 20, "button": "left"},
+        "pending_safety_checks": [],
+    },
+    "local_shell_call": {"action": {"type": "exec", "command": ["ls", "-l"], "env": {}}},
+    "shell_call": {
+        "action": {"commands": ["ls"], "timeout_ms": 1000},
+        "environment": {"type": "local"},
+    },
+    "apply_patch_call": {
+        "operation": {"type": "update_file", "path": "a.py", "diff": "@@\n-x\n+y\n"}
+    },
+}
+
+
+def _client_item(kind: str, **fields: Any) -> list[dict[str, Any]]:
+    item = {"id": f"it_{kind}", "type": kind, "call_id": f"call_{kind}", **fields}
+    return [
+        {"type": "response.output_item.added", "output_index": 1,
+         "item": {**item, "status": "in_progress"}},
+        {"type": "response.output_item.done", "output_index": 1,
+         "item": {**item, "status": "completed"}},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(CLIENT_ITEMS))
+def test_an_item_the_client_runs_is_a_tool_call(kind: str) -> None:
+    fields = CLIENT_ITEMS[kind]
+    events = _fold(
+        [_created(), *_message_item("msg_1", 0, "On it."), *_client_item(kind, **fields),
+         _completed()]
+    )  # fmt: skip
+    message = final_message(events)
+    (call,) = message.tool_calls
+    inputs = {k: v for k, v in fields.items() if k != "environment"}
+    assert (call.call_id, call.name, call.arguments) == (
+        f"call_{kind}",
+        kind.removesuffix("_call"),
+        inputs,
+    )
+    assert call.metadata["type"] == kind and call.metadata["item_id"] == f"it_{kind}"
+    assert call.metadata["item_fields"]["status"] == "completed"
+    assert message.stop_reason == "tool_use"  # an agent loop runs it
+    assert not [p for p in message.content if p.type == "unsupported"]
+    (text,) = message.content
+    assert utterance(text) == "narration"
+    # Its input arrives as argument text, in a delta, like any call's.
+    (delta,) = [e for e in events if isinstance(e, PartDelta) and e.index == call.index]
+    assert json.loads(delta.content or "") == inputs
+
+
+def test_a_shell_in_an_openai_container_stays_a_part() -> None:
+    hosted = {"action": {"commands": ["ls"]}, "environment": {"type": "container_reference"}}
+    message = _message([_created(), *_client_item("shell_call", **hosted), _completed()])
+    assert message.tool_calls == [] and message.stop_reason == "stop"
+    (part,) = message.content
+    assert part.type == "unsupported" and part.options["type"] == "shell_call"

@@ -12,11 +12,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from support import REAL, read
 
 from streamfold import (
     MessageCompleted,
+    PartCompleted,
     SSEDecoder,
     fold_message,
     load_recording,
@@ -89,6 +91,30 @@ async def test_atee_async_stream(rec: str, tmp_path: Path) -> None:
             final = event.message
     assert final == fold_message(data)
     assert fold_message(load_recording(target)) == final
+
+
+async def test_atee_left_early_cancels_at_once_and_keeps_the_file(tmp_path: Path) -> None:
+    data = read(RECORDINGS[0])
+    closed = anyio.Event()
+
+    async def stream() -> AsyncIterator[bytes]:
+        try:
+            for chunk in _chunks(data, 7):
+                yield chunk
+        finally:
+            closed.set()
+
+    target = tmp_path / "cut.sse"
+    teed = atee(stream(), target)
+    async for event in teed:
+        if isinstance(event, PartCompleted):
+            break
+    assert teed.snapshot().status == "cancelled"  # before anything is awaited
+    kept = target.read_bytes()
+    assert kept and data.startswith(kept)
+    assert load_timing(target) is not None  # the file was closed: its timing is written
+    with anyio.fail_after(10):  # a bound, not a timing assertion
+        await closed.wait()  # the async source is closed by a task on the loop
 
 
 def _decoded_events(data: bytes) -> list[dict[str, Any]]:
@@ -213,3 +239,47 @@ def test_record_command_and_replay_of_the_recording(tmp_path: Path) -> None:
     assert replayed.returncode == 0, replayed.stderr
     assert json.loads(replayed.stdout) == json.loads(done.stdout)
     assert json.loads(done.stdout) == fold_message(read(rec)).model_dump(mode="json")
+
+
+def _record(target: Path, data: bytes, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "streamfold", "record", str(target), "--message", *extra],
+        input=data.decode("latin-1"),
+        capture_output=True,
+        text=True,
+        encoding="latin-1",
+        env=_env(),
+        timeout=30,
+        check=False,
+    )
+
+
+def test_record_to_a_directory_exits_2_with_one_line(tmp_path: Path) -> None:
+    done = _record(tmp_path, read("anthropic/text-basic.sse"))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"streamfold: error: {tmp_path}: cannot write")
+
+
+# Bytes that frame no event: any text is SSE, whose unknown lines are ignored.
+NOT_A_STREAM = b"hello\nthis is not a stream\n" + bytes(range(1, 256)) * 4
+
+
+@pytest.mark.parametrize("provider", [[], ["--provider", "anthropic"]])
+def test_record_refuses_bytes_that_replay_would_refuse(provider: list[str], tmp_path: Path) -> None:
+    target = tmp_path / "noise.sse"
+    done = _record(target, NOT_A_STREAM, *provider)
+    assert done.returncode == 2
+    assert done.stdout == ""  # no empty message shown as if something was recorded
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "without a single event" in done.stderr and str(target) in done.stderr
+    assert target.read_bytes() == NOT_A_STREAM  # kept as received
+    replayed = subprocess.run(
+        [sys.executable, "-m", "streamfold", "replay", str(target), "--message", *provider],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=30,
+        check=False,
+    )
+    assert replayed.returncode == 2 and replayed.stdout == ""

@@ -95,3 +95,54 @@ def test_any_split_equals_whole(rel: str, data: st.DataObject) -> None:
     split = fold_bytes(raw, cuts)
     assert final_message(split) == final_message(whole)
     assert coalesce(split) == coalesce(whole)
+
+
+# --- the end marker: a finished stream told from a cut one ------------------------------
+
+# What each provider's stream ends with, as it shows in the bytes of its last event.
+END_MARKERS = {
+    "anthropic": (b"message_stop",),
+    "openai-chat": (b"[DONE]",),
+    "openai-responses": (b"response.completed", b"response.incomplete", b"response.failed"),
+    "gemini": (b"finishReason",),
+    "bedrock": (b"messageStop", b'"metadata"'),
+    "ollama": (b'"done": true', b'"done":true'),
+}
+
+
+def _event_ends(data: bytes, ndjson: bool) -> list[int]:
+    ends: list[int] = []
+    end = 0
+    sep = b"\n" if ndjson else (b"\r\n\r\n" if b"\r\n" in data else b"\n\n")
+    while (found := data.find(sep, end)) >= 0:
+        end = found + len(sep)
+        if data[:found].strip():
+            ends.append(end)
+    return ends
+
+
+@pytest.mark.parametrize("rel", recordings())
+def test_the_end_marker_is_recorded_and_a_cut_before_it_is_not(rel: str) -> None:
+    # Folded a whole event at a time: every prefix that stops before the provider's end
+    # marker says end_marker False (whatever its status), every prefix with it says True.
+    data = read(rel)
+    whole = final_message(fold_bytes(data))
+    if whole.status == "error":
+        assert whole.metadata["end_marker"] is False  # the stream ended on an error
+        return
+    assert whole.metadata["end_marker"] is True
+    provider = _provider_of(rel)
+    ends = _event_ends(data, rel.endswith(".ndjson"))
+    start = 0
+    marked = []
+    for end in ends:
+        message = final_message(fold_bytes(data[:end]))
+        marked.append(message.metadata["end_marker"])
+        if message.metadata["end_marker"] and marked.count(True) == 1:
+            # The event that ended the stream is the provider's marker.
+            last_event = data[start:end]
+            assert any(m in last_event for m in END_MARKERS[provider]), last_event[:200]
+        start = end
+    assert True in marked
+    first = marked.index(True)
+    assert marked == [False] * first + [True] * (len(marked) - first)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib.util
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -685,6 +687,20 @@ def test_event_source_route_resumes_with_last_event_id(redis_server: RedisServer
         assert http.get(f"{b}/relay/ui-stream/not%20an%20id").status_code == 400
 
 
+def test_relay_start_refuses_a_deeply_nested_body_with_400(redis_server: RedisServer) -> None:
+    import httpx
+
+    with _worker(redis_server.url, fast_config()) as url, httpx.Client() as http:
+        deep = "[" * 100_000 + "]" * 100_000
+        headers = {"content-type": "application/json"}
+        refused = http.post(f"{url}/relay/start", content=deep, headers=headers)
+        assert refused.status_code == 400
+        assert "not valid JSON" in refused.json()["error"]["message"]
+        # The worker is unharmed, and a start with the recording in the query alone still works.
+        started = http.post(f"{url}/relay/start?recording={PAGE_RECORDING}&speed=0")
+        assert started.status_code == 200, started.text
+
+
 @pytest.mark.skipif(missing() is not None, reason=str(missing()))
 def test_page_reload_mid_stream_resumes_on_any_worker(
     redis_server: RedisServer, tmp_path: Path
@@ -746,3 +762,243 @@ def test_serve_mounts_the_relay_routes_when_given_a_redis_url() -> None:
     }
     assert relayed > plain
     assert any("relay" in path for path in relayed - plain)
+
+
+# --- a flaky Redis and a dying producer ------------------------------------------------------
+
+
+async def test_redis_restarted_empty_late_joiners_get_the_whole_message(tmp_path: Path) -> None:
+    # No persistence: the restart loses every key. The producer publishes nothing while
+    # Redis is down, so no write of its fails: it must see its checkpoint gone by itself.
+    server = RedisServer(tmp_path / "empty")
+    server.start()
+    try:
+        ref = reference(RECORDINGS[0])
+        stream = sid()
+        third = len(ref.chunks) // 3
+        async with Relay.from_url(server.url, fast_config(start_timeout=5.0)) as relay:
+            producer = relay.producer(stream)
+            await producer.start()
+            for chunk in ref.chunks[:third]:
+                await producer.feed(chunk)
+            early_items: list[Relayed] = []
+            early = asyncio.create_task(_collect(relay.subscribe(stream), early_items))
+            while not early_items:
+                await asyncio.sleep(0.01)
+            # Down for longer than a lease: the lease is gone when Redis is back, and the
+            # reader must not take that for a dead producer.
+            await _restart_empty(server, outage=2 * relay.config.lease_ttl)
+            # A late joiner while the producer is quiet: the message so far, whole.
+            during = await drain(_until_seq(relay.subscribe(stream), producer.seq))
+            assert isinstance(during[0].event, Snapshot)
+            assert during[0].seq == producer.seq
+            assert during[0].event.message.model_dump(mode="json") == ref.snapshots[producer.seq]
+            await _restart_empty(server)  # again, just before the last write
+            for chunk in ref.chunks[third:-1]:
+                await producer.feed(chunk)
+            while early_items[-1].seq < producer.seq:  # it has read all there is
+                await asyncio.sleep(0.01)
+            await _restart_empty(server)  # and before the batch that ends the message
+            await producer.feed(ref.chunks[-1])
+            assert producer.finished
+            await asyncio.wait_for(early, 30)
+            after = await asyncio.wait_for(drain(relay.subscribe(stream)), 30)
+        ref.check(early_items)
+        # After the end: a snapshot covering all but the end, then the final message.
+        assert isinstance(after[0].event, Snapshot) and after[-1].seq == len(ref.events)
+        final = after[-1].event
+        assert isinstance(final, MessageCompleted) and not after[-1].synthetic
+        assert final.message.model_dump(mode="json") == ref.final
+        assert after[0].event.message.content == final.message.content
+    finally:
+        server.stop()
+
+
+async def _restart_empty(server: RedisServer, outage: float = 0.0) -> None:
+    await asyncio.to_thread(server.stop, kill=True)
+    await asyncio.sleep(outage)
+    await asyncio.to_thread(server.start)
+
+
+async def _collect(items: AsyncIterator[Relayed], into: list[Relayed]) -> None:
+    async for item in items:
+        into.append(item)
+
+
+async def _until_seq(items: AsyncIterator[Relayed], seq: int) -> AsyncIterator[Relayed]:
+    """The items up to the one covering `seq` (a snapshot or an event), then stop reading."""
+    async for item in items:
+        yield item
+        if item.seq >= seq:
+            break
+    await items.aclose()  # type: ignore[attr-defined]
+
+
+def test_producer_crash_is_noticed_from_its_lease_alone(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # The reader's own lease_ttl is an hour: if it waited a grace period of its own after
+    # the producer's lease expired, it would still be waiting. Redis did not restart, so
+    # a lease that was there and is gone expired unrenewed: the producer is lost at once.
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    config = fast_config()
+    ref = reference(RECORDINGS[0])
+    stream = sid()
+    producer = _spawn(
+        script,
+        "produce",
+        redis_server.url,
+        _config_json(config),
+        stream,
+        f"{REAL / RECORDINGS[0]}|0.05",
+    )
+
+    async def read() -> list[Relayed]:
+        reader_config = dataclasses.replace(config, lease_ttl=3600.0)
+        async with Relay.from_url(redis_server.url, reader_config) as relay:
+            items = relay.subscribe(stream)
+            first = [await anext(items)]
+            assert producer.stdout is not None
+            for _ in range(len(ref.chunks) // 2):
+                await asyncio.to_thread(producer.stdout.readline)
+            producer.send_signal(signal.SIGKILL)  # no goodbye: only the lease can tell
+            return await asyncio.wait_for(drain(items, first), 30)
+
+    try:
+        items = asyncio.run(read())
+    finally:
+        producer.kill()
+        producer.wait(timeout=10)
+    end = items[-1]
+    assert end.synthetic and isinstance(end.event, MessageCompleted)
+    assert end.event.message.status == "incomplete"
+    assert end.event.message.metadata["error"]["type"] == "relay_producer_lost"
+    assert 0 < end.seq < len(ref.events)
+
+
+def _serve_process(redis_url: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`streamfold serve` with the relay routes in a process of its own (uvicorn, with its
+    lifespan and signal handling), once it answers."""
+    import httpx
+    from redis_support import free_port
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    command = [sys.executable, "-m", "streamfold", "serve", str(REAL), "--port", str(port)]
+    process = subprocess.Popen(
+        [*command, "--redis", redis_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(400):
+        assert process.poll() is None, process.communicate()[1].decode()
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/relay/info", timeout=1).status_code == 200:
+                return process, url
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError("streamfold serve did not answer")
+
+
+def test_a_worker_stopped_with_sigterm_ends_its_replays_as_cancelled(
+    redis_server: RedisServer,
+) -> None:
+    import httpx
+
+    server, url = _serve_process(redis_server.url)
+    try:
+        started = httpx.post(
+            f"{url}/relay/start", json={"recording": PAGE_RECORDING, "speed": 0.05}, timeout=10
+        )
+        assert started.status_code == 200, started.text
+        stream = started.json()["id"]
+
+        async def read() -> list[Relayed]:
+            async with Relay.from_url(redis_server.url) as relay:  # serve's own config
+                items = relay.subscribe(stream)
+                seen = [await anext(items) for _ in range(3)]
+                server.send_signal(signal.SIGTERM)  # a graceful stop of the worker
+                return await asyncio.wait_for(drain(items, seen), 60)
+
+        items = asyncio.run(read())
+        server.wait(timeout=30)
+    finally:
+        server.kill()
+        server.communicate(timeout=10)
+    end = items[-1]
+    assert isinstance(end.event, MessageCompleted)
+    assert not end.synthetic  # the producer said so itself, not its lease
+    assert end.event.message.status == "cancelled"
+    assert [item.seq for item in items[1:]] == list(range(items[0].seq + 1, end.seq + 1))
+
+
+def test_redis_gone_for_good_ends_every_reader_with_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import gc
+
+    import httpx
+
+    caplog.set_level(logging.WARNING)
+    server = RedisServer(tmp_path / "gone")
+    server.start()
+    try:
+        config = fast_config(reconnect_timeout=1.0)
+        with _worker(server.url, config) as a, httpx.Client(timeout=30) as http:
+            started = http.post(
+                f"{a}/relay/start", json={"recording": PAGE_RECORDING, "speed": 0.05}
+            )
+            stream = started.json()["id"]
+            with (
+                http.stream("GET", f"{a}/relay/events/{stream}") as events,
+                http.stream("GET", f"{a}/relay/ui-stream/{stream}") as ui,
+            ):
+                event_lines, ui_lines = events.iter_lines(), ui.iter_lines()
+                assert _sse_events(event_lines, 2)[0]["event"] == "snapshot"
+                assert _sse_events(ui_lines, 1)
+                server.stop(kill=True)  # and it never comes back
+                last_event = _sse_events(event_lines, 10_000)[-1]
+                ui_data = [e["data"] for e in _sse_events(ui_lines, 10_000)]
+            for _ in range(400):  # until the producer has given up too
+                if any("stopped" in r.getMessage() for r in caplog.records):
+                    break
+                time.sleep(0.05)
+        gc.collect()  # an unretrieved task error is logged when the task is collected
+    finally:
+        server.stop()
+    assert last_event["event"] == "error" and "id" not in last_event
+    error = json.loads(last_event["data"])["error"]
+    assert error["type"] == "RelayUnavailable"
+    assert ui_data[-1] == "[DONE]"
+    ui_chunks = [json.loads(data) for data in ui_data[:-1]]
+    assert any(c["type"] == "error" and "Redis" in c["errorText"] for c in ui_chunks)
+    assert any("stopped" in r.getMessage() for r in caplog.records)  # told, as a warning
+    unhandled = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert unhandled == []
+
+
+async def test_a_cancelled_publish_ends_the_message_as_cancelled(relay: Relay) -> None:
+    ref = reference(RECORDINGS[0])
+    stream = sid()
+    fed: list[bytes] = []
+
+    async def slow() -> AsyncIterator[bytes]:
+        for chunk in ref.chunks:
+            fed.append(chunk)
+            yield chunk
+            if len(fed) >= len(ref.chunks) // 2:
+                await asyncio.Event().wait()  # a provider gone quiet
+
+    publishing = asyncio.create_task(relay.publish(stream, slow()))
+    items = relay.subscribe(stream)
+    first = await anext(items)
+    while len(fed) < len(ref.chunks) // 2:
+        await asyncio.sleep(0.01)
+    publishing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await publishing
+    got = await asyncio.wait_for(drain(items, [first]), 30)
+    end = got[-1]
+    assert isinstance(end.event, MessageCompleted) and not end.synthetic
+    assert end.event.message.status == "cancelled"
+    assert await relay.redis.exists(relay.keys(stream)[2]) == 0  # the lease is gone

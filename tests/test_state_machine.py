@@ -29,7 +29,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
-from support import read
+from support import read, without_inferred_marker
 from test_truncation import check_open_part, reference
 
 from streamfold import (
@@ -38,6 +38,7 @@ from streamfold import (
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     StreamProtocolError,
@@ -46,6 +47,8 @@ from streamfold import (
     UsageUpdated,
     afold,
     fold,
+    put_utterance,
+    utterance,
 )
 from streamfold.accumulator import Accumulator
 from streamfold.deltas import (
@@ -118,6 +121,7 @@ class AccumulatorMachine(RuleBasedStateMachine):
         self.finished = False
         self.events: list[Event] = []
         self.frozen: Message | None = None
+        self.waiting: list[int] = []  # text parts after the last tool: not marked yet
 
     @initialize(strict=st.booleans())
     def choose_mode(self, strict: bool) -> None:
@@ -159,10 +163,35 @@ class AccumulatorMachine(RuleBasedStateMachine):
             part = ContentPart(type=kind, content=text, options=options)  # type: ignore[arg-type]
             model = ModelPart(key, False, kind, text=text, options=dict(options))
         events = self.apply(OpenPart(key, part))
-        assert [type(e) for e in events] == [PartStarted]
-        assert isinstance(events[0], PartStarted) and events[0].index == index
+        # A tool marks the text before it narration; the start's text comes in a delta.
+        marked = self.mark("narration") if kind == "tool" else []
+        expected = [*([PartMarked] * len(marked)), PartStarted, *([PartDelta] if text else [])]
+        assert [type(e) for e in events] == expected
+        assert [(e.index, e.utterance) for e in events[: len(marked)]] == marked  # type: ignore[union-attr]
+        started = events[len(marked)]
+        assert isinstance(started, PartStarted) and started.index == index
+        content = (
+            started.part.arguments if isinstance(started.part, ToolCall) else started.part.content
+        )
+        assert not content  # never content: that is what PartDeltas are for
+        if text:
+            assert (events[-1].index, events[-1].content) == (index, text)  # type: ignore[union-attr]
         self.parts.append(model)
         self.open[key] = index
+        if kind == "text":
+            self.waiting.append(index)
+
+    def mark(self, marker: str) -> list[tuple[int, str]]:
+        """The model's inferred marking of the text parts waiting for one."""
+        marked = [(index, marker) for index in self.waiting]
+        for index in self.waiting:
+            model = self.parts[index]
+            model.options |= {"utterance": marker, "utterance_inferred": True}
+            if model.done is not None:
+                assert isinstance(model.done, ContentPart)
+                model.done = put_utterance(model.done, marker, inferred=True)
+        self.waiting = []
+        return marked
 
     @precondition(lambda self: not self.finished)
     @rule(key=KEYS, text=TEXT, fragment=FRAGMENT, sig=SIGNATURE, meta=st.booleans())
@@ -243,6 +272,8 @@ class AccumulatorMachine(RuleBasedStateMachine):
         open_before = list(self.open.values())
         if how == "end":
             events = self.apply(EndMessage())
+            if self.status == "incomplete" and self.stop_reason is None:
+                self.status = "complete"  # the end marker: a whole message, its reason unsaid
         elif how == "close":
             events = self.acc.close()
             self.events.extend(events)
@@ -255,6 +286,10 @@ class AccumulatorMachine(RuleBasedStateMachine):
             events = self.apply(ReportError("overloaded", "try later"))
             self.status = "error" if RANK[self.status] <= RANK["error"] else self.status
             self.stop_reason = "error"
+        # The text after the last tool is the answer, unless the message was cut short.
+        marks = [(e.index, e.utterance) for e in events if isinstance(e, PartMarked)]
+        ended = self.status not in ("incomplete", "cancelled", "error")
+        assert marks == (self.mark("answer") if ended else [])
         # Parts still open end now, in the order they opened, their end inferred.
         closing = [e for e in events if isinstance(e, PartCompleted)]
         assert [e.index for e in closing] == open_before
@@ -269,6 +304,7 @@ class AccumulatorMachine(RuleBasedStateMachine):
         self.finished = True
         self.frozen = self.acc.snapshot()
         assert events[-1].message == self.frozen
+        assert self.frozen.metadata["end_marker"] is (how == "end")
 
     @precondition(lambda self: self.finished)
     @rule(key=KEYS, text=TEXT)
@@ -287,6 +323,9 @@ class AccumulatorMachine(RuleBasedStateMachine):
         part = model.done
         if final is not None:
             expected = final.model_copy(update={"index": index}) if model.tool else final
+            marker = model.options.get("utterance")
+            if marker is not None:  # marked while open: kept
+                expected = put_utterance(expected, marker, inferred=True)
             assert part == expected
             return
         if model.tool and cut and not (model.text or "").strip():
@@ -351,6 +390,7 @@ class AccumulatorMachine(RuleBasedStateMachine):
     def events_follow_each_parts_lifecycle(self) -> None:
         started: set[int] = set()
         completed: set[int] = set()
+        marked: set[int] = set()  # each text part at most once
         ended = 0
         for e in self.events:
             assert not ended, "no event after MessageCompleted"
@@ -362,6 +402,9 @@ class AccumulatorMachine(RuleBasedStateMachine):
             elif isinstance(e, PartCompleted):
                 assert e.index in started and e.index not in completed
                 completed.add(e.index)
+            elif isinstance(e, PartMarked):
+                assert e.index in started and e.index not in marked
+                marked.add(e.index)
             elif isinstance(e, MessageCompleted):
                 ended += 1
         assert ended == int(self.finished)
@@ -446,7 +489,11 @@ def check_cancelled(rel: str, k: int, where: str, result: Cancelled) -> None:
     for index, part in enumerate(order):
         here = f"{label}, slot {index}"
         if index in received:
-            assert part == received[index] == wholes[index], here
+            # The same part; its marker may have come after (or, cut, never).
+            bare = without_inferred_marker
+            assert bare(part) == bare(received[index]) == bare(wholes[index]), here
+            if isinstance(part, ContentPart):
+                assert utterance(part) in (None, utterance(wholes[index])), here  # type: ignore[arg-type]
         elif part != wholes[index]:
             # Open when cancelled: closed as it stood, a prefix of what its events carried.
             check_open_part(part, wholes[index], ref.streamed[index], here)

@@ -12,6 +12,7 @@ from .errors import (
     InvalidModelError,
     OptionsError,
     PartMergeError,
+    StateError,
     StreamfoldError,
     StreamLimitError,
     StreamProtocolError,
@@ -23,6 +24,7 @@ from .events import (
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     UsageUpdated,
@@ -55,6 +57,7 @@ from .parts import (
     put_utterance,
     set_option_on_last_part,
     utterance,
+    utterance_inferred,
 )
 from .providers import PROVIDERS, detect_provider
 from .recording import Recording, load_recording
@@ -89,6 +92,7 @@ __all__ = [
     "OptionsError",
     "PartCompleted",
     "PartDelta",
+    "PartMarked",
     "PartMergeError",
     "PartStarted",
     "PartialJSONError",
@@ -98,6 +102,7 @@ __all__ = [
     "ReplayWarning",
     "SSEDecoder",
     "SSEEvent",
+    "StateError",
     "StreamFolder",
     "StreamLimitError",
     "StreamProtocolError",
@@ -137,4 +142,5 @@ __all__ = [
     "to_message",
     "to_ui_message_stream",
     "utterance",
+    "utterance_inferred",
 ]

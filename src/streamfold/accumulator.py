@@ -11,6 +11,8 @@ from collections.abc import Callable, Hashable, Iterable
 from functools import partial
 from typing import Any, Literal, assert_never
 
+from pydantic import Field
+
 from ._model import json_depth_over
 from .deltas import (
     ClosePart,
@@ -24,12 +26,19 @@ from .deltas import (
     UpdateMessage,
 )
 from .display import display_items_for
-from .errors import StreamLimitError, StreamProtocolError, ToolArgumentsError, UsageError
+from .errors import (
+    StateError,
+    StreamLimitError,
+    StreamProtocolError,
+    ToolArgumentsError,
+    UsageError,
+)
 from .events import (
     Event,
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     UsageUpdated,
@@ -48,7 +57,19 @@ from .message import (
     parse_tool_arguments_json,
 )
 from .partial_json import Change, IncrementalJSON, PartialJSONError
-from .parts import STREAMED_OPTIONS, Citation, ContentPart, PartType
+from .parts import (
+    INFERRED_OPTION,
+    STREAMED_OPTIONS,
+    UTTERANCES,
+    Citation,
+    ContentPart,
+    PartType,
+    Utterance,
+    put_utterance,
+    utterance,
+    utterance_inferred,
+)
+from .state_schema import BoxState, Count, JsonObject, Key
 
 # The tuples built directly, skipping the named tuple's keyword-handling __new__: these
 # run once per delta, or once per part, of every stream.
@@ -106,6 +127,52 @@ SKIPPED_OTHER = "(other types)"
 
 # Argument chunks joined and encoded at a time in a final build (see _Slot._parsed_call).
 _ENCODE_BATCH = 4096
+
+
+class SlotState(BoxState):
+    """One slot: an open part as it started and what grew it, or a complete one as built.
+
+    The scanner of `partial_arguments` is not saved: it is rebuilt from the text.
+    """
+
+    part: ContentPart | None = None
+    call: ToolCall | None = None
+    complete: bool = False
+    # The text so far (a part's content, a call's argument text): none is no content yet.
+    chunks: list[str] = Field(default_factory=list)
+    options: JsonObject = Field(default_factory=dict)
+    streamed: dict[str, list[str]] = Field(default_factory=dict)
+    citations: list[Citation] = Field(default_factory=list)
+    scanning: bool = False
+
+
+class OpenSlot(BoxState):
+    """An open part: the decoder's key for it and its slot's index."""
+
+    key: Key
+    slot: Count
+
+
+class AccumulatorState(BoxState):
+    """What an Accumulator needs to resume (its provider, strictness and limits are the
+    fold's, given to `from_state`)."""
+
+    role: Role = "assistant"
+    scan_arguments: bool = False
+    slots: list[SlotState] = Field(default_factory=list)
+    open: list[OpenSlot] = Field(default_factory=list)
+    closed_keys: list[Key] = Field(default_factory=list)
+    status: Status = "incomplete"
+    stop_reason: StopReason | None = None
+    raw_stop_reason: str | None = None
+    usage: Usage | None = None
+    metadata: JsonObject = Field(default_factory=dict)
+    skipped: dict[str, Count] = Field(default_factory=dict)
+    repairs: dict[str, Count] = Field(default_factory=dict)
+    finished: bool = False
+    final: Message | None = None
+    # The text slots still waiting for a narration / answer marker, in stream order.
+    unmarked: list[Count] = Field(default_factory=list)
 
 
 class _Slot:
@@ -167,6 +234,61 @@ class _Slot:
         # Any growth now fails the size check, before it could touch the shared buffers
         # above: _too_big then says the part is complete (a taker kept past the part's end).
         self.limit = -1
+
+    def to_state(self) -> SlotState:
+        """This slot as saved-state data."""
+        start = self.done if self.done is not None else self.start
+        part = start if isinstance(start, ContentPart) else None
+        call = start if isinstance(start, ToolCall) else None
+        if self.done is not None:
+            return SlotState(part=part, call=call, complete=True)
+        return SlotState(
+            part=part,
+            call=call,
+            chunks=list(self.chunks),
+            options=dict(self.options),
+            streamed={key: list(chunks) for key, chunks in self.streamed.items()},
+            citations=list(self.citations),
+            scanning=self.scanner is not None,
+        )
+
+    @classmethod
+    def from_state(cls, state: SlotState, index: int, limits: Limits) -> _Slot:
+        """The slot `state` describes, at `index`, checked against the fold's limits."""
+        start = state.part if state.call is None else state.call
+        if start is None or (state.part is not None and state.call is not None):
+            raise StateError("", "expected exactly one of part and call")
+        slot = cls(index, start)
+        if state.complete:
+            slot.done = start
+            slot.release(start)
+            return slot
+        slot.limit = (
+            limits.max_tool_argument_chars if isinstance(start, ToolCall) else limits.max_part_chars
+        )
+        if isinstance(start, ContentPart) and len(start.content or "") > slot.limit:
+            raise StateError("part.content", f"expected at most {slot.limit} characters")
+        slot.size = sum(map(len, state.chunks))
+        if slot.size > slot.limit:
+            raise StateError("chunks", f"expected at most {slot.limit} characters, got {slot.size}")
+        for key, chunks in state.streamed.items():
+            if key not in STREAMED_OPTIONS or not chunks:
+                raise StateError(f"streamed.{key}", "expected a streamed option's chunks")
+            if sum(map(len, chunks)) > slot.limit:
+                raise StateError(f"streamed.{key}", f"expected at most {slot.limit} characters")
+        if state.scanning and not isinstance(start, ToolCall):
+            raise StateError("scanning", "expected false for a part that is not a tool call")
+        slot.chunks = list(state.chunks)
+        slot.has_content = bool(slot.chunks)  # (content "" is one chunk: [""])
+        slot.options = dict(state.options)
+        slot.streamed = {key: list(chunks) for key, chunks in state.streamed.items()}
+        slot.citations = list(state.citations) if state.citations else _NO_CITATIONS
+        if state.scanning:
+            # Derived from the text so far: scanned again, its changes already reported.
+            slot.scanner = IncrementalJSON()
+            if slot.chunks:
+                _scan(slot, slot.scanner, "".join(slot.chunks))
+        return slot
 
     def grow(self, delta: GrowPart) -> None:
         if delta.content is not None:
@@ -359,6 +481,9 @@ class Accumulator:
         self._slots: list[_Slot] = []
         self._open: dict[Hashable, _Slot] = {}
         self._closed_keys: set[Hashable] = set()
+        # Slot indices of the text parts still waiting for a narration / answer marker:
+        # those after the last tool part (see _open_part and _finish).
+        self._unmarked: list[int] = []
         self._status: Status = "incomplete"
         self._stop_reason: StopReason | None = None
         self._raw_stop_reason: str | None = None
@@ -369,6 +494,88 @@ class Accumulator:
         # fold reads it for every chunk of a live stream.
         self.finished = False
         self._final: Message | None = None
+
+    def to_state(self) -> AccumulatorState:
+        """This accumulator as saved-state data."""
+        index = {id(slot): n for n, slot in enumerate(self._slots)}
+        return AccumulatorState(
+            role=self.role,
+            scan_arguments=self.scan_arguments,
+            slots=[slot.to_state() for slot in self._slots],
+            open=[OpenSlot(key=key, slot=index[id(slot)]) for key, slot in self._open.items()],
+            closed_keys=list(self._closed_keys),
+            status=self._status,
+            stop_reason=self._stop_reason,
+            raw_stop_reason=self._raw_stop_reason,
+            usage=self._usage,
+            metadata=dict(self._metadata),
+            skipped=dict(self._skipped),
+            repairs=dict(self._repairs),
+            finished=self.finished,
+            final=self._final,
+            unmarked=list(self._unmarked),
+        )
+
+    @classmethod
+    def from_state(
+        cls, state: AccumulatorState, *, provider: str | None, strict: bool, limits: Limits
+    ) -> Accumulator:
+        """The accumulator `state` describes, checked whole against the fold's limits."""
+        acc = cls(
+            role=state.role,
+            provider=provider,
+            strict=strict,
+            limits=limits,
+            partial_arguments=state.scan_arguments,
+        )
+        if len(state.slots) > limits.max_parts:
+            raise StateError("slots", f"expected at most {limits.max_parts} (max_parts)")
+        for n, slot_state in enumerate(state.slots):
+            try:
+                acc._slots.append(_Slot.from_state(slot_state, n, limits))
+            except StateError as exc:
+                raise exc.within(f"slots[{n}]") from None
+            if slot_state.scanning and not state.scan_arguments:
+                raise StateError(f"slots[{n}].scanning", "expected false: scan_arguments is off")
+            slot = acc._slots[-1]
+            # The values a fold keeps are held to its depth limit, as when they arrived.
+            try:
+                acc._check_part_depth(slot.start, "part {}", n)
+                acc._check_depth(slot.options, "part {}", n)
+            except StreamLimitError as exc:
+                raise StateError(f"slots[{n}]", str(exc)) from None
+        try:
+            acc._check_depth(state.metadata, "message metadata")
+            acc._check_depth(state.usage.raw if state.usage else None, "usage")
+        except StreamLimitError as exc:
+            raise StateError("metadata" if "metadata" in str(exc) else "usage", str(exc)) from None
+        for n, entry in enumerate(state.open):
+            if entry.slot >= len(acc._slots) or state.slots[entry.slot].complete:
+                raise StateError(f"open[{n}].slot", "expected the index of an open slot")
+            if entry.key in acc._open:
+                raise StateError(f"open[{n}].key", "expected each open key once")
+            acc._open[entry.key] = acc._slots[entry.slot]
+        if len(acc._open) != sum(1 for slot in state.slots if not slot.complete):
+            raise StateError("open", "expected every slot that is not complete to be open")
+        if len({id(slot) for slot in acc._open.values()}) != len(acc._open):
+            raise StateError("open", "expected each open slot under one key")
+        if state.finished != (state.final is not None) or (state.finished and acc._open):
+            raise StateError("final", "expected the final message exactly when finished")
+        acc._closed_keys = set(state.closed_keys)
+        acc._status = state.status
+        acc._stop_reason = state.stop_reason
+        acc._raw_stop_reason = state.raw_stop_reason
+        acc._usage = state.usage
+        acc._metadata = dict(state.metadata)
+        acc._skipped = dict(state.skipped)
+        acc._repairs = dict(state.repairs)
+        acc.finished = state.finished
+        acc._final = state.final
+        for n, index in enumerate(state.unmarked):
+            if not (index < len(acc._slots) and acc._slots[index].kind == "text"):
+                raise StateError(f"unmarked[{n}]", "expected the index of a text slot")
+        acc._unmarked = list(state.unmarked)
+        return acc
 
     def apply(self, delta: Delta) -> list[Event]:
         """Apply one neutral delta and return the events it causes."""
@@ -421,6 +628,11 @@ class Accumulator:
         if isinstance(delta, ReportError):
             return self._error(delta)
         if isinstance(delta, EndMessage):
+            if self._status == "incomplete" and self._stop_reason is None:
+                # The wire's end marker with no word on why it stopped (a Chat stream's
+                # [DONE] without finish_reason): the message is whole, its reason unknown.
+                # A provider's own "incomplete" comes with its reason and stands.
+                self._status = "complete"
             return self._finish(cut=False)
         if isinstance(delta, SkipEvent):
             self._skip(delta.event_type)
@@ -571,21 +783,48 @@ class Accumulator:
                 len(self._slots) + 1,
                 "the message has too many parts",
             )
-        slot = _Slot(len(self._slots), delta.part)
+        part = delta.part
+        # PartStarted carries the part's identity and kind, never its content: text (or
+        # argument text) that came with the start goes on in a PartDelta of its own, as if
+        # it had streamed, so a consumer that prints the deltas misses nothing.
+        first: GrowPart | None = None
+        if isinstance(part, ContentPart):
+            if part.content or part.citations:
+                first = GrowPart(delta.key, part.content or None, None, tuple(part.citations))
+                part = ContentPart.trusted(
+                    type=part.type,
+                    content=None if part.content is None else "",
+                    options=part.options,
+                    citations=[],
+                )
+        elif isinstance(part.arguments, str) and part.arguments:
+            first = GrowPart(delta.key, part.arguments)
+            part = part.replaced(arguments="")
+        slot = _Slot(len(self._slots), part)
         slot.limit = (
             self.limits.max_tool_argument_chars
-            if isinstance(delta.part, ToolCall)
+            if isinstance(part, ToolCall)
             else self.limits.max_part_chars
         )
         if slot.size > slot.limit:
             slot._too_big(slot.size)
+        # Tool activity of any kind makes the text before it narration, the moment it starts.
+        events: list[Event] = (
+            self._mark_waiting("narration") if delta.tool or isinstance(part, ToolCall) else []
+        )
         self._slots.append(slot)
         self._open[delta.key] = slot
         self._closed_keys.discard(delta.key)
-        part = delta.part
         if isinstance(part, ToolCall) and part.index != slot.index:
             part = part.replaced(index=slot.index)
-        events: list[Event] = [_new_part_started((slot.index, part, "part_started"))]
+        events.append(_new_part_started((slot.index, part, "part_started")))
+        if isinstance(part, ContentPart) and part.type == "text":
+            marker = utterance(part)
+            if marker is None:
+                self._unmarked.append(slot.index)
+            else:
+                # The provider's own marker: said at once, and never replaced.
+                events.append(PartMarked(slot.index, marker, not utterance_inferred(part)))
         if (
             self.scan_arguments
             and isinstance(part, ToolCall)
@@ -594,16 +833,64 @@ class Accumulator:
             and part.metadata.get("type") != "custom_tool_call"
         ):
             slot.scanner = IncrementalJSON()
-            if part.arguments:
-                # Argument text in the start itself: its changes in a delta of their own.
-                changes = _scan(slot, slot.scanner, part.arguments)
-                if changes:
-                    events.append(
-                        PartDelta(
-                            index=slot.index, part_type="tool_call", arguments_changes=changes
-                        )
-                    )
+        if first is not None:
+            events.extend(self.apply(first))
         return events
+
+    def mark(self, index: int, marker: Utterance, *, explicit: bool) -> list[Event]:
+        """Mark the text part at slot `index` (a relay replaying a producer's PartMarked).
+
+        An explicit marker replaces an inferred one; nothing replaces an explicit one.
+        Nothing happens (no event) for a slot that is not a text part, or once finished.
+        """
+        if self.finished or not 0 <= index < len(self._slots):
+            return []
+        if self._slots[index].kind != "text" or marker not in UTTERANCES:
+            return []
+        event = self._mark(self._slots[index], marker, explicit)
+        return [] if event is None else [event]
+
+    def _mark(self, slot: _Slot, marker: Utterance, explicit: bool) -> PartMarked | None:
+        done = slot.done
+        assert not isinstance(done, ToolCall)  # only text slots are marked
+        options = slot.options if done is None else done.options
+        if options.get("utterance") in UTTERANCES and (
+            not explicit or options.get(INFERRED_OPTION) is not True
+        ):
+            return None  # marked already, as firmly
+        if done is None:
+            options["utterance"] = marker
+            if explicit:
+                options.pop(INFERRED_OPTION, None)
+            else:
+                options[INFERRED_OPTION] = True
+        else:
+            slot.done = slot.start = put_utterance(done, marker, inferred=not explicit)
+        return PartMarked(slot.index, marker, explicit)
+
+    def _mark_waiting(self, marker: Utterance) -> list[Event]:
+        """Mark every text part still waiting for a marker (inferred)."""
+        if not self._unmarked:
+            return []
+        slots = self._slots
+        events: list[Event] = []
+        for index in self._unmarked:
+            event = self._mark(slots[index], marker, False)
+            if event is not None:
+                events.append(event)
+        self._unmarked = []
+        return events
+
+    def _closing_utterance(self) -> Utterance | None:
+        """The marker of the text after the last tool, by how the message ended.
+
+        A cut, cancelled or failed message (status incomplete, cancelled, error) leaves it
+        unmarked: whether it was the answer is not known. By status, not by whether the
+        wire said "end": a Gemini stream just stops after the chunk with its finishReason.
+        """
+        if self._status in ("incomplete", "cancelled", "error"):
+            return None
+        return "narration" if self._stop_reason in ("tool_use", "pause") else "answer"
 
     def _close(
         self,
@@ -620,6 +907,11 @@ class Accumulator:
             # so a later end (or a cancel) still keeps what it had.
             self._check_part_depth(final, "part {}", slot.index)
             part = final.replaced(index=slot.index) if isinstance(final, ToolCall) else final
+            marker = slot.options.get("utterance") if slot.kind == "text" else None
+            if marker in UTTERANCES and isinstance(part, ContentPart) and not utterance(part):
+                # Marked while open: the replacement keeps the marker.
+                inferred = slot.options.get(INFERRED_OPTION) is True
+                part = put_utterance(part, marker, inferred=inferred)
         del self._open[key]
         self._closed_keys.add(key)
         slot.done = part
@@ -702,7 +994,15 @@ class Accumulator:
         return [self._close(key, slot, False, cut=cut) for key, slot in list(self._open.items())]
 
     def _finish(self, *, cut: bool) -> list[Event]:
-        events: list[Event] = self._close_open(cut=cut)
+        utterance_at_end = self._closing_utterance()
+        events: list[Event] = []
+        if utterance_at_end is not None:
+            events = self._mark_waiting(utterance_at_end)
+        events.extend(self._close_open(cut=cut))
+        # Whether the provider's end-of-stream marker arrived: False for a stream that
+        # was cut, cancelled or ended by an error, even one whose status is complete
+        # (a Chat stream cut after finish_reason, before its usage chunk and [DONE]).
+        self._metadata["end_marker"] = not cut
         message = self._message([slot.done for slot in self._slots if slot.done is not None])
         self._final = message
         self.finished = True

@@ -2,7 +2,7 @@
 
     streamfold replay FILE [--speed X] [--jsonl | --display | --message] [--provider P]
     streamfold demo [NAME]
-    streamfold serve [DIR] [--host H] [--port N] [--speed X]
+    streamfold serve [DIR] [--host H] [--port N] [--speed X] [--max-body N] [--allow-host H]
     streamfold record OUT [--jsonl | --display | --message]   (reads the stream on stdin)
 
 Pacing: a recording made with `streamfold.record` replays with its recorded timing; any
@@ -19,25 +19,27 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import IO, Any, assert_never
 
-from .display import DisplayItem
+from .display import MarkedInOrder, display_items_for
 from .errors import StreamfoldError, UsageError
 from .events import (
     Event,
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     UsageUpdated,
 )
 from .fold import StreamFolder, StreamFormat
 from .message import ToolCall
+from .parts import ContentPart
 from .providers import PROVIDERS, canonical_provider
-from .record import load_timing, schedule
+from .record import check_speed, load_timing, schedule
+from .recording import bundled_recordings
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -78,6 +80,7 @@ def event_to_json(event: Event) -> dict[str, Any]:
     part_started:     {type, index, part_type, part}
     part_delta:       {type, index, part_type, content, options, citations}
     part_completed:   {type, index, part_type, part, display_items, explicit}
+    part_marked:      {type, index, utterance, explicit}
     usage_updated:    {type, usage}
     provider_errored: {type, error_type, message, raw, partial}
     message_completed:{type, message}
@@ -113,6 +116,13 @@ def event_to_json(event: Event) -> dict[str, Any]:
             "part_type": _part_type(event.part),
             "part": _part_json(event.part),
             "display_items": [item.model_dump(mode="json") for item in event.display_items],
+            "explicit": event.explicit,
+        }
+    if isinstance(event, PartMarked):
+        return {
+            "type": event.type,
+            "index": event.index,
+            "utterance": event.utterance,
             "explicit": event.explicit,
         }
     if isinstance(event, UsageUpdated):
@@ -156,12 +166,25 @@ class _JsonlSink:
 
 
 class _DisplaySink(_JsonlSink):
+    """Each part's display items once final: a text part's wait for its marker."""
+
+    def __init__(self, out: IO[str]) -> None:
+        super().__init__(out)
+        self.done = MarkedInOrder()
+
     def handle(self, event: Event) -> None:
         if isinstance(event, PartCompleted):
-            items: Sequence[DisplayItem] = event.display_items
-            for item in items:
+            self._write(self.done.completed(event.index, event.part))
+        elif isinstance(event, PartMarked):
+            self._write(self.done.marked(event.index, event.utterance, event.explicit))
+        elif isinstance(event, ProviderErrored | MessageCompleted):
+            self._write(self.done.flush())
+
+    def _write(self, parts: Sequence[ContentPart | ToolCall]) -> None:
+        for part in parts:
+            for item in display_items_for(part, "assistant"):
                 self.out.write(_dumps(item.model_dump(mode="json")) + "\n")
-            self.out.flush()
+        self.out.flush()
 
 
 class _MessageSink(_JsonlSink):
@@ -210,11 +233,6 @@ def open_source(path: str, provider: str | None = None) -> Source:
             "that match none"
         )
     return Source(name=name, data=data, format=kind, provider=chosen, timing=timing)
-
-
-def bundled_recordings() -> Path:
-    """The directory of recordings shipped inside the package."""
-    return Path(str(resources.files("streamfold") / "recordings"))
 
 
 def provenance_line(rel: str, directory: Path | None = None) -> str | None:
@@ -272,7 +290,9 @@ def run(
             sink.progress(len(chunk))
             if folder.finished:
                 break
-        for event in folder.close():
+        closing = folder.close()
+        _check_held_events(folder)
+        for event in closing:
             sink.handle(event)
     except KeyboardInterrupt:
         for event in folder.cancel():
@@ -280,6 +300,13 @@ def run(
         raise
     finally:
         sink.finish()
+
+
+def _check_held_events(folder: StreamFolder, name: str = "", note: str = "") -> None:
+    # Bytes that frame no event at all (any text is SSE with no events) are no recording,
+    # even under --provider: folding them to an empty message would hide the mistake.
+    if folder.events_seen == 0:
+        raise UsageError(f"{name}expected {_KNOWN}, got input without a single event in it{note}")
 
 
 def replay(
@@ -382,10 +409,17 @@ def _speed(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if value < 0 or value != value:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"speed: expected a number, got {text!r}") from None
+    try:
+        return check_speed(value)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _byte_count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of bytes, got {text!r}")
+    return int(text)
 
 
 def _add_output(parser: argparse.ArgumentParser) -> None:
@@ -429,6 +463,20 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--port", type=int, default=8765)
     sp.add_argument("--speed", type=_speed, default=1.0, help="pacing, as for replay")
     sp.add_argument("--redis", default=None, help="Redis URL: resumable replays on the demo page")
+    sp.add_argument(
+        "--max-body",
+        type=_byte_count,
+        default=None,
+        help="largest request body in bytes (default 1 MiB); a larger one gets 413",
+    )
+    sp.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests for this Host name (repeatable; '*' for any). Bound to "
+        "loopback, only localhost / 127.0.0.1 / [::1] are answered otherwise",
+    )
 
     rc = sub.add_parser("record", help="record the stream on stdin to OUT while showing it")
     rc.add_argument("out", help="file to write (a .timing.json sidecar is written beside it)")
@@ -483,7 +531,13 @@ def _record(args: argparse.Namespace, out: IO[str]) -> int:
     sink.start(f"recording to {args.out}", 0)
     try:
         for event in events:
+            if isinstance(event, MessageCompleted):
+                # What replay would refuse is refused here too, before its empty message
+                # is shown (the bytes stay in the file, as they arrived).
+                _check_held_events(events.folder, "<stdin>: ", f" (kept as received in {args.out})")
             sink.handle(event)
+    except UsageError:
+        raise
     except StreamfoldError as exc:
         raise UsageError(f"<stdin>: {exc}") from None
     finally:
@@ -511,9 +565,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _record(args, out)
         if args.command == "serve":
             from .serve import run_server
+            from .web.guard import DEFAULT_MAX_BODY
 
             run_server(
-                args.dir, host=args.host, port=args.port, speed=args.speed, redis_url=args.redis
+                args.dir,
+                host=args.host,
+                port=args.port,
+                speed=args.speed,
+                redis_url=args.redis,
+                max_body=DEFAULT_MAX_BODY if args.max_body is None else args.max_body,
+                allow_hosts=args.allow_host,
             )
             return EXIT_OK
         parser.print_help()

@@ -17,10 +17,16 @@ from .parts import Citation, ContentPart
 
 
 class OpenPart(NamedTuple):
-    """A part or tool call begins; `part` holds whatever the start event carried."""
+    """A part or tool call begins; `part` holds whatever the start event carried.
+
+    `tool`: an opaque part that is tool activity the provider runs itself (a server tool
+    block, a built-in tool item, executable code): like a ToolCall, it makes the text
+    before it narration.
+    """
 
     key: Hashable
     part: ContentPart | ToolCall
+    tool: bool = False
 
 
 class GrowPart(NamedTuple):

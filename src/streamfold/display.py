@@ -8,7 +8,7 @@ from pydantic import Field
 
 from ._model import JsonObject, StreamfoldModel
 from .message import Message, Role, ToolCall, ToolResult
-from .parts import ContentPart, utterance
+from .parts import ContentPart, Utterance, put_utterance, utterance
 
 DisplayType = Literal["text", "thinking", "tool_call", "tool_result"]
 
@@ -102,3 +102,43 @@ def extract_display_items(
             content={**last.content, "stop_reason": message.stop_reason or message.status},
         )
     return items
+
+
+class MarkedInOrder:
+    """Finished parts in slot order, each given out once its display is final.
+
+    A text part's narration / answer marker is often known only after it is complete (when
+    a tool starts after it, or the message ends): a view that shows a part once, for good
+    (a terminal, a log of display items), holds it until then, and the parts after it
+    behind it, so they still come out in order.
+    """
+
+    def __init__(self) -> None:
+        self.held: dict[int, ContentPart | ToolCall] = {}
+
+    def completed(self, index: int, part: ContentPart | ToolCall) -> list[ContentPart | ToolCall]:
+        """Part `index` is complete: the parts that may be shown now."""
+        self.held[index] = part
+        return self._release(everything=False)
+
+    def marked(self, index: int, marker: Utterance, explicit: bool) -> list[ContentPart | ToolCall]:
+        """Part `index` got its marker (a PartMarked event): the parts that may be shown now."""
+        part = self.held.get(index)
+        if not isinstance(part, ContentPart):
+            return []  # still open: its completion will carry the marker
+        self.held[index] = put_utterance(part, marker, inferred=not explicit)
+        return self._release(everything=False)
+
+    def flush(self) -> list[ContentPart | ToolCall]:
+        """The message is over: every part held, marked or not."""
+        return self._release(everything=True)
+
+    def _release(self, *, everything: bool) -> list[ContentPart | ToolCall]:
+        out: list[ContentPart | ToolCall] = []
+        for index in sorted(self.held):
+            part = self.held[index]
+            waits = isinstance(part, ContentPart) and part.type == "text" and not utterance(part)
+            if waits and not everything:
+                break
+            out.append(self.held.pop(index))
+        return out

@@ -67,6 +67,7 @@ ProblemCode = Literal[
     "tool_call_bad_arguments",
     "tool_result_without_call",
     "reasoning_without_id",
+    "computer_output_without_screenshot",
 ]
 
 
@@ -103,9 +104,14 @@ def encode(
     tools: Sequence[Any] | None = None,
     tool_choice: Any = None,
     response_format: Any = None,
+    inferred_utterances: bool = False,
     **params: Any,
 ) -> dict[str, Any]:
-    """Encode messages (Messages or shorthands) as the provider's JSON request body."""
+    """Encode messages (Messages or shorthands) as the provider's JSON request body.
+
+    A narration / answer marker goes back (as Responses `phase`) only when the provider
+    said it; `inferred_utterances=True` sends the markers streamfold inferred as well.
+    """
     target = _target(provider)
     history = normalize_messages(messages, target)
     skip = _resolve_problems(history, target, strict)
@@ -116,6 +122,7 @@ def encode(
         response_format=normalize_response_format(response_format),
         extra={k: v for k, v in params.items() if v is not None},
         strict=strict,
+        inferred_utterances=inferred_utterances,
     )
     module = importlib.import_module(ENCODERS[target])
     body: dict[str, Any] = module.encode_request(history, request, skip)
@@ -288,6 +295,7 @@ class RequestParams:
     response_format: ResponseFormat | None
     extra: dict[str, Any]
     strict: bool = False
+    inferred_utterances: bool = False  # send inferred narration / answer markers too
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,20 @@ class UsageError(StreamfoldError, ValueError):
     """The caller passed something streamfold cannot accept, or called it out of order."""
 
 
+class StateError(UsageError):
+    """A saved state that cannot be restored: malformed, tampered with, unauthenticated,
+    or from another version. `field` is the path of the offending field in the state."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"restore state: {field or '(the state)'}: {problem}")
+
+    def within(self, prefix: str) -> StateError:
+        """The same error, its field path under `prefix`."""
+        return StateError(f"{prefix}.{self.field}" if self.field else prefix, self.problem)
+
+
 class InvalidModelError(UsageError):
     """A model constructor (ContentPart, Message, ...) got a value of the wrong shape."""
 

@@ -12,11 +12,16 @@ from typing import Any, Literal, NamedTuple
 from .display import DisplayItem
 from .message import Message, ToolCall, Usage
 from .partial_json import Change
-from .parts import Citation, ContentPart, PartType
+from .parts import Citation, ContentPart, PartType, Utterance
 
 
 class PartStarted(NamedTuple):
-    """A part or tool call began at slot `index` of the message."""
+    """A part or tool call began at slot `index` of the message.
+
+    It carries the part's identity and kind (type, ids, options such as a signature),
+    never its content: every character, and a tool call's argument text, arrives in
+    PartDeltas, also when the provider sent the part whole.
+    """
 
     index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: the slot index
     part: ContentPart | ToolCall
@@ -69,6 +74,20 @@ class PartCompleted(NamedTuple):
     type: Literal["part_completed"] = "part_completed"
 
 
+class PartMarked(NamedTuple):
+    """The text part at `index` is narration (the turn goes on) or the answer.
+
+    Emitted the moment the marker is known: at the part's start when the provider says
+    so (`explicit`), else when a tool part starts after it or when the message ends
+    (inferred). The part may be complete already: a UI restyles what it has shown.
+    """
+
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: the slot index
+    utterance: Utterance
+    explicit: bool
+    type: Literal["part_marked"] = "part_marked"
+
+
 class UsageUpdated(NamedTuple):
     """The running usage changed."""
 
@@ -93,4 +112,12 @@ class MessageCompleted(NamedTuple):
     type: Literal["message_completed"] = "message_completed"
 
 
-Event = PartStarted | PartDelta | PartCompleted | UsageUpdated | ProviderErrored | MessageCompleted
+Event = (
+    PartStarted
+    | PartDelta
+    | PartCompleted
+    | PartMarked
+    | UsageUpdated
+    | ProviderErrored
+    | MessageCompleted
+)

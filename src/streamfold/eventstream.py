@@ -15,7 +15,8 @@ from typing import Any
 
 import jiter
 
-from .errors import StreamProtocolError, UsageError
+from .errors import StateError, StreamProtocolError, UsageError
+from .state_schema import BoxState, Bytes
 
 _PRELUDE = 12
 _CRC = 4
@@ -89,6 +90,14 @@ def _parse_headers(data: bytes, raw: bytes) -> dict[str, HeaderValue]:
     return headers
 
 
+class EventStreamState(BoxState):
+    """What an EventStreamFramer needs to resume: the unfinished message."""
+
+    buffer: Bytes = b""
+    closed: bool = False
+    truncated: bool = False
+
+
 class EventStreamFramer:
     """Incremental decoder of AWS eventstream messages, checking both CRCs."""
 
@@ -98,53 +107,96 @@ class EventStreamFramer:
         # Set by close() when it dropped the bytes of a message the stream cut short.
         self.truncated = False
 
+    def to_state(self) -> EventStreamState:
+        """This framer as saved-state data."""
+        return EventStreamState(
+            buffer=bytes(self._buffer), closed=self._closed, truncated=self.truncated
+        )
+
+    @classmethod
+    def from_state(cls, state: EventStreamState) -> EventStreamFramer:
+        """The framer `state` describes (it holds less than one message)."""
+        if len(state.buffer) >= _MAX_MESSAGE:
+            raise StateError("buffer", f"expected less than one message ({_MAX_MESSAGE} bytes)")
+        framer = cls()
+        framer._buffer = bytearray(state.buffer)
+        framer._closed = state.closed
+        framer.truncated = state.truncated
+        return framer
+
     def feed(self, data: bytes) -> list[EventStreamMessage]:
-        """Feed bytes; return the messages they complete."""
+        """Feed bytes; return the messages they complete.
+
+        A broken message raises StreamProtocolError, but never at the cost of the
+        messages before it: those are returned first, and the broken one, left at the
+        head of the buffer, raises at the next feed() or close(). So every split of the
+        bytes gives the same messages before the same error.
+        """
         if self._closed:
             raise UsageError("EventStreamFramer.feed: expected bytes before close(), got after")
         self._buffer += data
-        messages: list[EventStreamMessage] = []
-        buffer = self._buffer
-        start = 0
-        while len(buffer) - start >= _PRELUDE:
-            total, headers_len, prelude_crc = struct.unpack_from(">III", buffer, start)
-            prelude = bytes(buffer[start : start + 8])
-            if zlib.crc32(prelude) != prelude_crc:
-                raise _error(
-                    f"expected prelude CRC32 {prelude_crc:#010x}, computed "
-                    f"{zlib.crc32(prelude):#010x}",
-                    prelude,
-                )
-            if total > _MAX_MESSAGE or headers_len > _MAX_HEADERS:
-                raise _error(
-                    f"expected a message under 16 MiB with headers under 128 KiB, got "
-                    f"{total} bytes with {headers_len} of headers",
-                    prelude,
-                )
-            if total < _PRELUDE + headers_len + _CRC:
-                raise _error(f"expected a message length of at least 16, got {total}", prelude)
-            if len(buffer) - start < total:
-                break
-            raw = bytes(buffer[start : start + total])
-            (message_crc,) = struct.unpack_from(">I", raw, total - _CRC)
-            computed = zlib.crc32(raw[: total - _CRC])
-            if computed != message_crc:
-                raise _error(
-                    f"expected message CRC32 {message_crc:#010x}, computed {computed:#010x}", raw
-                )
-            headers = _parse_headers(raw[_PRELUDE : _PRELUDE + headers_len], raw)
-            payload = raw[_PRELUDE + headers_len : total - _CRC]
-            messages.append(EventStreamMessage(headers, payload))
-            start += total
-        del buffer[:start]
-        return messages
+        return self._take()
 
     def close(self) -> list[EventStreamMessage]:
-        """End of stream. A cut-off last message is dropped (the fold reports incomplete)."""
+        """End of stream. A cut-off last message is dropped (the fold reports incomplete);
+        a broken one raises."""
         self._closed = True
+        self._take()  # whole messages were all taken by feed(): only a fault is left to find
         self.truncated = bool(self._buffer)
         self._buffer.clear()
         return []
+
+    def _take(self) -> list[EventStreamMessage]:
+        messages: list[EventStreamMessage] = []
+        buffer = self._buffer
+        start = 0
+        try:
+            while len(buffer) - start >= _PRELUDE:
+                total = self._check_prelude(buffer, start)
+                if len(buffer) - start < total:
+                    break
+                messages.append(self._message(bytes(buffer[start : start + total])))
+                start += total
+        except StreamProtocolError:
+            if not messages:
+                raise
+        finally:
+            del buffer[:start]
+        return messages
+
+    @staticmethod
+    def _check_prelude(buffer: bytearray, start: int) -> int:
+        """The total length of the message at `start`, its prelude checked."""
+        total, headers_len, prelude_crc = struct.unpack_from(">III", buffer, start)
+        prelude = bytes(buffer[start : start + 8])
+        if zlib.crc32(prelude) != prelude_crc:
+            raise _error(
+                f"expected prelude CRC32 {prelude_crc:#010x}, computed {zlib.crc32(prelude):#010x}",
+                prelude,
+            )
+        if total > _MAX_MESSAGE or headers_len > _MAX_HEADERS:
+            raise _error(
+                f"expected a message under 16 MiB with headers under 128 KiB, got "
+                f"{total} bytes with {headers_len} of headers",
+                prelude,
+            )
+        if total < _PRELUDE + headers_len + _CRC:
+            raise _error(f"expected a message length of at least 16, got {total}", prelude)
+        return int(total)
+
+    @staticmethod
+    def _message(raw: bytes) -> EventStreamMessage:
+        """One whole message, its CRC and headers checked."""
+        total = len(raw)
+        (headers_len,) = struct.unpack_from(">I", raw, 4)
+        (message_crc,) = struct.unpack_from(">I", raw, total - _CRC)
+        computed = zlib.crc32(raw[: total - _CRC])
+        if computed != message_crc:
+            raise _error(
+                f"expected message CRC32 {message_crc:#010x}, computed {computed:#010x}", raw
+            )
+        headers = _parse_headers(raw[_PRELUDE : _PRELUDE + headers_len], raw)
+        return EventStreamMessage(headers, raw[_PRELUDE + headers_len : total - _CRC])
 
 
 def eventstream_payload(message: EventStreamMessage) -> dict[str, Any]:

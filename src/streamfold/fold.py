@@ -6,23 +6,41 @@ framing -> JSON -> provider decoder -> accumulator. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
+import weakref
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar, Literal
 
 import jiter
+from pydantic import Field, ValidationError
 from pydantic_core import to_json
 
 from ._model import _plain_json
-from .accumulator import Accumulator
+from .accumulator import Accumulator, AccumulatorState
 from .deltas import ClosePart, Delta, GrowPart, OpenPart, new_grow
-from .errors import StreamfoldError, StreamLimitError, StreamProtocolError, UsageError
+from .errors import (
+    StateError,
+    StreamfoldError,
+    StreamLimitError,
+    StreamProtocolError,
+    UsageError,
+    preview,
+)
 from .events import Event, MessageCompleted
-from .framing import NDJSONDecoder, SSEDecoder, SSEEvent
+from .eventstream import EventStreamState
+from .framing import NDJSONDecoder, NDJSONState, SSEDecoder, SSEEvent, SSEState
 from .limits import DEFAULT_LIMITS, Limits
 from .message import Message, Role
-from .providers import canonical_provider, detect_provider, get_decoder
+from .providers import (
+    PROVIDERS,
+    canonical_provider,
+    decoder_class,
+    detect_provider,
+    get_decoder,
+)
 from .providers.base import Decoder
+from .state_schema import BoxState, Bytes, Count, Json, JsonObject, validation_error
 
 StreamFormat = Literal["sse", "ndjson", "eventstream", "objects"]
 
@@ -46,13 +64,17 @@ _MALFORMED = (
 )
 # A lone surrogate: text no UTF-8 wire can carry (jiter refuses it in bytes).
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# Metadata a fold records whether or not it understood any event of its stream.
+_UNLEARNED_METADATA = frozenset({"provider", "skipped_events", "truncated_tail"})
 
 
 def sniff_format(head: bytes) -> StreamFormat | None:
     """Tell the framing from the first bytes of a stream; None when there are too few."""
-    head = head.lstrip(_WHITESPACE)
     if head.startswith(_BOM):
-        head = head[3:].lstrip(_WHITESPACE)
+        head = head[3:]
+    elif _BOM.startswith(head):
+        return None  # nothing yet, or a byte-order mark begun: its first byte is no "{"
+    head = head.lstrip(_WHITESPACE)
     if not head:
         return None
     first = head[:1]
@@ -62,6 +84,86 @@ def sniff_format(head: bytes) -> StreamFormat | None:
         # An AWS eventstream prelude starts with a big-endian length well under 16 MiB.
         return "eventstream"
     return "sse"
+
+
+class LimitsState(BoxState):
+    """The fold's Limits (every field of it)."""
+
+    max_bytes: Count
+    max_parts: Count
+    max_part_chars: Count
+    max_tool_argument_chars: Count
+    max_depth: Count
+
+
+class HeldEvent(BoxState):
+    """An event held until the provider is known: its payload and SSE event name."""
+
+    payload: JsonObject
+    event: str | None = None
+
+
+class HeldFault(BoxState):
+    """A fault met inside a chunk of bytes: the fold raises it at its next feed() or close()."""
+
+    reason: str
+    provider: str | None = None
+    position: Count | None = None
+    raw_bytes: Bytes | None = None  # the raw event, when it was bytes
+    raw: Json = None  # else the raw event as JSON (or its preview, when JSON cannot hold it)
+
+    @classmethod
+    def of(cls, error: StreamProtocolError) -> HeldFault:
+        """The state of a held fault."""
+        raw = error.raw
+        if type(raw) is bytes:
+            return cls(
+                reason=error.reason, provider=error.provider, position=error.position, raw_bytes=raw
+            )
+        try:
+            return cls(
+                reason=error.reason, provider=error.provider, position=error.position, raw=raw
+            )
+        except ValidationError:
+            return cls(
+                reason=error.reason,
+                provider=error.provider,
+                position=error.position,
+                raw=preview(raw),
+            )
+
+    def rebuilt(self) -> StreamProtocolError:
+        """The fault this state describes."""
+        raw = self.raw_bytes if self.raw_bytes is not None else self.raw
+        return StreamProtocolError(
+            self.reason, provider=self.provider, raw=raw, position=self.position
+        )
+
+
+class FoldState(BoxState):
+    """What a StreamFolder needs to resume: its own fields and each box's state.
+
+    `decoder` is the state of the decoder of `provider` (its model is that decoder
+    class's `state_model`, picked by the name from the registry); the framer's is the
+    one field of `sse`, `ndjson`, `eventstream` that `format` names.
+    """
+
+    provider: str | None = None
+    choice: Count = 0
+    strict: bool = False
+    limits: LimitsState
+    bytes: Count = 0
+    format: StreamFormat | None = None
+    sse: SSEState | None = None
+    ndjson: NDJSONState | None = None
+    eventstream: EventStreamState | None = None
+    head: Bytes = b""
+    undetected: list[HeldEvent] = Field(default_factory=list)
+    position: Count = 0
+    closed: bool = False
+    fault: HeldFault | None = None
+    decoder: dict[str, Any] | None = None
+    accumulator: AccumulatorState
 
 
 class StreamFolder:
@@ -107,11 +209,19 @@ class StreamFolder:
         self._undetected: list[tuple[Any, str | None]] = []
         self._position = 0
         self._closed = False
+        # A broken stream's error, held while the events before it (from the same chunk)
+        # go to the caller; the next feed() or close() raises it (see _feed_bytes).
+        self._fault: StreamProtocolError | None = None
 
     @property
     def provider(self) -> str | None:
         """The provider, as given or as detected (None until known)."""
         return self._provider
+
+    @property
+    def events_seen(self) -> int:
+        """How many events (frames, or decoded objects) the fold has taken so far."""
+        return self._position
 
     @property
     def finished(self) -> bool:
@@ -130,28 +240,147 @@ class StreamFolder:
         """
         return self._acc.partial_arguments(index)
 
-    def save_state(self) -> dict[str, Any]:
-        """The fold's whole state as JSON-ready data, to restore later or elsewhere."""
+    def save_state(self, *, key: bytes | str | None = None) -> dict[str, Any]:
+        """The fold's whole state as JSON-ready data, to restore later or elsewhere.
+
+        With `key`, the state carries an HMAC-SHA256 that `restore(state, key=key)` checks.
+        """
         from .state import dump_state
 
-        return dump_state(self)
+        try:
+            state = self.to_state()
+        except ValidationError as exc:
+            # A value the fold holds but a state may not (an undetected event nested
+            # past the state's depth bound): said as what it is, not pydantic's error.
+            error = validation_error(exc)
+            raise UsageError(
+                f"save_state: expected a fold a state can hold, got {error.field}: {error.problem}"
+            ) from None
+        return dump_state(state, key=key)
 
     @classmethod
-    def restore(cls, state: Any) -> StreamFolder:
-        """A folder that continues exactly where the one that saved `state` stopped."""
-        from .state import load_state
+    def restore(cls, state: Any, *, key: bytes | str | None = None) -> StreamFolder:
+        """A folder that continues exactly where the one that saved `state` stopped.
 
-        folder = load_state(state)
-        if not isinstance(folder, cls):
-            raise UsageError(
-                f"StreamFolder.restore: expected the state of a StreamFolder, got one of "
-                f"{type(folder).__name__}"
+        The state is validated whole first; anything wrong raises `StateError` naming the
+        field. With `key`, a state without the right HMAC is refused.
+        """
+        from .state import restore_folder
+
+        return restore_folder(state, key=key)
+
+    def to_state(self) -> FoldState:
+        """This fold as saved-state data (see `save_state` for the JSON)."""
+        framer = self._framer.to_state() if self._framer is not None else None
+        return FoldState(
+            provider=self._provider,
+            choice=self._decoder_options["choice"],
+            strict=self._decoder_options["strict"],
+            limits=LimitsState(**dataclasses.asdict(self._limits)),
+            bytes=self._bytes,
+            format=self._format,
+            sse=framer if isinstance(framer, SSEState) else None,
+            ndjson=framer if isinstance(framer, NDJSONState) else None,
+            eventstream=framer if isinstance(framer, EventStreamState) else None,
+            head=self._head,
+            undetected=[HeldEvent(payload=p, event=e) for p, e in self._undetected],
+            position=self._position,
+            closed=self._closed,
+            fault=None if self._fault is None else HeldFault.of(self._fault),
+            decoder=None
+            if self._decoder is None
+            else self._decoder.to_state().model_dump(mode="json"),
+            accumulator=self._acc.to_state(),
+        )
+
+    @classmethod
+    def from_state(cls, state: FoldState) -> StreamFolder:
+        """The fold `state` describes, every field checked against the others first."""
+        limits = Limits(**state.limits.model_dump())
+        if state.bytes > limits.max_bytes:
+            raise StateError("bytes", f"expected at most {limits.max_bytes} (max_bytes)")
+        provider = state.provider
+        if provider is not None and provider not in PROVIDERS:
+            raise StateError("provider", f"expected one of {', '.join(PROVIDERS)}")
+        framers = {"sse": state.sse, "ndjson": state.ndjson, "eventstream": state.eventstream}
+        for name, framer in framers.items():
+            if (framer is not None) != (state.format == name):
+                raise StateError(name, f"expected a {name} framer exactly when format is {name}")
+        held = len(state.head) + sum(
+            len(framer.buffer) + sum(map(len, getattr(framer, "data", ())))
+            for framer in (state.sse, state.ndjson, state.eventstream)
+            if framer is not None
+        )
+        if held > state.bytes:
+            raise StateError("bytes", f"expected at least the {held} bytes the framing holds")
+        if state.head and (state.format is not None or sniff_format(state.head) is not None):
+            raise StateError("head", "expected bytes only before the framing is known")
+        if state.decoder is None:
+            if provider is not None and state.format != "eventstream":
+                raise StateError("decoder", f"expected the state of the {provider} decoder")
+        elif provider is None or state.undetected:
+            raise StateError("decoder", "expected no decoder before the provider is known")
+        if len(state.undetected) >= _DETECT_WITHIN:
+            raise StateError("undetected", f"expected fewer than {_DETECT_WITHIN} events")
+        folder = cls(limits=limits)
+        folder._decoder_options = {"choice": state.choice, "strict": state.strict}
+        folder._provider = provider
+        if state.decoder is not None:
+            assert provider is not None
+            kind = decoder_class(provider)
+            try:
+                decoder_state = kind.state_model.model_validate(state.decoder)
+            except ValidationError as exc:
+                raise validation_error(exc).within("decoder") from None
+            try:
+                folder._decoder = kind.from_state(
+                    decoder_state, choice=state.choice, strict=state.strict
+                )
+            except StateError as exc:
+                raise exc.within("decoder") from None
+            folder._decoder.limits = limits  # as _new_decoder gives them
+        try:
+            folder._acc = Accumulator.from_state(
+                state.accumulator,
+                provider=provider if folder._decoder is not None else None,
+                strict=state.strict,
+                limits=limits,
             )
+        except StateError as exc:
+            raise exc.within("accumulator") from None
+        folder._bytes = state.bytes
+        folder._format = state.format
+        try:
+            if state.sse is not None:
+                folder._framer = SSEDecoder.from_state(state.sse)
+            elif state.ndjson is not None:
+                folder._framer = NDJSONDecoder.from_state(state.ndjson)
+            elif state.eventstream is not None:
+                from .eventstream import EventStreamFramer
+
+                folder._framer = EventStreamFramer.from_state(state.eventstream)
+        except StateError as exc:
+            raise exc.within(str(state.format)) from None
+        folder._head = state.head
+        folder._undetected = [(held.payload, held.event) for held in state.undetected]
+        folder._position = state.position
+        folder._closed = state.closed
+        if state.fault is not None:
+            if not state.closed:
+                raise StateError("fault", "expected a held fault only in a closed fold")
+            folder._fault = state.fault.rebuilt()
+            folder._fault.partial = folder._acc.snapshot()
         return folder
 
     def feed(self, chunk: Any) -> list[Event]:
-        """Feed one chunk: bytes, str, a decoded event dict, or an SDK object."""
+        """Feed one chunk: bytes, str, a decoded event dict, or an SDK object.
+
+        A stream that breaks inside a chunk of bytes: the events before the fault are
+        returned, and the next feed() or close() raises its StreamProtocolError.
+        """
         if self._closed:
+            if self._fault is not None:
+                raise self._fault
             raise UsageError("StreamFolder.feed: expected a chunk before close(), got one after")
         if self._acc.finished:
             return []
@@ -279,6 +508,8 @@ class StreamFolder:
     def close(self) -> list[Event]:
         """The input ended: flush the framing and finish the message."""
         if self._closed:
+            if self._fault is not None:
+                raise self._fault
             return []
         self._closed = True
         events: list[Event] = []
@@ -311,8 +542,31 @@ class StreamFolder:
             except _MALFORMED as exc:
                 raise self._malformed(exc, None) from exc
             events.extend(self._apply(held, None))
+        if self._acc._skipped and not self._acc.finished:
+            self._check_understood()
         events.extend(self._acc.close())
         return events
+
+    def _check_understood(self) -> None:
+        """A stream whose events were skipped as unknown and taught the message nothing is
+        not this provider's (a wrong `provider=`): an error, not an empty message."""
+        message = self._acc.snapshot()
+        learned = (
+            message.content
+            or message.tool_calls
+            or message.tool_results
+            or message.usage is not None
+            or message.stop_reason is not None
+            or not _UNLEARNED_METADATA.issuperset(message.metadata)
+        )
+        if not learned:
+            skipped = message.metadata["skipped_events"]
+            raise self._attach(
+                StreamProtocolError(
+                    f"expected events in {self._provider}'s format, got {sum(skipped.values())} "
+                    f"that match none of its event types ({', '.join(list(skipped)[:5])})"
+                )
+            )
 
     def cancel(self) -> list[Event]:
         """The consumer gave up: finish with status cancelled, keeping all received."""
@@ -366,7 +620,13 @@ class StreamFolder:
                     if self._acc.finished:
                         break
         except StreamfoldError as exc:
-            raise self._attach(exc) from None
+            error = self._attach(exc)
+            if not events or not isinstance(error, StreamProtocolError):
+                raise error from None
+            # The events before the fault are the caller's, whatever the chunking: they
+            # are returned, and the fold, closed to more input, raises the fault next.
+            self._fault = error
+            self._closed = True
         return events
 
     def _fold_sse_hot(self, decoder: Decoder, buffer: bytes, events: list[Event]) -> None:
@@ -585,6 +845,8 @@ class StreamFolder:
     def _done(self) -> list[Event]:
         if self._decoder is None:
             return []
+        if self._acc._skipped and not self._acc.finished:
+            self._check_understood()
         return self._apply(self._decoder.done(), "[DONE]")
 
     def _payload(self, payload: Any, event: str | None) -> list[Event]:
@@ -709,18 +971,35 @@ def _sdk_payload(obj: Any) -> dict[str, Any]:
 
 
 class Fold:
-    """Iterate the events of a stream; `snapshot()` reads the message so far at any time."""
+    """Iterate the events of a stream; `snapshot()` reads the message so far at any time.
+
+    A consumer that stops early gets status cancelled, with everything received, and the
+    source is closed (its `close()`, if it has one): at `close()`, or as soon as the
+    `for` loop that iterates the fold lets go of it (a break, an exception in the loop
+    body; CPython frees the loop's iterator then, even while the fold itself lives on).
+    """
 
     def __init__(self, chunks: Iterable[Any], folder: StreamFolder) -> None:
         self._chunks = chunks
         self.folder = folder
-        self._events = self._run()
+        # Held here until a loop takes it (`__iter__`); then only that loop holds it, so
+        # leaving the loop closes it at once instead of when the garbage collector runs.
+        self._events: Generator[Event, None, None] | None = self._run()
+        self._taken: weakref.ref[Generator[Event, None, None]] | None = None
 
     def __iter__(self) -> Iterator[Event]:
-        return self._events
+        events = self._generator()
+        if events is None:
+            return iter(())  # a loop took the events and let go of them: the fold is over
+        self._events = None
+        self._taken = weakref.ref(events)
+        return events
 
     def __next__(self) -> Event:
-        return next(self._events)
+        events = self._generator()
+        if events is None:
+            raise StopIteration
+        return next(events)
 
     def snapshot(self) -> Message:
         """The message so far (status cancelled if the consumer stopped early)."""
@@ -732,7 +1011,18 @@ class Fold:
 
     def close(self) -> None:
         """Stop early: the message keeps everything received, with status cancelled."""
-        self._events.close()
+        events = self._generator()
+        if events is not None:
+            events.close()
+        if not self.folder.finished:
+            # The events were never read: closing the generator ran none of its code.
+            self.folder.cancel()
+            _close_source(self._chunks)
+
+    def _generator(self) -> Generator[Event, None, None] | None:
+        if self._events is not None:
+            return self._events
+        return None if self._taken is None else self._taken()
 
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
@@ -747,18 +1037,24 @@ class Fold:
                     # Decoded event dicts, the provider known: the rest in one loop.
                     yield from folder.fold_objects(source)
                     break
-            if folder.finished:
-                # The message is over: release the source (an HTTP response, an SDK
-                # stream) instead of leaving it half read.
-                close = getattr(self._chunks, "close", None)
-                if callable(close):
-                    close()
-                return
-            yield from folder.close()
+            if not folder.finished:
+                yield from folder.close()
         except GeneratorExit:
             # The consumer stopped reading: what arrived is kept, marked cancelled.
             folder.cancel()
             raise
+        finally:
+            # The fold is over: release the source (an HTTP response, an SDK stream)
+            # instead of leaving it half read.
+            _close_source(self._chunks)
+
+
+def _close_source(chunks: Any) -> None:
+    """Close a fold's source, if it can be: a source that fails to close changes nothing."""
+    close = getattr(chunks, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):
+            close()
 
 
 def _source(chunks: Any, provider: str | None) -> tuple[Iterable[Any], str | None]:

@@ -9,7 +9,10 @@ from __future__ import annotations
 from functools import partial
 from typing import NamedTuple
 
+from pydantic import Field
+
 from .errors import UsageError
+from .state_schema import BoxState, Bytes, Number
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -43,6 +46,28 @@ def _event_name(value: bytes) -> str:
     return name
 
 
+class SSEState(BoxState):
+    """What an SSEDecoder needs to resume: the unfinished line and event."""
+
+    buffer: Bytes = b""
+    data: list[Bytes] = Field(default_factory=list)
+    event: str | None = None
+    id: str | None = None
+    retry: Number | None = None
+    started: bool = False
+    closed: bool = False
+    pending_cr: bool = False
+
+
+class NDJSONState(BoxState):
+    """What an NDJSONDecoder needs to resume: the unfinished line."""
+
+    buffer: Bytes = b""
+    closed: bool = False
+    # The first line was taken (a byte-order mark may open only the stream).
+    started: bool = False
+
+
 class SSEDecoder:
     """Incremental server-sent-events parser (LF, CR and CRLF line ends, comments, BOM)."""
 
@@ -57,6 +82,33 @@ class SSEDecoder:
         # A chunk that ended in CR: an LF at the start of the next one belongs to it.
         self._pending_cr = False
         self._parked: list[bytes] = []
+
+    def to_state(self) -> SSEState:
+        """This framer as saved-state data (pieces parked for a line end join the buffer)."""
+        return SSEState(
+            buffer=self._buffer + b"".join(self._parked),
+            data=list(self._data),
+            event=self._event,
+            id=self._id,
+            retry=self._retry,
+            started=self._started,
+            closed=self._closed,
+            pending_cr=self._pending_cr,
+        )
+
+    @classmethod
+    def from_state(cls, state: SSEState) -> SSEDecoder:
+        """The framer `state` describes."""
+        framer = cls()
+        framer._buffer = state.buffer
+        framer._data = list(state.data)
+        framer._event = state.event
+        framer._id = state.id
+        framer._retry = state.retry
+        framer._started = state.started
+        framer._closed = state.closed
+        framer._pending_cr = state.pending_cr
+        return framer
 
     def _take_buffer(self, data: bytes) -> bytes:
         if self._parked:
@@ -238,6 +290,25 @@ class NDJSONDecoder:
         self._buffer = b""
         self._parked: list[bytes] = []
         self._closed = False
+        # False until the first line is taken: a byte-order mark may open the stream.
+        self._started = False
+
+    def to_state(self) -> NDJSONState:
+        """This framer as saved-state data (pieces parked for a line end join the buffer)."""
+        return NDJSONState(
+            buffer=self._buffer + b"".join(self._parked),
+            closed=self._closed,
+            started=self._started,
+        )
+
+    @classmethod
+    def from_state(cls, state: NDJSONState) -> NDJSONDecoder:
+        """The framer `state` describes."""
+        framer = cls()
+        framer._buffer = state.buffer
+        framer._closed = state.closed
+        framer._started = state.started
+        return framer
 
     def feed(self, data: bytes) -> list[bytes]:
         """Feed bytes; return the complete, non-blank lines (without line ends)."""
@@ -252,6 +323,11 @@ class NDJSONDecoder:
             self._parked = []
         else:
             buffer = self._buffer + data if self._buffer else data
+        if not self._started:
+            # The first line is whole in the buffer, and with it any byte-order mark.
+            self._started = True
+            if buffer.startswith(_BOM):
+                buffer = buffer[3:]
         lines = buffer.split(b"\n")
         self._buffer = lines.pop()
         return [s for line in lines if (s := line.strip())]
@@ -261,7 +337,10 @@ class NDJSONDecoder:
         if self._closed:
             return []
         self._closed = True
-        rest = (self._buffer + b"".join(self._parked)).strip()
+        rest = self._buffer + b"".join(self._parked)
+        if not self._started and rest.startswith(_BOM):
+            rest = rest[3:]
+        rest = rest.strip()
         self._parked = []
         self._buffer = b""
         return [rest] if rest else []

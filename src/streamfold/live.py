@@ -1,7 +1,9 @@
 """Terminal views of a fold: a rich Live view for terminals, plain text for pipes.
 
 Finished parts print once and scroll up; parts still being written update in place below
-them, with a status line (events, bytes, seconds). Thinking is dimmed, narration marked,
+them, with a status line (events, bytes, seconds). A finished text part waits below until
+it is known to be narration or the answer (a tool starts, or the message ends), and the
+parts after it wait behind it, so they print in order. Thinking is dimmed, narration marked,
 tool calls show their arguments pretty-printed once complete, and the stop reason and
 usage close the message. Without a terminal (or without rich) the same parts print as
 plain text when they complete, with no cursor movement.
@@ -15,17 +17,19 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol, assert_never
 
+from .display import MarkedInOrder
 from .events import (
     Event,
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     UsageUpdated,
 )
 from .message import Message, ToolCall, Usage
-from .parts import ContentPart, utterance
+from .parts import ContentPart, put_utterance, utterance
 
 # (text, rich style) segments; a plain view ignores the style.
 Line = list[tuple[str, str]]
@@ -169,13 +173,16 @@ def error_lines(event: ProviderErrored) -> list[Line]:
 
 
 class _Parts:
-    """The open parts of a fold, fed by events."""
+    """The parts of a fold, fed by events: those being written, and finished ones held."""
 
     def __init__(self) -> None:
         self.open: dict[int, _Open] = {}
+        # Finished parts not printed yet: a text part waits for its narration / answer
+        # marker, and the parts after it wait behind it.
+        self.done = MarkedInOrder()
 
     def feed(self, event: Event) -> list[Line] | None:
-        """Track `event`; return the lines to print for good (a part ended), else None."""
+        """Track `event`; return the lines to print for good (parts ended), else None."""
         if isinstance(event, PartStarted):
             start = event.part
             first = start.arguments if isinstance(start, ToolCall) else start.content
@@ -193,26 +200,46 @@ class _Parts:
             return None
         if isinstance(event, PartCompleted):
             self.open.pop(event.index, None)
-            return completed_lines(event.part)
+            return _shown(self.done.completed(event.index, event.part))
+        if isinstance(event, PartMarked):
+            state = self.open.get(event.index)
+            if state is not None and isinstance(state.start, ContentPart):
+                inferred = not event.explicit
+                state.start = put_utterance(state.start, event.utterance, inferred=inferred)
+            return _shown(self.done.marked(event.index, event.utterance, event.explicit))
         if isinstance(event, ProviderErrored):
-            return error_lines(event)
+            return [*(_shown(self.done.flush()) or []), *error_lines(event)]
         if isinstance(event, MessageCompleted):
+            lines = _shown(self.done.flush()) or []
             self.open.clear()
-            return footer_lines(event.message)
+            return [*lines, *([[]] if lines else []), *footer_lines(event.message)]
         if isinstance(event, UsageUpdated):
             return None
         assert_never(event)
 
     def growing(self, tail: int | None = None) -> list[list[Line]]:
-        """The lines of each open part, in slot order; `tail` keeps only the last characters."""
-        out: list[list[Line]] = []
-        for _, state in sorted(self.open.items()):
+        """The lines of each part not printed yet, in slot order; `tail` keeps only the
+        last characters of a part being written."""
+        held = self.done.held.items()
+        out: list[tuple[int, list[Line]]] = [(i, completed_lines(p)) for i, p in held]
+        for index, state in self.open.items():
             text = "".join(state.chunks)
             if tail is not None and len(text) > tail:
                 # Only the end of a long part fits on screen: do not re-wrap all of it.
                 text = "…" + text[-tail:]
-            out.append(part_lines(state.start, text, done=False))
-        return out
+            out.append((index, part_lines(state.start, text, done=False)))
+        return [lines for _, lines in sorted(out, key=lambda entry: entry[0])]
+
+
+def _shown(parts: list[ContentPart | ToolCall]) -> list[Line] | None:
+    """The lines of finished parts, a blank line between two; None for nothing to print."""
+    lines: list[Line] = []
+    for part in parts:
+        shown = completed_lines(part)
+        if shown and lines:
+            lines.append([])
+        lines.extend(shown)
+    return lines or None
 
 
 class PlainView:

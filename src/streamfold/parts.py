@@ -15,6 +15,8 @@ PART_TYPES: tuple[str, ...] = get_args(PartType)
 
 Utterance = Literal["narration", "answer"]
 UTTERANCES: tuple[str, ...] = get_args(Utterance)
+INFERRED_OPTION = "utterance_inferred"
+"""The option that says a part's utterance marker was inferred, not said by the provider."""
 
 STREAMED_OPTIONS = frozenset({"signature"})
 """Option keys that arrive in pieces and concatenate when parts merge; all others replace."""
@@ -111,11 +113,29 @@ def utterance(part: ContentPart) -> Utterance | None:
     return None
 
 
-def put_utterance(part: ContentPart, value: str) -> ContentPart:
-    """Return the part marked as "narration" or "answer"; any other value raises."""
+def utterance_inferred(part: ContentPart) -> bool:
+    """True when the part's marker was inferred by streamfold (from the tools around it and
+    how its message ended); False when the provider or the caller set it, or it has none."""
+    return utterance(part) is not None and part.options.get(INFERRED_OPTION) is True
+
+
+def put_utterance(part: ContentPart, value: str, *, inferred: bool = False) -> ContentPart:
+    """Return the part marked as "narration" or "answer"; any other value raises.
+
+    `inferred=True` records that the marker was worked out rather than said: encoders
+    send such a marker back to a provider only when asked.
+    """
     if value not in UTTERANCES:
         raise UsageError(f"utterance: expected 'narration' or 'answer', got {value!r}")
-    return _with_options(part, {"utterance": value})
+    if inferred:
+        return _with_options(part, {"utterance": value, INFERRED_OPTION: True})
+    options = {k: v for k, v in part.options.items() if k != INFERRED_OPTION}
+    return ContentPart.model_construct(
+        type=part.type,
+        content=part.content,
+        options={**options, "utterance": value},
+        citations=part.citations,
+    )
 
 
 def merge_part(primary: ContentPart | None, delta: ContentPart) -> ContentPart:

@@ -26,21 +26,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterable,
-    AsyncIterator,
-    Generator,
-    Iterable,
-)
+from collections.abc import AsyncIterable, Generator, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from .aio import AsyncFold
 from .errors import UsageError
 from .events import Event
-from .fold import Fold, StreamFolder, StreamFormat
-from .message import Message
+from .fold import Fold, StreamFolder, StreamFormat, _close_source
 
 TIMING_SUFFIX = ".timing.json"
 TIMING_VERSION = 1
@@ -48,6 +42,14 @@ TIMING_VERSION = 1
 EVENT_INTERVAL = 0.02
 """Seconds between events at speed 1 when a recording has no timing: 50 events a second,
 about the pace at which a fast model streams tokens."""
+
+MAX_RECORDED_SECONDS = 24 * 3600.0
+"""The latest a timing mark may be: no model answers for a day."""
+
+MIN_SPEED = 0.01
+MAX_SPEED = 1000.0
+"""A replay's speed is 0 (no waiting) or from MIN_SPEED to MAX_SPEED: a speed near 0
+would turn each wait into hours (5e-324 makes it infinite) and stall the replay."""
 
 _SSE_EVENT_END = re.compile(rb"(?:\r\n|\r|\n)(?:\r\n|\r|\n)")
 
@@ -78,6 +80,10 @@ def _as_bytes(chunk: Any) -> bytes:
     return f"{head}data: {data}\n\n".encode()
 
 
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
 class _Writer:
     """Writes a recording and its timing sidecar; both are complete even if cut short."""
 
@@ -86,8 +92,13 @@ class _Writer:
         self.timing = timing
         self.offset = 0
         self.marks: list[list[float]] = []
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.file: IO[bytes] = self.path.open("wb")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.file: IO[bytes] = self.path.open("wb")
+        except OSError as exc:
+            raise UsageError(
+                f"{self.path}: cannot write a recording there: {_reason(exc)}"
+            ) from None
         self.start = time.monotonic()
 
     def write(self, chunk: Any) -> None:
@@ -106,7 +117,11 @@ class _Writer:
         self.file.close()
         if self.timing:
             body = {"version": TIMING_VERSION, "chunks": self.marks}
-            timing_path(self.path).write_text(json.dumps(body) + "\n")
+            sidecar = timing_path(self.path)
+            try:
+                sidecar.write_text(json.dumps(body) + "\n")
+            except OSError as exc:
+                raise UsageError(f"{sidecar}: cannot write the timing: {_reason(exc)}") from None
 
     def __enter__(self) -> _Writer:
         return self
@@ -149,10 +164,15 @@ class Tee(Fold):
             except GeneratorExit:
                 folder.cancel()
                 raise
+            finally:
+                _close_source(self._chunks)
 
 
-class AsyncTee:
-    """The async `Tee`: async-iterate the events while the stream is recorded."""
+class AsyncTee(AsyncFold):
+    """The async `Tee`: async-iterate the events while the stream is recorded.
+
+    A consumer that leaves early is handled as by `AsyncFold`; the file keeps what arrived.
+    """
 
     def __init__(
         self,
@@ -161,53 +181,28 @@ class AsyncTee:
         provider: str | None,
         timing: bool,
     ) -> None:
-        self.folder = StreamFolder(provider)
+        super().__init__(chunks, StreamFolder(provider))
         self.path = Path(path)
-        self._events = self._run(chunks, timing)
+        self._timing = timing
+        self._writer: _Writer | None = None
 
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._events
+    async def _read(self) -> Any:
+        if self._writer is None:
+            self._writer = _Writer(self.path, self._timing)
+        return await super()._read()
 
-    async def __anext__(self) -> Event:
-        return await self._events.__anext__()
+    def _fold_chunk(self, chunk: Any) -> list[Event]:
+        assert self._writer is not None  # opened by the first read
+        # Written before it is folded: a chunk that breaks the fold is kept.
+        self._writer.write(chunk)
+        return [] if self.folder.finished else self.folder.feed(chunk)
 
-    def snapshot(self) -> Message:
-        """The message so far."""
-        return self.folder.snapshot()
+    def _ends_with_the_message(self) -> bool:
+        return False  # what the provider sends after its end event is recorded too
 
-    async def aclose(self) -> None:
-        """Stop early: the file keeps what arrived; the message is marked cancelled."""
-        await self._events.aclose()
-        if not self.folder.finished:
-            self.folder.cancel()
-
-    async def _run(
-        self, chunks: AsyncIterable[Any] | Iterable[Any], timing: bool
-    ) -> AsyncGenerator[Event, None]:
-        import anyio
-
-        folder = self.folder
-        with _Writer(self.path, timing) as writer:
-            try:
-                if isinstance(chunks, AsyncIterable):
-                    async for chunk in chunks:
-                        writer.write(chunk)
-                        if not folder.finished:
-                            for event in folder.feed(chunk):
-                                yield event
-                else:
-                    for chunk in chunks:
-                        writer.write(chunk)
-                        if not folder.finished:
-                            for event in folder.feed(chunk):
-                                yield event
-                        await anyio.lowlevel.checkpoint()
-                if not folder.finished:
-                    for event in folder.close():
-                        yield event
-            except (GeneratorExit, anyio.get_cancelled_exc_class()):
-                folder.cancel()
-                raise
+    def _ended(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
 
 
 def tee(
@@ -242,11 +237,13 @@ def load_timing(path: str | Path) -> list[tuple[int, float]] | None:
     except (OSError, ValueError) as exc:
         raise UsageError(f"{sidecar}: expected a timing sidecar (JSON), got {exc}") from None
     marks = body.get("chunks") if isinstance(body, dict) else None
+    # Seconds past MAX_RECORDED_SECONDS (or Infinity, NaN) would stall a replay for good.
     if not isinstance(marks, list) or not all(
         isinstance(m, list)
         and len(m) == 2
         and isinstance(m[0], int)
         and isinstance(m[1], int | float)
+        and 0 <= m[1] <= MAX_RECORDED_SECONDS
         for m in marks
     ):
         raise UsageError(
@@ -282,6 +279,16 @@ def split_frames(data: bytes, format: StreamFormat) -> list[bytes]:
     return pieces
 
 
+def check_speed(speed: float) -> float:
+    """`speed` if a replay can use it (see MIN_SPEED); UsageError naming the range if not."""
+    if speed == 0 or MIN_SPEED <= speed <= MAX_SPEED:  # False for NaN
+        return speed
+    raise UsageError(
+        f"speed: expected 0 (no waiting) or a number from {MIN_SPEED:g} to {MAX_SPEED:g}, "
+        f"got {speed!r}"
+    )
+
+
 def schedule(
     data: bytes,
     format: StreamFormat,
@@ -294,8 +301,7 @@ def schedule(
     With timing marks the chunks and gaps are those recorded; without, one chunk per
     event, `EVENT_INTERVAL` apart.
     """
-    if speed < 0:
-        raise UsageError(f"speed: expected a number >= 0, got {speed}")
+    check_speed(speed)
     if timing and timing[-1][0] == len(data):
         out: list[tuple[float, bytes]] = []
         start, before = 0, 0.0
@@ -315,6 +321,7 @@ __all__ = [
     "AsyncTee",
     "Tee",
     "atee",
+    "check_speed",
     "load_timing",
     "schedule",
     "split_frames",

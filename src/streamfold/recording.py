@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import jiter
@@ -28,6 +29,11 @@ class Recording:
     def __iter__(self) -> Iterator[bytes]:
         for start in range(0, len(self.data), _CHUNK):
             yield self.data[start : start + _CHUNK]
+
+
+def bundled_recordings() -> Path:
+    """The directory of recordings shipped inside the package."""
+    return Path(str(resources.files("streamfold") / "recordings"))
 
 
 def detect_recording(data: bytes) -> tuple[StreamFormat | None, str | None]:

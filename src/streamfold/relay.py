@@ -19,7 +19,8 @@ Keys, for a stream id S under `RelayConfig.prefix` P:
     P S:checkpoint  a hash, written whole by one HSET: `seq` and `id` of the last entry it
                     covers, `data` (JSON: {"v": 1, "message": <the Message so far>,
                     "open": [slot indexes still being written]}), `state` (JSON: the
-                    StreamFolder.save_state(), unless save_state=False; consumers never
+                    StreamFolder.save_state(), with its HMAC when the relay has a
+                    `state_key`, unless save_state=False; consumers never
                     fetch it), and, once the message is over, `end` (the seq of the
                     MessageCompleted entry).
     P S:lease       the producer's heartbeat: a token with a TTL (`lease_ttl`), refreshed
@@ -36,7 +37,9 @@ were trimmed, which the consumer sees). The batch that holds MessageCompleted th
 `end`, deletes the lease and EXPIREs both keys after `expire_after` seconds. While it
 runs, the heartbeat also renews that expiry, so a stream whose producer died still expires.
 A fold that raises ends the stream with a MessageCompleted of status error (the partial
-message, metadata["error"]); a producer that is cancelled ends it with status cancelled.
+message, metadata["error"]); a producer that is cancelled ends it with status cancelled,
+and so does `Relay.aclose()` for every message its producers have not finished (a worker
+that shuts down gracefully tells its readers at once).
 
 Consumer. Without `after`: read the checkpoint, XRANGE from exactly the entry after the one
 it covers (`(0-<seq>`), check that the first entry's seq is the checkpoint's + 1 (a trim
@@ -59,20 +62,28 @@ same reason (a consumer that fell behind by more than `maxlen` events).
                               entry it covers) or an Event with its entry id and seq.
 
 Liveness. A consumer that sees no new entry within `poll` seconds checks the lease. If the
-lease has been gone for `lease_ttl` more seconds (a grace period, so a Redis restart that
-outlived the lease does not count) and the message has no `end`, the producer is lost: the
-consumer yields a synthetic MessageCompleted (`synthetic=True`) holding the last checkpoint
-plus every entry after it, with status incomplete and metadata["error"] = {"type":
-"relay_producer_lost", ...}. So a crash is noticed within about 2 x lease_ttl + poll. A
-consumer also ends that way after `idle_timeout` seconds with no entry at all.
+lease is gone and the message has no `end`, and Redis (INFO server: uptime) has been up
+since the lease was last seen, or for longer than `lease_ttl`, the lease expired unrenewed
+and the producer is lost: the consumer yields a synthetic MessageCompleted
+(`synthetic=True`) holding the last checkpoint plus every entry after it, with status
+incomplete and metadata["error"] = {"type": "relay_producer_lost", ...}. So a crash is
+noticed within one lease_ttl plus one poll. A Redis that restarted more recently than that
+gives the producer time to renew its lease; where INFO is refused, a missing lease gets
+`lease_ttl` more seconds of grace. A consumer also ends that way after `idle_timeout`
+seconds with no entry at all.
 
 Redis restarts. Every command is retried on connection errors with backoff (50 ms
-doubling to 1 s) for up to `reconnect_timeout` seconds, then RelayUnavailable is raised.
-Consumers resume from their last id. A producer re-sends its pending batch (already
-applied ones are recognised by their explicit ids) and then writes a fresh checkpoint, so
-a Redis that came back empty (no persistence) still has a snapshot for late joiners. What
-survives the restart itself is Redis's business: use AOF (`appendonly yes`) for streams
-that must outlive one.
+doubling to 1 s) for up to `reconnect_timeout` seconds, then RelayUnavailable is raised
+(a subscription raises it; the demo routes end the reader with an error event). Consumers
+resume from their last id. A producer re-sends its pending batch (already applied ones
+are recognised by their explicit ids). The client reconnects silently, so a producer
+also looks for its checkpoint: each batch without one asks whether the last one is still
+there (EXISTS, in the same pipeline), and the heartbeat's PEXPIRE of it says the same
+while the producer is quiet; a lost checkpoint is written again at once (the batch that
+ends the message writes one just before its MessageCompleted). So a Redis that came back
+empty (no persistence) has a snapshot for late joiners within a heartbeat. What survives
+the restart itself is Redis's business: use AOF (`appendonly yes`) for streams that must
+outlive one.
 
 Per worker (one Relay, one event loop): the live tails of all its subscriptions share one
 XREAD BLOCK over every followed stream (one blocked connection, one reply for all readers
@@ -100,7 +111,7 @@ import re
 import secrets
 import time
 import weakref
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
@@ -116,6 +127,7 @@ from .events import (
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     UsageUpdated,
@@ -123,7 +135,7 @@ from .events import (
 from .fold import StreamFolder, _source
 from .limits import Limits
 from .message import Message, ToolCall, Usage
-from .parts import Citation, ContentPart
+from .parts import UTTERANCES, Citation, ContentPart
 
 T = TypeVar("T")
 
@@ -135,6 +147,7 @@ _MAX_ATTEMPTS: Final = 10_000  # with the time limit, bounds every retry loop
 _UNLIMITED = Limits(
     max_bytes=2**62, max_parts=2**62, max_part_chars=2**62, max_tool_argument_chars=2**62
 )
+_LAST_WORD_TIMEOUT: Final = 5.0  # seconds a stopping producer tries to publish its end
 _INSTALL = "streamfold.relay needs redis-py: pip install 'streamfold[relay]'"
 
 
@@ -253,9 +266,9 @@ class Snapshot:
     """Slot indexes of the parts still being written (their later deltas follow)."""
 
     def events(self) -> list[Event]:
-        """The snapshot as events: PartStarted for every part (with its content so far),
-        PartCompleted for those already finished. Feed them to a UI encoder that starts
-        from nothing, then the live events."""
+        """The snapshot as events: PartStarted for every part, a PartDelta with its content
+        so far, PartMarked for a marked text part, PartCompleted for those already
+        finished. Feed them to a UI encoder that starts from nothing, then the live events."""
         return _Mirror(self).events
 
 
@@ -284,17 +297,23 @@ class Checkpoint:
     open: tuple[int, ...]
     state: dict[str, Any] | None
     end: int | None = None
+    state_key: bytes | str | None = field(default=None, repr=False, compare=False)
+    """The relay's `state_key`: `folder()` refuses a state without its HMAC."""
 
     def snapshot(self) -> Snapshot:
         return Snapshot(message=self.message, open=self.open)
 
     def folder(self) -> StreamFolder:
-        """The producer's StreamFolder as it was at this checkpoint (needs `save_state`)."""
+        """The producer's StreamFolder as it was at this checkpoint (needs `save_state`).
+
+        The state came from Redis: it is validated whole, and with the relay's
+        `state_key`, authenticated (a StateError if it is not as the producer saved it).
+        """
         if self.state is None:
             raise UsageError(
                 "Checkpoint.folder: expected a checkpoint saved with save_state=True, got none"
             )
-        return StreamFolder.restore(self.state)
+        return StreamFolder.restore(self.state, key=self.state_key)
 
 
 # --- events from their JSON -----------------------------------------------------------
@@ -333,6 +352,11 @@ def event_from_json(data: Any) -> Event:
                 display_items=tuple(DisplayItem.model_validate(d) for d in data["display_items"]),
                 explicit=bool(data["explicit"]),
             )
+        if kind == "part_marked":
+            index, marker = data["index"], data["utterance"]
+            if type(index) is not int or marker not in UTTERANCES:
+                raise ValueError(f"expected a slot index and one of {UTTERANCES}, got {data!r}")
+            return PartMarked(index=index, utterance=marker, explicit=bool(data["explicit"]))
         if kind == "usage_updated":
             return UsageUpdated(usage=Usage.model_validate(data["usage"]))
         if kind == "provider_errored":
@@ -390,6 +414,8 @@ class _Mirror:
             self.acc.apply(GrowPart(event.index, event.content, event.options, event.citations))
         elif isinstance(event, PartCompleted):
             self.acc.apply(ClosePart(event.index, explicit=event.explicit, final=event.part))
+        elif isinstance(event, PartMarked):
+            self.acc.mark(event.index, event.utterance, explicit=event.explicit)
         elif isinstance(event, UsageUpdated):
             self.acc.apply(UpdateMessage(usage=_running(event.usage)))
 
@@ -500,14 +526,25 @@ def _after_seq(after: str | int | None) -> int | None:
 class Relay:
     """Publish folds to Redis and subscribe to them, from any process (asyncio only)."""
 
-    def __init__(self, redis: Any, config: RelayConfig | None = None) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        config: RelayConfig | None = None,
+        *,
+        state_key: bytes | str | None = None,
+    ) -> None:
         _redis()  # the extra must be installed even when a client is passed in
         self.redis = redis
         self.config = config or RelayConfig()
+        # Saved states in checkpoints carry an HMAC under this key, checked on restore:
+        # whoever can write to Redis cannot make a worker resume a state of their own.
+        self.state_key = state_key
         self._errors = _retryable()
         self.retries = 0
         self._cache = _Cache(65_536)
         self._liveness: dict[str, tuple[float, tuple[bool, int | None]]] = {}
+        self._uptime_seen: tuple[float, float | None] = (-1e9, None)
+        self._producers: weakref.WeakSet[RelayProducer] = weakref.WeakSet()
         self._tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Tail] = (
             weakref.WeakKeyDictionary()
         )
@@ -517,8 +554,16 @@ class Relay:
         """How many commands failed on a connection error and were retried."""
 
     @classmethod
-    def from_url(cls, url: str, config: RelayConfig | None = None, **options: Any) -> Relay:
-        """A relay on a new redis-py asyncio client for `url` (redis://127.0.0.1:6379/0)."""
+    def from_url(
+        cls,
+        url: str,
+        config: RelayConfig | None = None,
+        *,
+        state_key: bytes | str | None = None,
+        **options: Any,
+    ) -> Relay:
+        """A relay on a new redis-py asyncio client for `url` (redis://127.0.0.1:6379/0);
+        `state_key` authenticates the saved states of its checkpoints (see Relay)."""
         aioredis = _redis()
         from redis.asyncio.retry import Retry  # type: ignore[import-not-found, unused-ignore]
         from redis.backoff import NoBackoff  # type: ignore[import-not-found, unused-ignore]
@@ -531,10 +576,14 @@ class Relay:
         options.setdefault("max_connections", 64)
         options.setdefault("timeout", config.reconnect_timeout)
         pool = aioredis.BlockingConnectionPool.from_url(url, **options)
-        return cls(aioredis.Redis.from_pool(pool), config)
+        return cls(aioredis.Redis.from_pool(pool), config, state_key=state_key)
 
     async def aclose(self) -> None:
-        """Close the client's connections."""
+        """End the messages this relay's producers have not finished with status cancelled
+        (a worker that shuts down tells their readers at once, instead of leaving them to
+        notice its lease expire), then close the client's connections."""
+        unfinished = [p for p in self._producers if not p.finished]
+        await asyncio.gather(*(p._last_word(p.cancel()) for p in unfinished))
         close = getattr(self.redis, "aclose", None) or self.redis.close
         await close()
 
@@ -624,6 +673,7 @@ class Relay:
                 open=tuple(int(i) for i in data.get("open", ())),
                 state=None if saved is None else _json(saved),
                 end=None if end is None else int(_text(end)),
+                state_key=self.state_key,
             )
             self._cache.put(cache_key, raw, checkpoint)
             return checkpoint
@@ -631,6 +681,20 @@ class Relay:
             raise RelayError(
                 f"stream {stream_id!r}: malformed checkpoint ({type(exc).__name__}: {exc})"
             ) from None
+
+    async def _uptime(self, not_before: float) -> float | None:
+        """Seconds Redis has been up (INFO counts whole seconds, rounding down), as asked
+        at `not_before` or later (shared by this relay's readers); None if Redis refuses
+        INFO. An answer from before a restart must not vouch for a lease missed after it."""
+        now = time.monotonic()
+        seen_at, uptime = self._uptime_seen
+        if seen_at >= not_before:
+            return uptime
+        (info,), _retried = await self._batcher().run([("info", ("server",), {})])
+        value = info.get("uptime_in_seconds") if isinstance(info, dict) else None
+        uptime = float(value) if isinstance(value, int | float) else None
+        self._uptime_seen = (now, uptime)
+        return uptime
 
     async def _range(self, key: str, after: int, count: int) -> list[_Entry]:
         (raw,) = await self._commands(
@@ -733,6 +797,7 @@ class RelayProducer:
                 "use a new id, or relay.delete() it first"
             )
         self._started = True
+        relay._producers.add(self)
         await self._write([], checkpoint=True)
         self._heartbeat = asyncio.create_task(
             self._beat(), name=f"relay-heartbeat-{self.stream_id}"
@@ -838,7 +903,7 @@ class RelayProducer:
             }
             ckpt = {"seq": self.seq, "id": _entry_id(self.seq), "data": _dumps(data)}
             if cfg.save_state:
-                ckpt["state"] = _dumps(self.folder.save_state())
+                ckpt["state"] = _dumps(self.folder.save_state(key=self.relay.state_key))
         if final is not None:
             self._done = True
             self.message = final.message
@@ -847,7 +912,12 @@ class RelayProducer:
 
         lease_due = time.monotonic() - self._lease_at >= cfg.heartbeat
 
-        commands: list[Command] = [
+        # A Redis that restarted empty between two writes goes unnoticed by the client (it
+        # reconnects silently): a batch without a checkpoint first asks whether the last
+        # one is still there, so a lost one is written again at once.
+        probe = ckpt is None
+        commands: list[Command] = [("exists", (self.checkpoint_key,), {})] if probe else []
+        commands += [
             (
                 "xadd",
                 (self.events_key, {"e": body, "t": now}),
@@ -871,7 +941,10 @@ class RelayProducer:
         results, retried = await relay._batcher().run(commands)
         if retried:
             self._force_checkpoint = True  # Redis may have come back empty
-        for result in results:
+        checkpoint_lost = probe and results[0] == 0
+        if checkpoint_lost:
+            self._force_checkpoint = True
+        for result in results[probe:]:
             if isinstance(result, Exception):
                 if "equal or smaller" in str(result):
                     # An earlier try of this batch was applied; its reply was lost.
@@ -883,8 +956,19 @@ class RelayProducer:
         if ckpt is not None:
             self._since_checkpoint = 0
             self._force_checkpoint = False
-        elif self._force_checkpoint and final is None and events:
+        elif self._force_checkpoint and events and not self._done:
             await self._write([], checkpoint=True)
+        elif checkpoint_lost and final is not None:
+            await self._checkpoint_before(final, first + events.index(final))
+
+    async def _checkpoint_before(self, final: MessageCompleted, end: int) -> None:
+        """Redis lost the checkpoint just before the message's last batch: write one
+        covering everything up to its MessageCompleted (which is there), so a late joiner
+        still gets the whole message, as a snapshot and then that event."""
+        message = final.message.model_copy(update={"status": "incomplete"})
+        data = {"v": CHECKPOINT_VERSION, "message": message.model_dump(mode="json"), "open": []}
+        ckpt = {"seq": end - 1, "id": _entry_id(end - 1), "data": _dumps(data)}
+        await self.relay._commands(("hset", (self.checkpoint_key,), {"mapping": ckpt}))
 
     async def _beat(self) -> None:
         relay, cfg = self.relay, self.relay.config
@@ -892,13 +976,17 @@ class RelayProducer:
         expire_ms = int(cfg.expire_after * 1000)
         while not self._done:
             await asyncio.sleep(cfg.heartbeat)
-            with contextlib.suppress(*relay._errors):
+            with contextlib.suppress(RelayError, *relay._errors):  # the writes will tell
                 pipe = relay.redis.pipeline(transaction=False)
                 pipe.set(self.lease_key, self._token, px=ttl_ms)
                 pipe.pexpire(self.events_key, expire_ms)
                 pipe.pexpire(self.checkpoint_key, expire_ms)
-                await pipe.execute()
+                _lease, _events, checkpoint_kept = await pipe.execute()
                 self._lease_at = time.monotonic()
+                if not checkpoint_kept and not self._done:
+                    # Redis restarted empty while this producer had nothing to write: a
+                    # late joiner must still find the message so far.
+                    await self._write([], checkpoint=True)
 
     async def _stop_heartbeat(self) -> None:
         task, self._heartbeat = self._heartbeat, None
@@ -917,15 +1005,21 @@ class RelayProducer:
                 return
             if exc is None:
                 await self.close()
+            elif isinstance(exc, RelayUnavailable):
+                pass  # nothing more can be written: its readers end on their own
             elif isinstance(exc, asyncio.CancelledError | GeneratorExit | KeyboardInterrupt):
-                # Bounded: a cancelled worker still says the message ended.
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(asyncio.shield(self.cancel()), 5)
+                await self._last_word(self.cancel())  # a stopped worker says the message ended
             else:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(asyncio.shield(self.fail(exc)), 5)
+                await self._last_word(self.fail(exc))
         finally:
             await self._stop_heartbeat()
+
+    async def _last_word(self, ending: Coroutine[Any, Any, Any]) -> None:
+        """Publish the end of a message this producer cannot finish, for at most a few
+        seconds. If Redis will not take it, its readers still end (the lease expires);
+        the write is cancelled and awaited, never left running or failing unheard."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ending, _LAST_WORD_TIMEOUT)
 
 
 Command = tuple[str, tuple[Any, ...], dict[str, Any]]
@@ -1185,6 +1279,7 @@ class _Subscription:
         relay, cfg = self.relay, self.cfg
         idle_since = time.monotonic()
         lease_gone_since: float | None = None
+        lease_seen_at: float | None = None  # when the producer's lease was last seen
         tail = relay._tail()
         inbox: _Inbox | None = None
         try:
@@ -1216,7 +1311,7 @@ class _Subscription:
                     continue
                 items = []
                 # Idle: is the producer still there?
-                lease, end = await self._liveness()
+                lease, end, seen_at = await self._liveness()
                 now = time.monotonic()
                 if end is not None:
                     if self.last >= end:
@@ -1230,14 +1325,13 @@ class _Subscription:
                     continue
                 if lease:
                     lease_gone_since = None
+                    lease_seen_at = seen_at
                     if now - idle_since >= cfg.idle_timeout:
                         yield await self._lost(f"no event for {cfg.idle_timeout:g} s")
                         return
                     continue
-                if lease_gone_since is None:
-                    lease_gone_since = now
-                    continue
-                if now - lease_gone_since < cfg.lease_ttl:
+                lease_gone_since = lease_gone_since or now
+                if not await self._lease_lapsed(lease_seen_at, seen_at, now - lease_gone_since):
                     continue
                 items = await self._resume(self.last)  # a last look before giving up
                 if items:
@@ -1249,21 +1343,34 @@ class _Subscription:
             if inbox is not None:
                 tail.leave(self.events_key, inbox)
 
-    async def _liveness(self) -> tuple[bool, int | None]:
-        # Shared by the readers of one stream in this worker for a fraction of a poll.
+    async def _liveness(self) -> tuple[bool, int | None, float]:
+        """(the lease is there, the end's seq, when that was asked): shared by the readers
+        of one stream in this worker for a fraction of a poll."""
         relay = self.relay
         now = time.monotonic()
         known = relay._liveness.get(self.lease_key)
         if known is not None and now - known[0] < self.cfg.poll / 2:
-            return known[1]
+            return (*known[1], known[0])
         lease, end = await relay._commands(
             ("exists", (self.lease_key,), {}), ("hget", (self.checkpoint_key, "end"), {})
         )
         result = bool(lease), None if end is None else int(_text(end))
         if len(relay._liveness) > 65_536:
             relay._liveness.clear()
-        relay._liveness[self.lease_key] = (time.monotonic(), result)
-        return result
+        relay._liveness[self.lease_key] = (now, result)
+        return (*result, now)
+
+    async def _lease_lapsed(self, seen_at: float | None, missed_at: float, gone_for: float) -> bool:
+        """Whether a missing lease means the producer stopped. It does once Redis has been
+        up since the lease was last seen (it expired: nobody renewed it), or for longer
+        than a lease (a live producer renews its lease within a heartbeat of a restart).
+        Where INFO is refused (an ACL, a proxy), a restart cannot be told apart from a
+        crash: the lease then gets one more `lease_ttl` of grace."""
+        uptime = await self.relay._uptime(missed_at)
+        if uptime is None:
+            return gone_for >= self.cfg.lease_ttl
+        since_seen = self.cfg.lease_ttl if seen_at is None else time.monotonic() - seen_at
+        return uptime > min(self.cfg.lease_ttl, since_seen)
 
     async def _lost(self, why: str) -> Relayed:
         """The synthetic end: the last checkpoint and every entry after it, incomplete."""

@@ -13,11 +13,17 @@ provider streams can be exercised offline, in tests, without a key.
 
 The recording is chosen by the `x-streamfold-recording: <name>` header or the
 `recording=<name>` query parameter (its path relative to the directory, with or without
-suffix, or its file name), else the first recording of that API in path order. When the
+suffix, or its file name; a name several APIs share means the endpoint's own), else the
+first recording of that API in path order. A recording is read at each request, and only
+while it is a file inside the directory (a link to elsewhere is refused). When the
 request does not ask to stream, the folded Message is sent in that API's non-streaming
 shape (ChatCompletion, Response, Anthropic Message, GenerateContentResponse). The request
 body is checked for the fields the real API requires and otherwise ignored: the answer is
 the recording, whatever the prompt. Errors use each API's error body and status code.
+
+Every request passes `streamfold.web.guard.RequestGuard` first: JSON bodies only (415), at
+most `max_body` bytes (413), and, by default, only loopback Host names (403), so a web
+page elsewhere can neither post to it nor reach it by rebinding its DNS name.
 
 Needs the `serve` extra (starlette, uvicorn).
 """
@@ -26,20 +32,22 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 from typing import Any, Literal
 
 from .errors import StreamfoldError, UsageError
-from .fold import StreamFormat, fold_message
+from .fold import fold_message
 from .framing import SSEDecoder
 from .message import Message, ToolCall, Usage
-from .parts import ContentPart, utterance
-from .record import EVENT_INTERVAL, TIMING_SUFFIX, load_timing, schedule
+from .parts import ContentPart, utterance, utterance_inferred
+from .providers.openai_responses import CLIENT_CALL_INPUTS, call_item
+from .record import EVENT_INTERVAL, check_speed
+from .recording import bundled_recordings
 
 try:
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
@@ -47,6 +55,16 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise UsageError(
         "streamfold serve needs starlette and uvicorn: pip install 'streamfold[serve]'"
     ) from exc
+
+from .web import DemoRecording, _paced, find_recordings
+from .web.guard import (
+    DEFAULT_MAX_BODY,
+    LOOPBACK_HOSTS,
+    RequestGuard,
+    RequestRefused,
+    plain_error,
+    read_json,
+)
 
 Api = Literal["chat", "responses", "messages", "gemini"]
 
@@ -58,76 +76,68 @@ API_PROVIDER: dict[Api, str] = {
 }
 
 RECORDING_HEADER = "x-streamfold-recording"
-_SUFFIXES = (".sse", ".ndjson", ".jsonl", ".eventstream")
 _SSE_TYPE = "text/event-stream; charset=utf-8"
 
 
 # --- the recordings -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """A servable recording: its name (relative path), file, provider and framing."""
-
-    name: str
-    path: Path
-    provider: str
-    format: StreamFormat
-
-    def names(self) -> tuple[str, ...]:
-        """The names a request may use for it."""
-        stem = self.name.rsplit(".", 1)[0]
-        return (self.name, stem, self.path.name, self.path.name.rsplit(".", 1)[0])
+Entry = DemoRecording
+"""A servable recording: its name (relative path), file, provider and framing."""
 
 
 class Library:
     """The recordings of a directory (searched recursively), by provider, in path order."""
 
     def __init__(self, directory: str | Path) -> None:
-        from .recording import detect_recording
-
         self.directory = Path(directory)
-        if not self.directory.is_dir():
-            raise UsageError(f"{self.directory}: expected a directory of recordings, got none")
-        self.entries: list[Entry] = []
-        for path in sorted(self.directory.rglob("*")):
-            if not path.is_file() or path.name.endswith(TIMING_SUFFIX):
-                continue
-            if path.suffix not in _SUFFIXES:
-                continue
-            try:
-                head = path.read_bytes()
-            except OSError:
-                continue
-            kind, provider = detect_recording(head)
-            if kind is None or provider is None:
-                continue
-            rel = path.relative_to(self.directory).as_posix()
-            self.entries.append(Entry(rel, path, provider, kind))
+        self.entries: list[Entry] = find_recordings(self.directory)
 
     def find(self, provider: str, wanted: str | None) -> Entry:
-        """The recording asked for (or the first of `provider`); UsageError if none fits."""
+        """The recording asked for (or the first of `provider`); UsageError if none fits.
+
+        A name several APIs' recordings share (`text.sse`) means the one of `provider`.
+        """
         if wanted:
-            for entry in self.entries:
-                if wanted in entry.names():
-                    if entry.provider != provider:
-                        raise UsageError(
-                            f"recording {wanted!r} is a {entry.provider} stream; "
-                            f"this endpoint serves {provider} recordings"
-                        )
+            named = [entry for entry in self.entries if wanted in entry.names()]
+            for entry in named:
+                if entry.provider == provider:
                     return entry
-            raise LookupError(f"no recording named {wanted!r} in {self.directory}")
+            if named:
+                raise UsageError(
+                    f"recording {wanted!r} is a {named[0].provider} stream; "
+                    f"this endpoint serves {provider} recordings"
+                )
+            raise LookupError(f"no recording named {wanted!r} (see /recordings)")
         for entry in self.entries:
             if entry.provider == provider:
                 return entry
-        raise LookupError(f"no {provider} recording in {self.directory}")
+        raise LookupError(f"no {provider} recording is served (see /recordings)")
 
 
 # --- errors ---------------------------------------------------------------------------
 
-_OPENAI_TYPES = {400: "invalid_request_error", 404: "not_found_error", 500: "server_error"}
-_ANTHROPIC_TYPES = {400: "invalid_request_error", 404: "not_found_error", 500: "api_error"}
-_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 500: "INTERNAL"}
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    403: "permission_error",
+    404: "not_found_error",
+    500: "server_error",
+}
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    500: "api_error",
+}
+_GEMINI_STATUS = {
+    400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    413: "INVALID_ARGUMENT",
+    415: "INVALID_ARGUMENT",
+    500: "INTERNAL",
+}
 
 
 def error_body(api: Api, status: int, message: str, code: str | None = None) -> dict[str, Any]:
@@ -311,6 +321,9 @@ def response_object(message: Message, model: str) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     for i, entry in enumerate(message.stream_order()):
         item_id = _item_id(entry)
+        if isinstance(entry, ToolCall) and entry.metadata.get("type") in CLIENT_CALL_INPUTS:
+            output.append(call_item(entry))  # an item the caller runs, as it came
+            continue
         if isinstance(entry, ToolCall):
             output.append(
                 {
@@ -360,7 +373,7 @@ def response_object(message: Message, model: str) -> dict[str, Any]:
                     }
                 )
             marker = utterance(entry)
-            if marker is not None:
+            if marker is not None and not utterance_inferred(entry):  # only the provider's
                 item["phase"] = "commentary" if marker == "narration" else "final_answer"
     status = _RESPONSE_STATUS[message.status]
     incomplete = None
@@ -563,19 +576,14 @@ class ReplayServer:
     """The replay server's state: the recordings and the pacing."""
 
     def __init__(self, directory: str | Path | None = None, *, speed: float = 1.0) -> None:
-        from .cli import bundled_recordings
-
-        if speed < 0:
-            raise UsageError(f"speed: expected a number >= 0, got {speed}")
         self.library = Library(directory if directory is not None else bundled_recordings())
-        self.speed = speed
+        self.speed = check_speed(speed)
 
     async def _body(self, request: Request, api: Api) -> dict[str, Any]:
-        raw = await request.body()
         try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+            body = await read_json(request)
+        except RequestRefused as exc:
+            raise ApiError(exc.status, exc.message) from None
         if not isinstance(body, dict):
             raise ApiError(400, f"expected a JSON object body, got {type(body).__name__}")
         missing = [name for name in _REQUIRED[api] if body.get(name) is None]
@@ -592,21 +600,17 @@ class ReplayServer:
         except UsageError as exc:
             raise ApiError(400, str(exc), "recording_mismatch") from None
 
-    async def _paced(self, entry: Entry) -> AsyncIterator[bytes]:
-        import anyio
+    def _read(self, entry: Entry) -> bytes:
+        try:
+            return entry.read()
+        except LookupError as exc:
+            raise ApiError(404, str(exc), "recording_not_found") from None
 
-        data = entry.path.read_bytes()
-        steps = schedule(data, entry.format, speed=self.speed, timing=load_timing(entry.path))
-        for wait, chunk in steps:
-            if wait > 0:
-                await anyio.sleep(wait)
-            yield chunk
-
-    async def _json_array(self, entry: Entry) -> AsyncIterator[bytes]:
+    async def _json_array(self, data: bytes) -> AsyncIterator[bytes]:
         # Gemini without alt=sse streams one JSON array, an element per chunk.
         import anyio
 
-        frames = _gemini_frames(entry.path.read_bytes())
+        frames = _gemini_frames(data)
         gap = EVENT_INTERVAL / self.speed if self.speed else 0.0
         yield b"["
         for i, frame in enumerate(frames):
@@ -620,19 +624,20 @@ class ReplayServer:
         try:
             body = await self._body(request, api)
             entry = self._entry(request, api)
+            data = self._read(entry)
             if stream is None:
                 stream = body.get("stream") is True
             model = str(body.get("model") or request.path_params.get("model") or "streamfold")
             if stream:
                 if api == "gemini" and request.query_params.get("alt") != "sse":
-                    return StreamingResponse(self._json_array(entry), media_type="application/json")
+                    return StreamingResponse(self._json_array(data), media_type="application/json")
                 return StreamingResponse(
-                    self._paced(entry),
+                    _paced(entry, self.speed, data),
                     media_type=_SSE_TYPE if entry.format == "sse" else "application/x-ndjson",
                     headers={"cache-control": "no-cache", "x-streamfold-recording": entry.name},
                 )
             try:
-                message = fold_message(entry.path.read_bytes(), entry.provider)
+                message = fold_message(data, entry.provider)
             except StreamfoldError as exc:
                 raise ApiError(500, f"recording {entry.name!r} does not fold: {exc}") from None
             return JSONResponse(
@@ -674,13 +679,44 @@ class ReplayServer:
         by_provider: dict[str, list[str]] = {}
         for entry in self.library.entries:
             by_provider.setdefault(entry.provider, []).append(entry.name)
-        return JSONResponse({"directory": str(self.library.directory), "recordings": by_provider})
+        # Names relative to the directory: where it is on this machine is not the client's.
+        return JSONResponse({"recordings": by_provider})
+
+
+def _api_of(path: str) -> Api | None:
+    """The API of a request path (the routes below), None for the demo and relay routes."""
+    if path in ("/v1/chat/completions", "/chat/completions"):
+        return "chat"
+    if path in ("/v1/responses", "/responses"):
+        return "responses"
+    if path == "/v1/messages":
+        return "messages"
+    if path.startswith(("/v1beta/models/", "/v1/models/")):
+        return "gemini"
+    return None
+
+
+def _refusal_body(path: str, status: int, message: str) -> dict[str, Any]:
+    """A request the guard refused, in the error shape of the API at `path`."""
+    api = _api_of(path)
+    if api is None:
+        return plain_error(path, status, message)
+    return error_body(api, status, message)
 
 
 def create_app(
-    directory: str | Path | None = None, *, speed: float = 1.0, redis_url: str | None = None
+    directory: str | Path | None = None,
+    *,
+    speed: float = 1.0,
+    redis_url: str | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    allowed_hosts: Collection[str] | None = LOOPBACK_HOSTS,
 ) -> Starlette:
-    """The replay server as a Starlette app (recordings from `directory`, default bundled)."""
+    """The replay server as a Starlette app (recordings from `directory`, default bundled).
+
+    Request bodies are refused past `max_body` bytes; only requests whose Host header
+    names one of `allowed_hosts` are served (None: any host).
+    """
     server = ReplayServer(directory, speed=speed)
     routes = [
         Route("/v1/chat/completions", server.chat, methods=["POST"]),
@@ -695,14 +731,37 @@ def create_app(
     from .web import ui_routes  # the demo page: /, /ui/*, /ui-recordings, /ui-stream
 
     routes.extend(ui_routes(directory, speed=speed))
+    lifespan = None
     if redis_url is not None:
         from .relay import Relay
-        from .web.relay_routes import relay_routes
+        from .web.relay_routes import relay_lifespan, relay_routes
 
-        routes.extend(relay_routes(Relay.from_url(redis_url), directory, speed=speed))
-    app = Starlette(routes=routes)
+        relay = Relay.from_url(redis_url)
+        routes.extend(relay_routes(relay, directory, speed=speed))
+        lifespan = relay_lifespan(relay)  # a stopping worker ends its replays as cancelled
+    guard = Middleware(
+        RequestGuard, max_body=max_body, allowed_hosts=allowed_hosts, error_body=_refusal_body
+    )
+    app = Starlette(routes=routes, middleware=[guard], lifespan=lifespan)
     app.state.replay = server
     return app
+
+
+def served_hosts(host: str, allow: Collection[str] = ()) -> frozenset[str] | None:
+    """The Host names a server bound to `host` answers (None: any).
+
+    Bound to loopback: the loopback names and `allow` (DNS rebinding reaches nothing else).
+    Bound elsewhere: `allow`, or any name when it is empty (the address is reachable anyway).
+    """
+    import ipaddress
+
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        return LOOPBACK_HOSTS | frozenset(allow)
+    return frozenset(allow) if allow else None
 
 
 def run_server(
@@ -712,11 +771,19 @@ def run_server(
     port: int = 8765,
     speed: float = 1.0,
     redis_url: str | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    allow_hosts: Collection[str] = (),
 ) -> None:
     """Serve recordings with uvicorn until interrupted."""
     import uvicorn
 
-    app = create_app(directory, speed=speed, redis_url=redis_url)
+    app = create_app(
+        directory,
+        speed=speed,
+        redis_url=redis_url,
+        max_body=max_body,
+        allowed_hosts=served_hosts(host, allow_hosts),
+    )
     library: Library = app.state.replay.library
     counts: dict[str, int] = {}
     for entry in library.entries:

@@ -1,199 +1,165 @@
 """Save a fold's whole state as JSON and restore it, in this process or another.
 
-The state is the object graph of a StreamFolder (framer, decoder, accumulator), written
-as tagged JSON: shared mutable objects are written once and referenced after, so an
-open part that two tables point at is still one object when restored. Only classes
-from streamfold's own modules are restored; anything else in the graph is refused.
+A state is data in a closed, explicit schema: each box (the framer, the provider's
+decoder, the accumulator, the fold itself) declares what it needs to resume as a strict
+pydantic model beside its own code (`FoldState` in fold.py holds the others), and
+rebuilds itself from a validated one with its own constructor. A state names no class
+and no module: the decoder's model is picked by the provider's name from the registry.
+
+`load_state` checks the whole document before anything is built (JSON types, nesting
+depth, the version, the HMAC when a key is given, every field's type and the fields'
+agreement) and refuses anything else with one `StateError` naming the field.
+
+The envelope: {"streamfold_state": <version>, "folder": <FoldState>, "mac": <hex>} (the
+mac only with a key: HMAC-SHA256 over the canonical JSON of the rest; without a key, a
+mac is not checked).
+
+A box that gains an attribute: add a field to its state model (`SSEState` beside
+SSEDecoder, `AnthropicState` beside AnthropicDecoder, ...) with a default, write it in
+the box's `to_state()` and read it back in `from_state()`, checking it against the other
+fields where they must agree. A cache or a value derived from others is not saved: the
+constructor `from_state` starts from rebuilds it (tests/test_state_schema.py lists those,
+and fails on an attribute that is in neither). Bump STATE_VERSION with the change.
 """
 
 from __future__ import annotations
 
-import base64
-import importlib
+import hashlib
+import hmac
+import json
 import math
-from typing import Any
+from typing import Any, cast
 
-from pydantic import BaseModel
+from pydantic import ValidationError
 
-from .errors import UsageError
+from .errors import StateError, StreamfoldError, UsageError
+from .fold import FoldState, StreamFolder
+from .providers import PROVIDERS, decoder_class
+from .state_schema import MAX_JSON_DEPTH, validation_error
 
-# The state is the object graph itself, so a change to what the fold's objects hold
-# changes the format: 2 since Accumulator.finished became an attribute (was _finished).
-# A state of another version is refused with a clear error, never half restored.
-STATE_VERSION = 2
-_OWN_MODULES = "streamfold."
+# 3: the closed schema (2 and before were a dump of the object graph). A change to a
+# box's state model that an older streamfold could not read changes this number; a
+# state of another version is refused, never half restored.
+STATE_VERSION = 3
+# How deep a whole state may nest: the boxes' own levels above the JSON values they keep.
+MAX_STATE_DEPTH = MAX_JSON_DEPTH + 24
+# No count, index or provider number comes near this; a bigger int is refused before it
+# could reach int-to-text conversion (limited to 4300 digits).
+_MAX_INT_BITS = 256
+_VERSION = "streamfold_state"
+_MAC = "mac"
+
+# Every decoder is imported with this module, so restoring a state imports nothing.
+for _name in PROVIDERS:
+    decoder_class(_name)
 
 
-def _class_path(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
+def _key_bytes(key: bytes | str) -> bytes:
+    data = key.encode("utf-8") if isinstance(key, str) else key
+    if not isinstance(data, bytes) or not data:
+        raise UsageError(f"state key: expected non-empty bytes or str, got {key!r:.40}")
+    return data
 
 
-def _load_class(path: Any) -> type:
-    if not isinstance(path, str) or ":" not in path:
-        raise UsageError(f"restore state: expected a class path 'module:Name', got {path!r}")
-    module_name, _, qualname = path.partition(":")
-    if not (module_name + ".").startswith(_OWN_MODULES):
-        raise UsageError(
-            f"restore state: expected a streamfold class, got {path!r} (refused: a saved state "
-            "may only rebuild streamfold's own objects)"
-        )
+def _canonical(state: dict[str, Any]) -> bytes:
+    """The bytes the MAC covers: the state without its mac, as canonical JSON."""
+    body = {name: value for name, value in state.items() if name != _MAC}
     try:
-        target: Any = importlib.import_module(module_name)
-        for name in qualname.split("."):
-            target = getattr(target, name)
-    except (ImportError, AttributeError):
-        raise UsageError(f"restore state: no class {path!r} in this streamfold") from None
-    if not isinstance(target, type):
-        raise UsageError(f"restore state: expected a class at {path!r}, got {type(target)}")
-    return target
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    except (TypeError, ValueError) as exc:
+        raise StateError("", f"expected JSON data, got data JSON cannot hold ({exc})") from None
+    return text.encode("ascii")
 
 
-def _attributes(obj: object) -> dict[str, Any]:
-    names: list[str] = []
-    for klass in type(obj).__mro__:
-        slots = klass.__dict__.get("__slots__", ())
-        names.extend([slots] if isinstance(slots, str) else slots)
-    skip = ("__weakref__", "__dict__")
-    values = {n: getattr(obj, n) for n in names if n not in skip and hasattr(obj, n)}
-    values.update(getattr(obj, "__dict__", {}))
-    return values
+def _mac(state: dict[str, Any], key: bytes | str) -> str:
+    return hmac.new(_key_bytes(key), _canonical(state), hashlib.sha256).hexdigest()
 
 
-class _Dumper:
-    def __init__(self) -> None:
-        self.ids: dict[int, int] = {}
-        self.keep: list[object] = []  # keeps dumped objects alive so their ids stay unique
-
-    def ref(self, obj: object) -> tuple[int, bool]:
-        key = id(obj)
-        if key in self.ids:
-            return self.ids[key], True
-        self.ids[key] = len(self.ids)
-        self.keep.append(obj)
-        return self.ids[key], False
-
-    def dump(self, obj: Any) -> Any:
-        if obj is None or type(obj) in (bool, int, str):
-            return obj
-        if type(obj) is float:
-            return obj if math.isfinite(obj) else {"$": "float", "v": repr(obj)}
-        if type(obj) is bytes:
-            return {"$": "bytes", "v": base64.b64encode(obj).decode()}
-        if type(obj) is tuple:
-            return {"$": "tuple", "v": [self.dump(x) for x in obj]}
-        if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
-            # A named tuple (a delta a decoder holds back): immutable, written by value.
-            values = [self.dump(x) for x in obj]
-            return {"$": "ntuple", "c": _class_path(type(obj)), "v": values}
-        if type(obj) is frozenset:
-            return {"$": "frozenset", "v": [self.dump(x) for x in obj]}
-        if isinstance(obj, BaseModel):
-            # streamfold's models are frozen: written by value.
-            return {"$": "model", "c": _class_path(type(obj)), "v": obj.model_dump(mode="json")}
-        n, seen = self.ref(obj)
-        if seen:
-            return {"$ref": n}
-        if type(obj) is list:
-            return {"$": "list", "id": n, "v": [self.dump(x) for x in obj]}
-        if type(obj) is dict:
-            pairs = [[self.dump(k), self.dump(v)] for k, v in obj.items()]
-            return {"$": "dict", "id": n, "v": pairs}
-        if type(obj) is set:
-            return {"$": "set", "id": n, "v": [self.dump(x) for x in obj]}
-        if type(obj) is bytearray:
-            return {"$": "bytearray", "id": n, "v": base64.b64encode(obj).decode()}
-        module = type(obj).__module__
-        if not (module + ".").startswith(_OWN_MODULES):
-            raise UsageError(
-                "save state: expected plain data or streamfold objects, got "
-                f"{type(obj).__qualname__} from {module}"
-            )
-        entry: dict[str, Any] = {"$": "obj", "id": n, "c": _class_path(type(obj))}
-        if isinstance(obj, list):
-            entry["items"] = [self.dump(x) for x in obj]
-        entry["a"] = {name: self.dump(value) for name, value in _attributes(obj).items()}
-        return entry
+def dump_state(state: FoldState, *, key: bytes | str | None = None) -> dict[str, Any]:
+    """The JSON-ready envelope of a fold's state, with its HMAC when `key` is given."""
+    out: dict[str, Any] = {_VERSION: STATE_VERSION, "folder": state.model_dump(mode="json")}
+    if key is not None:
+        out[_MAC] = _mac(out, key)
+    return out
 
 
-class _Loader:
-    def __init__(self) -> None:
-        self.objects: dict[int, Any] = {}
-
-    def load(self, data: Any) -> Any:
-        if data is None or isinstance(data, bool | int | float | str):
-            return data
-        if not isinstance(data, dict):
-            raise UsageError(f"restore state: expected a tagged object, got {type(data).__name__}")
-        if "$ref" in data:
-            try:
-                return self.objects[data["$ref"]]
-            except (KeyError, TypeError):
-                raise UsageError(f"restore state: reference {data['$ref']!r} to nothing") from None
-        tag = data.get("$")
-        value: Any = data.get("v")
-        if tag == "float":
-            return float(value)
-        if tag == "bytes":
-            return base64.b64decode(value)
-        if tag == "tuple":
-            return tuple(self.load(x) for x in value)
-        if tag == "ntuple":
-            named: Any = _load_class(data.get("c"))
-            return named(*(self.load(x) for x in value))
-        if tag == "frozenset":
-            return frozenset(self.load(x) for x in value)
-        if tag == "model":
-            cls = _load_class(data.get("c"))
-            if not issubclass(cls, BaseModel):
-                raise UsageError(f"restore state: {data.get('c')!r} is not a model")
-            return cls.model_validate(value)
-        if tag == "list":
-            out: list[Any] = []
-            self.objects[data["id"]] = out
-            out.extend(self.load(x) for x in value)
-            return out
-        if tag == "dict":
-            mapping: dict[Any, Any] = {}
-            self.objects[data["id"]] = mapping
-            for k, v in value:
-                mapping[self.load(k)] = self.load(v)
-            return mapping
-        if tag == "set":
-            items: set[Any] = set()
-            self.objects[data["id"]] = items
-            items.update(self.load(x) for x in value)
-            return items
-        if tag == "bytearray":
-            buffer = bytearray(base64.b64decode(value))
-            self.objects[data["id"]] = buffer
-            return buffer
-        if tag == "obj":
-            klass: Any = _load_class(data.get("c"))
-            obj: Any = klass.__new__(klass)
-            self.objects[data["id"]] = obj
-            if "items" in data:
-                obj.extend(self.load(x) for x in data["items"])
-            for name, item in data.get("a", {}).items():
-                object.__setattr__(obj, name, self.load(item))
-            return obj
-        raise UsageError(f"restore state: expected a known tag, got {tag!r}")
+def _check_plain_json(state: object) -> None:
+    """Refuse anything JSON cannot hold (other types, non-finite floats, text UTF-8
+    cannot encode) and nesting past MAX_STATE_DEPTH, without recursion: a state 400
+    lists deep must give a StateError, not a RecursionError."""
+    stack: list[tuple[object, int, str]] = [(state, 0, "")]
+    while stack:
+        value, depth, path = stack.pop()
+        if depth > MAX_STATE_DEPTH:
+            raise StateError(path, f"expected a state at most {MAX_STATE_DEPTH} levels deep")
+        items: Any = value.items() if isinstance(value, dict) else enumerate(cast(list[Any], value))
+        for name, item in items:
+            where = f"{path}[{name}]" if type(name) is int else f"{path}.{name}" if path else name
+            if type(name) is str:
+                _check_text(name, where)
+            elif type(value) is dict:
+                raise StateError(path, f"expected str keys, got {type(name).__name__}")
+            kind = type(item)
+            if kind is dict or kind is list:
+                stack.append((item, depth + 1, where))
+            elif kind is str:
+                _check_text(item, where)
+            elif kind is float:
+                if not math.isfinite(item):
+                    raise StateError(where, f"expected a JSON number, got {item!r}")
+            elif kind is int:
+                if item.bit_length() > _MAX_INT_BITS:
+                    raise StateError(where, f"expected an integer under 2**{_MAX_INT_BITS}")
+            elif not (item is None or kind is bool):
+                raise StateError(where, f"expected a JSON value, got {kind.__name__}")
 
 
-def dump_state(obj: object) -> dict[str, Any]:
-    """The JSON-ready state of a streamfold object graph (a StreamFolder, an Accumulator)."""
-    return {"streamfold_state": STATE_VERSION, "root": _Dumper().dump(obj)}
+def _check_text(text: str, where: str) -> None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise StateError(where, "expected text, got a lone surrogate") from None
 
 
-def load_state(state: Any) -> Any:
-    """Rebuild the object graph that `dump_state` wrote."""
-    if not isinstance(state, dict) or state.get("streamfold_state") != STATE_VERSION:
-        got = state.get("streamfold_state") if isinstance(state, dict) else type(state).__name__
-        raise UsageError(
-            f"restore state: expected a streamfold state of version {STATE_VERSION}, got {got!r}"
+def load_state(state: Any, *, key: bytes | str | None = None) -> FoldState:
+    """Check a saved state whole and return its validated `FoldState`; StateError if not."""
+    if not isinstance(state, dict) or _VERSION not in state:
+        raise StateError("", f"expected a streamfold state (a dict with {_VERSION!r})")
+    version = state[_VERSION]
+    if type(version) is not int or version != STATE_VERSION:
+        raise StateError(
+            _VERSION,
+            f"expected a streamfold state of version {STATE_VERSION}, got {version!r} "
+            "(states are read only by the streamfold version that wrote them)",
         )
+    _check_plain_json(state)  # (the top level is a dict: checked above)
+    if key is not None:
+        mac = state.get(_MAC)
+        if not isinstance(mac, str):
+            raise StateError(_MAC, "expected the state's HMAC (a key was given), got none")
+        if not hmac.compare_digest(mac.encode("ascii", "replace"), _mac(state, key).encode()):
+            raise StateError(_MAC, "expected the HMAC of this state under the key, got another")
+    extra = set(state) - {_VERSION, "folder", _MAC}
+    if extra:
+        raise StateError(sorted(extra)[0], "expected no such field")
     try:
-        return _Loader().load(state["root"])
-    except UsageError:
+        return FoldState.model_validate(state.get("folder"))
+    except ValidationError as exc:
+        raise validation_error(exc).within("folder") from None
+    except StateError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UsageError(f"restore state: malformed state ({type(exc).__name__}: {exc})") from None
+    except StreamfoldError as exc:
+        # A model's own validation (a tool call's arguments, say) refused a field.
+        raise StateError("folder", str(exc)) from None
+
+
+def restore_folder(state: Any, *, key: bytes | str | None = None) -> StreamFolder:
+    """The StreamFolder a saved state describes, checked whole before it is built."""
+    model = load_state(state, key=key)
+    try:
+        return StreamFolder.from_state(model)
+    except StateError as exc:
+        raise exc.within("folder") from None
+    except StreamfoldError as exc:
+        raise StateError("folder", str(exc)) from None

@@ -19,7 +19,10 @@ however the bytes were split.
 
 Part options (narration markers, thinking signatures, ids, encrypted reasoning) travel as
 `providerMetadata: {"streamfold": <options>}` on the start and end chunks; the end chunk
-carries the final options (a streamed signature whole). Usage updates are not sent as
+carries the final options (a streamed signature whole). A text part's marker (`utterance`:
+narration or answer, `utterance_inferred` when streamfold worked it out) is often known
+only after the part is complete, when a tool starts or the message ends: its `text-end`
+waits for it, so the marker always arrives on the text part. Usage updates are not sent as
 they come: the final usage is in `finish`.
 """
 
@@ -35,12 +38,13 @@ from .events import (
     MessageCompleted,
     PartCompleted,
     PartDelta,
+    PartMarked,
     PartStarted,
     ProviderErrored,
     UsageUpdated,
 )
 from .message import Message, ToolCall, Usage
-from .parts import Citation, ContentPart
+from .parts import INFERRED_OPTION, Citation, ContentPart, utterance
 
 UIMessageChunk = dict[str, Any]
 """One chunk of the UI message stream, as the JSON object sent on a `data:` line."""
@@ -139,6 +143,7 @@ class UIMessageStreamEncoder:
         self._step_open = False
         self._open: dict[int, str] = {}  # slot index -> the kind of part open on the wire
         self._tool_ids: dict[int, str] = {}  # slot index -> toolCallId sent
+        self._held: dict[int, UIMessageChunk] = {}  # slot index -> a text-end awaiting a marker
         self._sources: dict[tuple[str, str], str] = {}
         self._last: Message | None = None
         self._errored = False
@@ -169,6 +174,8 @@ class UIMessageStreamEncoder:
             out.extend(self._part_delta(event))
         elif isinstance(event, PartCompleted):
             out.extend(self._part_completed(event))
+        elif isinstance(event, PartMarked):
+            out.extend(self._part_marked(event))
         elif isinstance(event, UsageUpdated):
             pass  # the final usage goes out with `finish`
         elif isinstance(event, ProviderErrored):
@@ -233,9 +240,12 @@ class UIMessageStreamEncoder:
         return [finish]
 
     def _end_open(self) -> list[UIMessageChunk]:
-        # Parts the wire left open when the stream broke: end them so a UI stops showing
-        # them as being written. An open tool call has no input to offer, so it stays.
-        out: list[UIMessageChunk] = []
+        # The message is over: text ends still waiting for a marker go out without one (a
+        # cut turn's answer is not known to be one). Parts the wire left open when the
+        # stream broke end too, so a UI stops showing them as being written; an open tool
+        # call has no input to offer, so it stays.
+        out = [self._held[index] for index in sorted(self._held)]
+        self._held.clear()
         for index, kind in self._open.items():
             if kind in ("text", "reasoning"):
                 out.append({"type": f"{kind}-end", "id": self.part_id(index)})
@@ -330,7 +340,11 @@ class UIMessageStreamEncoder:
         out = []
         if part.type in ("text", "thinking"):
             kind = "text" if part.type == "text" else "reasoning"
-            out.append({"type": f"{kind}-end", "id": pid, **_provider_metadata(dict(part.options))})
+            end = {"type": f"{kind}-end", "id": pid, **_provider_metadata(dict(part.options))}
+            if part.type == "text" and utterance(part) is None:
+                self._held[index] = end  # until its marker is known (see _part_marked)
+            else:
+                out.append(end)
         elif part.type == "unsupported":
             out.append({"type": DATA_BLOCK, "id": pid, "data": dict(part.options)})
         else:
@@ -339,6 +353,18 @@ class UIMessageStreamEncoder:
                 out.append(file)
         out.extend(self._sources_of(part.citations))
         return out
+
+    def _part_marked(self, event: PartMarked) -> list[UIMessageChunk]:
+        # A text part still open gets its marker with its end (in the part's options).
+        end = self._held.pop(event.index, None)
+        if end is None:
+            return []
+        marker: dict[str, Any] = {"utterance": event.utterance}
+        if not event.explicit:
+            marker[INFERRED_OPTION] = True
+        options = dict(end.get("providerMetadata", {}).get(METADATA_KEY, {}))
+        options.update(marker)
+        return [{**end, **_provider_metadata(options)}]
 
     def _call_id(self, call: ToolCall, index: int) -> str:
         known = self._tool_ids.get(index)

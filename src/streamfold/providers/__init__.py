@@ -84,14 +84,19 @@ def canonical_provider(name: str) -> str:
 _CLASSES: dict[str, type[Decoder]] = {}
 
 
-def get_decoder(name: str, **options: Any) -> Decoder:
-    """A fresh decoder for the named provider."""
+def decoder_class(name: str) -> type[Decoder]:
+    """The decoder class of the named provider (its module imported on first use)."""
     key = canonical_provider(name)
     cls = _CLASSES.get(key)
     if cls is None:
         module_name, class_name = _DECODERS[key]
         cls = _CLASSES[key] = getattr(importlib.import_module(module_name), class_name)
-    return cls(**options)
+    return cls
+
+
+def get_decoder(name: str, **options: Any) -> Decoder:
+    """A fresh decoder for the named provider."""
+    return decoder_class(name)(**options)
 
 
 def detect_provider(payload: Any, event: str | None = None) -> str | None:
@@ -128,6 +133,7 @@ __all__ = [
     "PROVIDERS",
     "Decoder",
     "canonical_provider",
+    "decoder_class",
     "detect_provider",
     "get_decoder",
 ]

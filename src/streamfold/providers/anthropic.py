@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import jiter
+from pydantic import Field
 
 from .._model import check_json_object
 from ..deltas import (
@@ -34,8 +35,10 @@ from ..deltas import (
     UpdateMessage,
     new_grow,
 )
+from ..errors import StateError, StreamProtocolError
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
+from ..state_schema import BoxState, Count, JsonObject, Key
 from .base import Decoder, PartGrower, json_string_body
 
 # stop_reason -> (normalised stop reason, status).
@@ -147,6 +150,69 @@ class _Block:
     strays: dict[str, _Block] = field(default_factory=dict)
 
 
+class AnthropicBlockState(BoxState):
+    """A content block as the decoder remembers it (see _Block)."""
+
+    kind: BlockKind
+    type: str
+    block: JsonObject
+    key: Key
+    origin: JsonObject | None = None
+    open: bool = True
+    json_chunks: list[str] | None = None
+    got_json: bool = False
+    strays: dict[str, AnthropicBlockState] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, blk: _Block) -> AnthropicBlockState:
+        """The saved form of `blk`."""
+        return cls(
+            kind=blk.kind,
+            type=blk.type,
+            block=blk.block,
+            key=blk.key,
+            origin=blk.origin,
+            open=blk.open,
+            json_chunks=blk.json_chunks,
+            got_json=blk.got_json,
+            strays={kind: cls.of(stray) for kind, stray in blk.strays.items()},
+        )
+
+    def rebuilt(self) -> _Block:
+        """The block this describes."""
+        return _Block(
+            kind=self.kind,
+            type=self.type,
+            block=dict(self.block),
+            key=self.key,
+            origin=self.origin,
+            open=self.open,
+            json_chunks=None if self.json_chunks is None else list(self.json_chunks),
+            got_json=self.got_json,
+            strays={kind: stray.rebuilt() for kind, stray in self.strays.items()},
+        )
+
+
+class AnthropicBlockAt(BoxState):
+    """A content block under its index."""
+
+    index: int
+    block: AnthropicBlockState
+
+
+class AnthropicState(BoxState):
+    """What an AnthropicDecoder needs to resume (its hot lane starts afresh)."""
+
+    blocks: list[AnthropicBlockAt] = Field(default_factory=list)
+    usage_raw: JsonObject = Field(default_factory=dict)
+    status: Status | None = None
+    ended: bool = False
+    started: bool = False
+    # Lenient: the content_block_delta events held for a block not started yet, in order.
+    early: list[JsonObject] = Field(default_factory=list)
+    restarts: Count = 0
+
+
 # The deltas object_text takes, by block kind: (delta type, the key of its text).
 _TOOL_INPUT = ("input_json_delta", "partial_json")
 _PLAIN_DELTAS: dict[str, tuple[str, str]] = {
@@ -163,6 +229,7 @@ class AnthropicDecoder(Decoder):
     """Decode Anthropic Messages stream events (raw, or the SDK's stream helper events)."""
 
     provider = "anthropic"
+    state_model = AnthropicState
 
     def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
         super().__init__(choice=choice, strict=strict)
@@ -181,6 +248,50 @@ class AnthropicDecoder(Decoder):
         # The hot lane's last event prefix (head, index, delta head), its index and block.
         self._hot: tuple[bytes, int, _Block] | None = None
         self._hot_head = _HOT_EVENT  # sse_hot_head: every plain delta event starts so
+
+    def to_state(self) -> AnthropicState:
+        """This decoder as saved-state data."""
+        return AnthropicState(
+            blocks=[
+                AnthropicBlockAt(index=index, block=AnthropicBlockState.of(blk))
+                for index, blk in self._blocks.items()
+            ],
+            usage_raw=self._usage_raw,
+            status=self._status,
+            ended=self._ended,
+            started=self._started,
+            early=[raw for held in self._early.values() for _, _, raw in held],
+            restarts=self._restarts,
+        )
+
+    @classmethod
+    def from_state(
+        cls, state: AnthropicState, *, choice: int = 0, strict: bool = False
+    ) -> AnthropicDecoder:
+        """The decoder `state` describes; held deltas are checked again as on the wire."""
+        decoder = cls(choice=choice, strict=strict)
+        for n, at in enumerate(state.blocks):
+            if at.index in decoder._blocks:
+                raise StateError(f"blocks[{n}].index", "expected each index once")
+            decoder._blocks[at.index] = at.block.rebuilt()
+        decoder._usage_raw = dict(state.usage_raw)
+        decoder._status = state.status
+        decoder._ended = state.ended
+        decoder._started = state.started
+        decoder._restarts = state.restarts
+        for n, payload in enumerate(state.early):
+            try:
+                index = _index(decoder, payload)
+                delta = _field(decoder, payload, "delta", dict)
+                dtype = _check(decoder, delta.get("type"), str, "delta.type", payload)
+                value = decoder._delta_value(dtype, delta, payload)
+            except StreamProtocolError as exc:
+                raise StateError(f"early[{n}]", exc.reason) from None
+            decoder._early.setdefault(index, []).append((dtype, value, payload))
+            # The held text's size, derived (not saved): see hold_text.
+            held = len(value) if isinstance(value, str) else 0
+            decoder._early_chars[index] = decoder._early_chars.get(index, 0) + held
+        return decoder
 
     # --- dispatch ------------------------------------------------------------------
 
@@ -390,7 +501,9 @@ class AnthropicDecoder(Decoder):
         blk.key = key
         blk.origin = block
         self._blocks[index] = blk
-        out.append(OpenPart(key, part))
+        # A block with input (server_tool_use, mcp_tool_use, any newer such block) is a
+        # tool the server runs: the text before it is narration.
+        out.append(OpenPart(key, part, blk.kind == "buffered"))
         self._early_chars.pop(index, None)
         for dtype, value, raw in self._early.pop(index, ()):
             out.extend(self._apply_delta(index, blk, dtype, value, raw))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, Self
 
 import jiter
 
 from ..deltas import Delta, EndMessage, Repair
 from ..errors import StreamLimitError, StreamProtocolError
 from ..limits import DEFAULT_LIMITS, Limits
+from ..state_schema import BoxState
 
 
 class PartGrower(Protocol):
@@ -60,6 +61,8 @@ class Decoder:
     """
 
     provider: ClassVar[str] = "unknown"
+    # The model of what this decoder saves to resume (see to_state / from_state).
+    state_model: ClassVar[type[BoxState]] = BoxState
     # The fold's limits (the fold sets them): text a decoder holds back for a part that
     # has not started yet is checked against them as it arrives (see `hold_text`).
     limits: Limits = DEFAULT_LIMITS
@@ -70,6 +73,15 @@ class Decoder:
         # See sse_hot_head: a decoder with a hot lane sets its own, and may change it (or
         # turn the lane off with None) as the stream goes.
         self._hot_head: bytes | None = None
+
+    def to_state(self) -> BoxState:
+        """This decoder as saved-state data (an instance of `state_model`)."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_state(cls, state: Any, *, choice: int = 0, strict: bool = False) -> Self:
+        """The decoder a validated `state_model` describes; StateError if inconsistent."""
+        raise NotImplementedError
 
     @property
     def sse_hot_head(self) -> bytes | None:

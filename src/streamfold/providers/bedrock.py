@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import jiter
+from pydantic import Field
 
 from ..deltas import (
     ClosePart,
@@ -29,8 +30,10 @@ from ..deltas import (
     SkipEvent,
     UpdateMessage,
 )
+from ..errors import StateError
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
+from ..state_schema import BoxState, Count, JsonObject, Key
 from .base import Decoder
 
 # The documented in-stream exceptions of ConverseStream (boto3 raises them; the wire and
@@ -87,6 +90,69 @@ class _Block:
     strays: dict[str, _Block] = field(default_factory=dict)
 
 
+class BedrockBlockState(BoxState):
+    """A contentBlockIndex as the decoder knows it (see _Block)."""
+
+    kind: BlockKind | None = None
+    key: Key
+    opened: bool = False
+    stopped: bool = False
+    start: JsonObject = Field(default_factory=dict)
+    chunks: list[str] = Field(default_factory=list)
+    results: list[JsonObject] = Field(default_factory=list)
+    origin: JsonObject | None = None
+    early: list[str] = Field(default_factory=list)
+    strays: dict[str, BedrockBlockState] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, block: _Block) -> BedrockBlockState:
+        """The saved form of `block`."""
+        return cls(
+            kind=block.kind,
+            key=block.key,
+            opened=block.opened,
+            stopped=block.stopped,
+            start=block.start,
+            chunks=block.chunks,
+            results=block.results,
+            origin=block.origin,
+            early=block.early,
+            strays={kind: cls.of(stray) for kind, stray in block.strays.items()},
+        )
+
+    def rebuilt(self) -> _Block:
+        """The block this describes."""
+        return _Block(
+            kind=self.kind,
+            key=self.key,
+            opened=self.opened,
+            stopped=self.stopped,
+            start=dict(self.start),
+            chunks=list(self.chunks),
+            results=[dict(result) for result in self.results],
+            origin=self.origin,
+            early=list(self.early),
+            strays={kind: stray.rebuilt() for kind, stray in self.strays.items()},
+        )
+
+
+class BedrockBlockAt(BoxState):
+    """A block under its contentBlockIndex."""
+
+    index: int
+    block: BedrockBlockState
+
+
+class BedrockState(BoxState):
+    """What a BedrockDecoder needs to resume."""
+
+    blocks: list[BedrockBlockAt] = Field(default_factory=list)
+    stopped: bool = False
+    metadata_seen: bool = False
+    ended: bool = False
+    restarts: Count = 0
+
+
 class BedrockDecoder(Decoder):
     """Decode Bedrock ConverseStream events into neutral deltas."""
 
@@ -99,6 +165,37 @@ class BedrockDecoder(Decoder):
         self._metadata_seen = False
         self._ended = False
         self._restarts = 0
+
+    state_model = BedrockState
+
+    def to_state(self) -> BedrockState:
+        """This decoder as saved-state data."""
+        return BedrockState(
+            blocks=[
+                BedrockBlockAt(index=index, block=BedrockBlockState.of(block))
+                for index, block in self._blocks.items()
+            ],
+            stopped=self._stopped,
+            metadata_seen=self._metadata_seen,
+            ended=self._ended,
+            restarts=self._restarts,
+        )
+
+    @classmethod
+    def from_state(
+        cls, state: BedrockState, *, choice: int = 0, strict: bool = False
+    ) -> BedrockDecoder:
+        """The decoder `state` describes."""
+        decoder = cls(choice=choice, strict=strict)
+        for n, at in enumerate(state.blocks):
+            if at.index in decoder._blocks:
+                raise StateError(f"blocks[{n}].index", "expected each index once")
+            decoder._blocks[at.index] = at.block.rebuilt()
+        decoder._stopped = state.stopped
+        decoder._metadata_seen = state.metadata_seen
+        decoder._ended = state.ended
+        decoder._restarts = state.restarts
+        return decoder
 
     # --- entry points ------------------------------------------------------------------
 
@@ -496,7 +593,8 @@ class BedrockDecoder(Decoder):
 
     def _open(self, block: _Block, part: ContentPart | ToolCall) -> OpenPart:
         block.opened = True
-        return OpenPart(block.key, part)
+        # A server tool use is a tool Bedrock runs: the text before it is narration.
+        return OpenPart(block.key, part, block.kind == "server_tool_use")
 
     def _stray_call(self, block: _Block, out: list[Delta]) -> _Block:
         """A nameless tool call beside `block`, for toolUse input its start never named."""

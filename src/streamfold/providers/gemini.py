@@ -4,7 +4,8 @@ Every event is a whole GenerateContentResponse: `candidates[].content.parts[]`,
 `usageMetadata` (running totals), `modelVersion`, `responseId`, `promptFeedback`. The wire
 never says where a part ends, so a part ends when a part of another kind begins, and
 everything ends with the stream. Gemini has no end marker: `finishReason` sets the status
-and stop reason, and the fold finishes when the input closes (a usage chunk may follow).
+and stop reason, and the fold finishes when the input closes (a usage chunk may follow);
+an input that closes after a finishReason ended normally (its end marker, see close()).
 
 Parts:
 - `text` chunks grow one text part; `thought: true` chunks grow one thinking part.
@@ -35,10 +36,39 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from ..deltas import ClosePart, Delta, GrowPart, OpenPart, ReportError, UpdateMessage
+from pydantic import Field
+
+from ..deltas import (
+    ClosePart,
+    Delta,
+    EndMessage,
+    GrowPart,
+    OpenPart,
+    ReportError,
+    SkipEvent,
+    UpdateMessage,
+)
+from ..errors import StateError
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
+from ..state_schema import BoxState, Count, Json, JsonObject
 from .base import Decoder
+
+# The top-level fields of a GenerateContentResponse chunk (wire names; the google-genai
+# SDK's model_dump adds the last three). A chunk with none of them is not Gemini's.
+_CHUNK_FIELDS = frozenset(
+    {
+        "candidates",
+        "promptFeedback",
+        "usageMetadata",
+        "modelVersion",
+        "responseId",
+        "createTime",
+        "sdkHttpResponse",
+        "automaticFunctionCallingHistory",
+        "parsed",
+    }
+)
 
 T = TypeVar("T")
 
@@ -70,6 +100,10 @@ _FILTERED = frozenset(
 _PART_META = frozenset(
     {"thought", "thoughtSignature", "partMetadata", "videoMetadata", "mediaResolution"}
 )
+
+# Parts that are a tool the model has Gemini run (code, a built-in tool call): the text
+# before one is narration. Their results (codeExecutionResult, toolResponse) are not.
+_TOOL_KINDS = frozenset({"executableCode", "toolCall"})
 
 _TYPE_NAMES: dict[type, str] = {
     str: "a string",
@@ -318,10 +352,126 @@ class _StreamedCall:
     writer: _ArgsWriter = field(default_factory=_ArgsWriter)
 
 
+class GeminiTextState(BoxState):
+    """An open text part's chunks and the grounding reports already turned to citations."""
+
+    key: int
+    chunks: list[str] = Field(default_factory=list)
+    cited: list[list[Json]] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, part: _TextPart) -> GeminiTextState:
+        """The saved form of `part` (its offsets are derived from the chunks)."""
+        return cls(key=part.key, chunks=part.chunks, cited=[list(mark) for mark in part.cited])
+
+    def rebuilt(self) -> _TextPart:
+        """The text part this describes."""
+        part = _TextPart(self.key, [])
+        try:
+            for chunk in self.chunks:
+                part.add(chunk)
+        except UnicodeEncodeError:
+            raise StateError("chunks", "expected text UTF-8 can encode") from None
+        for n, mark in enumerate(self.cited):
+            if not all(item is None or isinstance(item, str | int | float) for item in mark):
+                raise StateError(f"cited[{n}]", "expected a report's plain values")
+            part.cited.add(tuple(mark))
+        return part
+
+
+class GeminiArgsFrame(BoxState):
+    """An open container of streamed arguments: its kind and the keys (items) it has."""
+
+    kind: Literal["object", "array"]
+    used: list[str | int] = Field(default_factory=list)
+
+
+class GeminiArgsState(BoxState):
+    """A streamed call's argument writer (see _ArgsWriter). `values` holds each streamed
+    string whole; `strings` names the paths of those that may still grow."""
+
+    started: bool = False
+    broken: bool = False
+    stack: list[GeminiArgsFrame] = Field(default_factory=list)
+    path: list[str | int] = Field(default_factory=list)
+    open_string: list[str | int] | None = None
+    values: JsonObject = Field(default_factory=dict)
+    strings: list[list[str | int]] = Field(default_factory=list)
+
+
+class GeminiCallState(BoxState):
+    """A function call streamed in pieces (Vertex partialArgs)."""
+
+    key: int
+    call_id: str | None = None
+    name: str | None = None
+    metadata: JsonObject = Field(default_factory=dict)
+    writer: GeminiArgsState = GeminiArgsState()
+
+
+class GeminiGrowable(BoxState):
+    """The text or thinking part later chunks of the same kind may still grow."""
+
+    key: int
+    kind: Literal["text", "thinking"]
+
+
+class GeminiState(BoxState):
+    """What a GeminiDecoder needs to resume."""
+
+    next_key: Count = 0
+    growable: GeminiGrowable | None = None
+    # The part grounding reports cite: the key of a part in `open_text`, if any.
+    last_text: int | None = None
+    open_text: list[GeminiTextState] = Field(default_factory=list)
+    call: GeminiCallState | None = None
+    calls: Count = 0
+    sent_meta: JsonObject = Field(default_factory=dict)
+    usage_raw: JsonObject | None = None
+    # A chunk with a finishReason arrived: the input's end is then the stream's end marker.
+    finish_seen: bool = False
+
+
+def _writer_state(writer: _ArgsWriter) -> GeminiArgsState:
+    return GeminiArgsState(
+        started=writer.started,
+        broken=writer.broken,
+        stack=[
+            GeminiArgsFrame(kind="object" if kind == "object" else "array", used=sorted(used))
+            for kind, used in writer._stack
+        ],
+        path=list(writer._path),
+        open_string=None if writer._open_string is None else list(writer._open_string),
+        values=_join_strings(writer.values),
+        strings=[list(path) for path in writer._strings],
+    )
+
+
+def _writer_from(state: GeminiArgsState) -> _ArgsWriter:
+    writer = _ArgsWriter()
+    writer.started = state.started
+    writer.broken = state.broken
+    writer._stack = [(frame.kind, set(frame.used)) for frame in state.stack]
+    writer._path = list(state.path)
+    writer._open_string = None if state.open_string is None else tuple(state.open_string)
+    writer.values = json.loads(json.dumps(state.values))  # its own copy, to grow
+    for n, path in enumerate(state.strings):
+        node: Any = writer.values
+        for segment in path[:-1]:
+            node = _child(node, segment)
+        text = _child(node, path[-1]) if path else None
+        if not isinstance(text, str):
+            raise StateError(f"strings[{n}]", "expected the path of a string in values")
+        chunks = writer._strings[tuple(path)] = _Chunks([text])
+        _put(node, path[-1], chunks)
+    return writer
+
+
 class GeminiDecoder(Decoder):
     """Gemini / Vertex `streamGenerateContent` chunks into neutral deltas."""
 
     provider = "gemini"
+    state_model = GeminiState
 
     def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
         super().__init__(choice=choice, strict=strict)
@@ -334,8 +484,73 @@ class GeminiDecoder(Decoder):
         self._pending: list[ClosePart] = []
         self._sent_meta: dict[str, Any] = {}
         self._usage_raw: dict[str, Any] | None = None
+        # The chosen candidate's finishReason arrived: the end of the input is then the
+        # stream's normal end (Gemini sends no end marker of its own).
+        self._finish_seen = False
 
     # --- events ------------------------------------------------------------------------
+
+    def to_state(self) -> GeminiState:
+        """This decoder as saved-state data (between chunks: no ends pending)."""
+        grow = self._growable
+        call = self._call
+        last = self._last_text
+        return GeminiState(
+            next_key=self._next_key,
+            growable=None if grow is None else GeminiGrowable(key=grow.key, kind=grow.kind),
+            last_text=None if last is None or last.key not in self._open_text else last.key,
+            open_text=[GeminiTextState.of(part) for part in self._open_text.values()],
+            call=None
+            if call is None
+            else GeminiCallState(
+                key=call.key,
+                call_id=call.call_id,
+                name=call.name,
+                metadata=call.metadata,
+                writer=_writer_state(call.writer),
+            ),
+            calls=self._calls,
+            sent_meta=self._sent_meta,
+            usage_raw=self._usage_raw,
+            finish_seen=self._finish_seen,
+        )
+
+    @classmethod
+    def from_state(
+        cls, state: GeminiState, *, choice: int = 0, strict: bool = False
+    ) -> GeminiDecoder:
+        """The decoder `state` describes."""
+        decoder = cls(choice=choice, strict=strict)
+        decoder._next_key = state.next_key
+        decoder._finish_seen = state.finish_seen
+        if state.growable is not None:
+            decoder._growable = _Growable(state.growable.key, state.growable.kind)
+        for n, saved in enumerate(state.open_text):
+            try:
+                decoder._open_text[saved.key] = saved.rebuilt()
+            except StateError as exc:
+                raise exc.within(f"open_text[{n}]") from None
+        if state.last_text is not None:
+            decoder._last_text = decoder._open_text.get(state.last_text)
+            if decoder._last_text is None:
+                raise StateError("last_text", "expected the key of a part in open_text")
+        if state.call is not None:
+            saved_call = state.call
+            try:
+                writer = _writer_from(saved_call.writer)
+            except StateError as exc:
+                raise exc.within("call.writer") from None
+            decoder._call = _StreamedCall(
+                saved_call.key,
+                saved_call.call_id,
+                saved_call.name,
+                dict(saved_call.metadata),
+                writer,
+            )
+        decoder._calls = state.calls
+        decoder._sent_meta = dict(state.sent_meta)
+        decoder._usage_raw = None if state.usage_raw is None else dict(state.usage_raw)
+        return decoder
 
     def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
         """Translate one GenerateContentResponse chunk into neutral deltas."""
@@ -368,11 +583,17 @@ class GeminiDecoder(Decoder):
             out.append(UpdateMessage(usage=usage, metadata=changed or None))
         if finish is not None:
             out.append(finish)
+        if not out and payload.keys().isdisjoint(_CHUNK_FIELDS):
+            # Not a GenerateContentResponse at all (another provider's event, say): counted
+            # as skipped, as other decoders count an event type they do not know.
+            return [SkipEvent("unknown")]
         return out
 
     def close(self) -> list[Delta]:
-        """The stream ended: open parts are closed by the accumulator (ends inferred)."""
-        return []
+        """The stream ended: open parts are closed by the accumulator (ends inferred).
+
+        After a finishReason, this is the stream's normal end: its end marker."""
+        return [EndMessage()] if self._finish_seen else []
 
     # --- candidates --------------------------------------------------------------------
 
@@ -413,7 +634,9 @@ class GeminiDecoder(Decoder):
         reason = cand.get("finishReason")
         if reason is None:
             return None
-        return self._finish(_check(self, reason, str, "finishReason", payload))
+        finish = self._finish(_check(self, reason, str, "finishReason", payload))
+        self._finish_seen = True
+        return finish
 
     def _finish(self, reason: str) -> UpdateMessage:
         stop: StopReason
@@ -688,13 +911,14 @@ class GeminiDecoder(Decoder):
         body = part.get(kind)
         if isinstance(body, dict) and isinstance(body.get("id"), str):
             options["id"] = body["id"]
-        self._whole(ContentPart(type="unsupported", content=None, options=options), out)
+        opaque = ContentPart(type="unsupported", content=None, options=options)
+        self._whole(opaque, out, tool=kind in _TOOL_KINDS)
 
-    def _whole(self, content: ContentPart, out: list[Delta]) -> None:
+    def _whole(self, content: ContentPart, out: list[Delta], *, tool: bool = False) -> None:
         self._end_growable()
         self._end_call(out)
         key = self._new_key()
-        out.append(OpenPart(key, content))
+        out.append(OpenPart(key, content, tool))
         self._pending.append(ClosePart(key, explicit=True))
 
     def _end_growable(self) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from pydantic import Field
+
 from ..deltas import (
     ClosePart,
     Delta,
@@ -19,10 +21,12 @@ from ..deltas import (
     GrowPart,
     OpenPart,
     ReportError,
+    SkipEvent,
     UpdateMessage,
 )
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import ContentPart
+from ..state_schema import BoxState, Count
 from .base import Decoder
 
 _DONE_REASONS: dict[str, tuple[StopReason, Status]] = {
@@ -36,6 +40,32 @@ _DURATIONS = ("total_duration", "load_duration", "prompt_eval_duration", "eval_d
 _COUNTS = ("prompt_eval_count", "eval_count")
 
 TextKind = Literal["text", "thinking"]
+
+
+class OllamaOpenPart(BoxState):
+    """The open text or thinking part: its kind and its key (kind, n)."""
+
+    kind: TextKind
+    key_kind: str
+    key_number: int
+
+
+class OllamaCallSeen(BoxState):
+    """A call by the id the server gave it: its name and argument text (to spot repeats)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class OllamaState(BoxState):
+    """What an OllamaDecoder needs to resume."""
+
+    open: OllamaOpenPart | None = None
+    parts: Count = 0
+    tool_calls: Count = 0
+    described: bool = False
+    call_ids: list[OllamaCallSeen] = Field(default_factory=list)
 
 
 class OllamaDecoder(Decoder):
@@ -53,10 +83,47 @@ class OllamaDecoder(Decoder):
         # Calls by the id the server gave them (name, argument text), to spot repeats.
         self._call_ids: dict[str, tuple[str, str]] = {}
 
+    state_model = OllamaState
+
+    def to_state(self) -> OllamaState:
+        """This decoder as saved-state data."""
+        opened = self._open
+        return OllamaState(
+            open=None
+            if opened is None
+            else OllamaOpenPart(kind=opened[0], key_kind=opened[1][0], key_number=opened[1][1]),
+            parts=self._parts,
+            tool_calls=self._tool_calls,
+            described=self._described,
+            call_ids=[
+                OllamaCallSeen(id=call_id, name=name, arguments=text)
+                for call_id, (name, text) in self._call_ids.items()
+            ],
+        )
+
+    @classmethod
+    def from_state(
+        cls, state: OllamaState, *, choice: int = 0, strict: bool = False
+    ) -> OllamaDecoder:
+        """The decoder `state` describes."""
+        decoder = cls(choice=choice, strict=strict)
+        if state.open is not None:
+            opened = state.open
+            decoder._open = (opened.kind, (opened.key_kind, opened.key_number))
+        decoder._parts = state.parts
+        decoder._tool_calls = state.tool_calls
+        decoder._described = state.described
+        decoder._call_ids = {seen.id: (seen.name, seen.arguments) for seen in state.call_ids}
+        return decoder
+
     def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
         """Translate one NDJSON line of /api/chat or /api/generate into neutral deltas."""
         if "error" in payload:
             return [self._error(payload)]
+        if "done" not in payload:
+            # Every line of an Ollama stream says whether it is the last: one that does not
+            # is another provider's event, counted as skipped (its "model" is not taken).
+            return [SkipEvent("unknown")]
         out: list[Delta] = []
         if not self._described:
             metadata: dict[str, Any] = {

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Annotated, Any
 
 import jiter
+from pydantic import Field
 
 from ..deltas import (
     ClosePart,
@@ -30,8 +31,10 @@ from ..deltas import (
     UpdateMessage,
     new_grow,
 )
+from ..errors import StateError
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart, PartType
+from ..state_schema import BoxState, Count, JsonObject, Key
 from .base import Decoder, PartGrower, json_string_body
 
 
@@ -177,10 +180,61 @@ class _Call:
         self.closed = False
 
 
+class ChatCallState(BoxState):
+    """A streamed tool call as the decoder knows it (see _Call)."""
+
+    key: Key
+    id: str | None = None
+    index: int | None = None
+    name: str | None = None
+    closed: bool = False
+
+
+class ChatCallAt(BoxState):
+    """A call (its place in `calls`) under a tool-call index (None: fragments without one)."""
+
+    index: int | None
+    call: Count
+
+
+class ChatExecuted(BoxState):
+    """A server-executed tool's part, by its index: its key and block."""
+
+    index: int
+    key: Key
+    block: JsonObject
+
+
+class OpenAIChatState(BoxState):
+    """What an OpenAIChatDecoder needs to resume (its hot lane starts afresh). Calls are
+    kept once, in `calls`; the other tables name them by their place there."""
+
+    counter: Count = 0
+    open: list[Key] = Field(default_factory=list)
+    thinking: Key | None = None
+    # (reasoning_details index, kind): a list in JSON.
+    thinking_slot: Annotated[tuple[int | None, str], Field(strict=False)] | None = None
+    text: Key | None = None
+    refusal: Key | None = None
+    saw_refusal: bool = False
+    calls: list[ChatCallState] = Field(default_factory=list)
+    calls_by_id: dict[str, Count] = Field(default_factory=dict)
+    latest_at: list[ChatCallAt] = Field(default_factory=list)
+    unclosed: list[Count] = Field(default_factory=list)
+    executed: list[ChatExecuted] = Field(default_factory=list)
+    metadata: JsonObject = Field(default_factory=dict)
+    usage: Usage | None = None
+    usage_raw: JsonObject | None = None
+    cited: list[str] = Field(default_factory=list)
+    pending_citations: list[Citation] = Field(default_factory=list)
+    metadata_version: Count = 0
+
+
 class OpenAIChatDecoder(Decoder):
     """Chat Completions chunks in, neutral deltas out; `choice` selects one of n choices."""
 
     provider = "openai-chat"
+    state_model = OpenAIChatState
 
     def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
         super().__init__(choice=choice, strict=strict)
@@ -218,6 +272,76 @@ class OpenAIChatDecoder(Decoder):
         # sse_hot_head: `data: {`, then the stream's own prefix once a shape is learned;
         # None once the lane went off for the stream.
         self._hot_head = _HOT_START
+
+    def to_state(self) -> OpenAIChatState:
+        """This decoder as saved-state data."""
+        place = {id(call): n for n, call in enumerate(self._calls)}
+        return OpenAIChatState(
+            counter=self._counter,
+            open=list(self._open),
+            thinking=self._thinking,
+            thinking_slot=self._thinking_slot,
+            text=self._text,
+            refusal=self._refusal,
+            saw_refusal=self._saw_refusal,
+            calls=[
+                ChatCallState(key=c.key, id=c.id, index=c.index, name=c.name, closed=c.closed)
+                for c in self._calls
+            ],
+            calls_by_id={call_id: place[id(c)] for call_id, c in self._calls_by_id.items()},
+            latest_at=[ChatCallAt(index=i, call=place[id(c)]) for i, c in self._latest_at.items()],
+            unclosed=[place[id(c)] for c in self._unclosed],
+            executed=[
+                ChatExecuted(index=i, key=key, block=block)
+                for i, (key, block) in self._executed.items()
+            ],
+            metadata=self._metadata,
+            usage=self._usage,
+            usage_raw=self._usage_raw,
+            cited=sorted(self._cited),
+            pending_citations=self._pending_citations,
+            metadata_version=self._metadata_version,
+        )
+
+    @classmethod
+    def from_state(
+        cls, state: OpenAIChatState, *, choice: int = 0, strict: bool = False
+    ) -> OpenAIChatDecoder:
+        """The decoder `state` describes."""
+        decoder = cls(choice=choice, strict=strict)
+        calls = [_Call(c.key, c.id, c.index, c.name) for c in state.calls]
+        for call, saved in zip(calls, state.calls, strict=True):
+            call.closed = saved.closed
+
+        def call_at(place: int, field: str) -> _Call:
+            if place >= len(calls):
+                raise StateError(field, f"expected the place of a call (< {len(calls)})")
+            return calls[place]
+
+        decoder._counter = state.counter
+        decoder._open = dict.fromkeys(state.open)
+        decoder._thinking = state.thinking
+        decoder._thinking_slot = state.thinking_slot
+        decoder._text = state.text
+        decoder._refusal = state.refusal
+        decoder._saw_refusal = state.saw_refusal
+        decoder._calls = calls
+        decoder._calls_by_id = {
+            i: call_at(n, f"calls_by_id.{i}") for i, n in state.calls_by_id.items()
+        }
+        decoder._latest_at = {
+            at.index: call_at(at.call, f"latest_at[{n}].call")
+            for n, at in enumerate(state.latest_at)
+        }
+        decoder._unclosed = [call_at(p, f"unclosed[{n}]") for n, p in enumerate(state.unclosed)]
+        decoder._executed = {e.index: (e.key, dict(e.block)) for e in state.executed}
+        decoder._metadata = dict(state.metadata)
+        decoder._usage = state.usage
+        decoder._usage_raw = None if state.usage_raw is None else dict(state.usage_raw)
+        decoder._cited = set(state.cited)
+        decoder._pending_citations = list(state.pending_citations)
+        decoder._metadata_version = state.metadata_version
+        return decoder
 
     # --- entry points ----------------------------------------------------------------
 
@@ -1082,7 +1206,7 @@ class OpenAIChatDecoder(Decoder):
                 self._executed[index] = (key, block)
                 part = ContentPart(type="unsupported", options={"type": "executed_tool"})
                 self._open[key] = None
-                out.append(OpenPart(key, part))
+                out.append(OpenPart(key, part, True))  # a tool Groq ran: text before narrates
             else:
                 key, block = known
                 block.update(tool)

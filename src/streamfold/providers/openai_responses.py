@@ -11,18 +11,24 @@ or repeat). Each item becomes one or more parts:
   as soon as the next one starts); a reasoning item without summary or text still yields
   one empty thinking part carrying its id and encrypted_content.
 - function_call / custom_tool_call: a ToolCall, ends at `output_item.done`.
-- anything else (built-in tools): an unsupported part whose final options hold the whole
-  item from `output_item.done`.
+- computer_call, local_shell_call, shell_call (not in an OpenAI container),
+  apply_patch_call: tools the caller runs, so a ToolCall too (named computer, local_shell,
+  shell, apply_patch; the item's action or operation as arguments, the rest of the item
+  in metadata["item_fields"]), from `output_item.done`.
+- anything else (built-in tools OpenAI runs): an unsupported part whose final options
+  hold the whole item from `output_item.done`.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NoReturn
 
 import jiter
+from pydantic import Field
 
 from .._model import check_json_object
 from ..deltas import (
@@ -36,9 +42,10 @@ from ..deltas import (
     UpdateMessage,
     new_grow,
 )
-from ..errors import ToolArgumentsError
+from ..errors import StateError, ToolArgumentsError
 from ..message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
 from ..parts import Citation, CitationSource, ContentPart
+from ..state_schema import BoxState, Count, Json, JsonObject, Key, Number
 from .base import Decoder, PartGrower, json_string_body
 
 _PHASES = {"commentary": "narration", "final_answer": "answer"}
@@ -62,7 +69,35 @@ _PROGRESS_STATUSES = frozenset(
 )
 
 
+def _is_tool_item(item_type: str) -> bool:
+    """A built-in tool item (web_search_call, mcp_call, ...; an MCP approval request): tool
+    activity, so the text before it is narration. Lists and outputs are not."""
+    return item_type.endswith("_call") or item_type == "mcp_approval_request"
+
+
 _TOOL_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
+
+# Items the caller must run (a computer, a local shell, a patch to its files): each
+# becomes a ToolCall named after the item (computer, local_shell, shell, apply_patch), its
+# input fields as the arguments, so an agent loop sees stop reason tool_use; its result
+# goes back as the matching *_output item. Other built-in tools run at OpenAI: parts.
+CLIENT_CALL_INPUTS: dict[str, tuple[str, ...]] = {
+    "computer_call": ("action", "actions", "pending_safety_checks"),
+    "local_shell_call": ("action",),
+    "shell_call": ("action",),
+    "apply_patch_call": ("operation",),
+}
+
+
+_ITEM_IDS = ("type", "id", "call_id")
+
+
+def _client_runs(item_type: str, item: dict[str, Any]) -> bool:
+    """Whether the caller runs the item: a shell in an OpenAI container runs there."""
+    if item_type not in CLIENT_CALL_INPUTS:
+        return False
+    environment = item.get("environment")
+    return not isinstance(environment, dict) or environment.get("type") in (None, "local")
 
 
 @dataclass(slots=True)
@@ -96,6 +131,119 @@ class _Item:
     input_chunks: list[str] = field(default_factory=list)  # custom tool call input
     input_done: str | None = None
     closed: set[Hashable] = field(default_factory=set)  # parts already done
+
+
+class ResponsesPartState(BoxState):
+    """An open part of an item (see _Part)."""
+
+    key: Key
+    has_text: bool = False
+    ended: bool = False
+    annotated: bool = False
+    logprobs: list[Json] = Field(default_factory=list)
+    logprobs_sent: bool = False
+
+
+class ResponsesItemState(BoxState):
+    """An output item being streamed (see _Item)."""
+
+    id: str
+    type: str
+    kind: str
+    added: JsonObject
+    phase: str | None = None
+    parts: list[ResponsesPartState] = Field(default_factory=list)
+    latest: Key | None = None
+    any_part: bool = False
+    call_id: str | None = None
+    name: str | None = None
+    has_arguments: bool = False
+    input_chunks: list[str] = Field(default_factory=list)
+    input_done: str | None = None
+    closed: list[Key] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, item: _Item) -> ResponsesItemState:
+        """The saved form of `item`."""
+        return cls(
+            id=item.id,
+            type=item.type,
+            kind=item.kind,
+            added=item.added,
+            phase=item.phase,
+            parts=[
+                ResponsesPartState(
+                    key=p.key,
+                    has_text=p.has_text,
+                    ended=p.ended,
+                    annotated=p.annotated,
+                    logprobs=p.logprobs,
+                    logprobs_sent=p.logprobs_sent,
+                )
+                for p in item.parts.values()
+            ],
+            latest=item.latest,
+            any_part=item.any_part,
+            call_id=item.call_id,
+            name=item.name,
+            has_arguments=item.has_arguments,
+            input_chunks=item.input_chunks,
+            input_done=item.input_done,
+            closed=list(item.closed),
+        )
+
+    def rebuilt(self) -> _Item:
+        """The item this describes."""
+        parts = {
+            p.key: _Part(p.key, p.has_text, p.ended, p.annotated, list(p.logprobs), p.logprobs_sent)
+            for p in self.parts
+        }
+        if len(parts) != len(self.parts):
+            raise StateError("parts", "expected each part key once")
+        return _Item(
+            id=self.id,
+            type=self.type,
+            kind=self.kind,
+            added=dict(self.added),
+            phase=self.phase,
+            parts=parts,
+            latest=self.latest,
+            any_part=self.any_part,
+            call_id=self.call_id,
+            name=self.name,
+            has_arguments=self.has_arguments,
+            input_chunks=list(self.input_chunks),
+            input_done=self.input_done,
+            closed=set(self.closed),
+        )
+
+
+class ResponsesItemAt(BoxState):
+    """The item an output_index names (for events that carry no item_id)."""
+
+    index: int
+    item: str
+
+
+class ResponsesEarly(BoxState):
+    """Lenient: an event that came before its item, held to replay when it is added."""
+
+    item: str
+    kind: str
+    payload: JsonObject
+
+
+class OpenAIResponsesState(BoxState):
+    """What an OpenAIResponsesDecoder needs to resume (its hot lane starts afresh)."""
+
+    items: list[ResponsesItemState] = Field(default_factory=list)
+    by_index: list[ResponsesItemAt] = Field(default_factory=list)
+    tool_calls: Count = 0
+    refusals: Count = 0
+    done: list[str] = Field(default_factory=list)
+    early: list[ResponsesEarly] = Field(default_factory=list)
+    seq_floor: Number | None = None
+    seq_above: list[Number] = Field(default_factory=list)
 
 
 class _Dropped(Exception):
@@ -189,6 +337,7 @@ class OpenAIResponsesDecoder(Decoder):
     """Decode OpenAI Responses API stream events into neutral deltas."""
 
     provider: ClassVar[str] = "openai-responses"
+    state_model = OpenAIResponsesState
 
     def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
         super().__init__(choice=choice, strict=strict)
@@ -210,6 +359,59 @@ class OpenAIResponsesDecoder(Decoder):
         self._hot: _Hot | None = None
         self._hot_misses = 0  # delta events declined since the lane last took one
         self._hot_head = _HOT_EVENT  # None: the lane stopped for this stream
+
+    def to_state(self) -> OpenAIResponsesState:
+        """This decoder as saved-state data (between events: no repairs noted)."""
+        return OpenAIResponsesState(
+            items=[ResponsesItemState.of(item) for item in self._items.values()],
+            by_index=[ResponsesItemAt(index=i, item=id_) for i, id_ in self._by_index.items()],
+            tool_calls=self._tool_calls,
+            refusals=self._refusals,
+            done=sorted(self._done),
+            early=[
+                ResponsesEarly(item=item_id, kind=kind, payload=payload)
+                for item_id, held in self._early.items()
+                for kind, payload in held
+            ],
+            seq_floor=self._seq_floor,
+            seq_above=sorted(self._seq_above),
+        )
+
+    @classmethod
+    def from_state(
+        cls, state: OpenAIResponsesState, *, choice: int = 0, strict: bool = False
+    ) -> OpenAIResponsesDecoder:
+        """The decoder `state` describes."""
+        decoder = cls(choice=choice, strict=strict)
+        for n, saved in enumerate(state.items):
+            try:
+                decoder._items[saved.id] = saved.rebuilt()
+            except StateError as exc:
+                raise exc.within(f"items[{n}]") from None
+        if len(decoder._items) != len(state.items):
+            raise StateError("items", "expected each item id once")
+        decoder._by_index = {at.index: at.item for at in state.by_index}
+        decoder._tool_calls = state.tool_calls
+        decoder._refusals = state.refusals
+        decoder._done = set(state.done)
+        for held in state.early:
+            decoder._early.setdefault(held.item, []).append((held.kind, dict(held.payload)))
+            # The held text's size, derived (not saved): see hold_text.
+            text = held.payload.get("delta")
+            size = len(text) if isinstance(text, str) else 0
+            decoder._early_chars[held.item] = decoder._early_chars.get(held.item, 0) + size
+        above = set(state.seq_above)
+        if above and (
+            state.seq_floor is None
+            or len(above) > _MAX_SEQUENCE_GAP
+            or min(above) <= state.seq_floor + 1
+        ):
+            raise StateError(
+                "seq_above", f"expected at most {_MAX_SEQUENCE_GAP} numbers past a gap"
+            )
+        decoder._seq_floor = state.seq_floor
+        decoder._seq_above = above
+        return decoder
 
     # --- entry points ------------------------------------------------------------------
 
@@ -964,6 +1166,20 @@ class OpenAIResponsesDecoder(Decoder):
                 metadata=metadata,
             )
             return self._replay_early(item_id, [OpenPart((item_id,), call)])
+        if _client_runs(item_type, raw):
+            item = _Item(item_id, item_type, "client_call", raw)
+            item.call_id = self._opt_str(raw, "call_id")
+            self._items[item_id] = item
+            self._tool_calls += 1
+            client_call = ToolCall.trusted(
+                call_id=item.call_id,
+                name=item_type.removesuffix("_call"),
+                arguments="",
+                index=None,
+                status="incomplete",
+                metadata={"item_id": item_id, "type": item_type},
+            )
+            return self._replay_early(item_id, [OpenPart((item_id,), client_call)])
         item = _Item(item_id, item_type, "builtin", raw)
         self._items[item_id] = item
         part = ContentPart(
@@ -971,7 +1187,7 @@ class OpenAIResponsesDecoder(Decoder):
             content=None,
             options={"type": item_type, "id": item_id, "block": raw},
         )
-        return self._replay_early(item_id, [OpenPart((item_id,), part)])
+        return self._replay_early(item_id, [OpenPart((item_id,), part, _is_tool_item(item_type))])
 
     def _on_item_done(self, payload: dict[str, Any]) -> list[Delta]:
         raw = self._dict(payload, "item")
@@ -1013,6 +1229,8 @@ class OpenAIResponsesDecoder(Decoder):
         item.parts.clear()
         if item.kind == "tool_call":
             return deltas + self._tool_call_done(item, raw, explicit=True)
+        if item.kind == "client_call":
+            return deltas + self._client_call_done(item, raw)
         final = ContentPart(
             type="unsupported",
             content=None,
@@ -1128,6 +1346,29 @@ class OpenAIResponsesDecoder(Decoder):
             return [ClosePart(key, explicit=True, final=final_call)]
         deltas.append(ClosePart(key, explicit=True))
         return deltas
+
+    def _client_call_done(self, item: _Item, raw: dict[str, Any]) -> list[Delta]:
+        """The finished item's input as the call's argument text (one delta), the rest of
+        the item (status, environment...) in its metadata, to rebuild it for replay."""
+        key = (item.id,)
+        inputs = CLIENT_CALL_INPUTS[item.type]
+        arguments = {name: raw[name] for name in inputs if name in raw}
+        fields = {k: v for k, v in raw.items() if k not in inputs and k not in _ITEM_IDS}
+        text = json.dumps(arguments, ensure_ascii=False)
+        deltas: list[Delta] = [GrowPart(key, content=text, options={"item_fields": fields})]
+        call_id = self._opt_str(raw, "call_id")
+        if call_id is not None and call_id != item.call_id:
+            # The start lacked the id (or said another): the finished item's stands.
+            final = ToolCall.model_construct(
+                call_id=call_id,
+                name=item.type.removesuffix("_call"),
+                arguments=arguments,
+                index=None,
+                status="complete",
+                metadata={"item_id": item.id, "type": item.type, "item_fields": fields},
+            )
+            return [*deltas, ClosePart(key, explicit=True, final=final)]
+        return [*deltas, ClosePart(key, explicit=True)]
 
     def _flush_custom_calls(self) -> list[Delta]:
         """Close open custom tool calls with their input so far (their text is not JSON)."""
@@ -1624,8 +1865,9 @@ _HANDLERS: dict[str, _Handler] = {
 # provider, is left out with a ReplayWarning.
 
 from .. import encoding as _enc  # noqa: E402
-from ..message import Message  # noqa: E402
+from ..message import Message, ToolResult  # noqa: E402
 from ..parts import utterance as _utterance  # noqa: E402
+from ..parts import utterance_inferred as _utterance_inferred  # noqa: E402
 
 _PHASE_OF = {"narration": "commentary", "answer": "final_answer"}
 
@@ -1635,7 +1877,24 @@ _USER_PARTS = frozenset({"text", "image", "image_url", "file", "file_url"})
 def replay_problems(history: list[Message]) -> list[_enc.Problem]:
     """What Responses cannot take back: thinking without a reasoning item id, foreign blocks."""
     problems: list[_enc.Problem] = []
+    call_types: dict[str, str] = {}
     for mi, message in enumerate(history):
+        call_types.update(_call_types(message))
+        for result in message.tool_results:
+            if (
+                call_types.get(result.tool_call_id) == "computer_call"
+                and not isinstance(result.options.get("output"), dict)
+                and _result_image(result) is None
+            ):
+                problems.append(
+                    _enc.Problem(
+                        "computer_output_without_screenshot",
+                        f"the result of computer call {result.tool_call_id!r} goes back as a "
+                        "computer_call_output, which needs a screenshot: give it an image part "
+                        '(or options["output"])',
+                        mi,
+                    )
+                )
         foreign = _enc.foreign(message, "openai-responses")
         for pi, item in enumerate(message.stream_order()):
             if isinstance(item, ToolCall):
@@ -1692,12 +1951,10 @@ def encode_request(
 ) -> dict[str, Any]:
     """The Responses request body: `input` items, instructions, tools, text.format."""
     items: list[dict[str, Any]] = []
-    custom_calls: set[str] = set()
+    call_types: dict[str, str] = {}  # call id -> item type, for its output's item type
     for mi, message in enumerate(history):
-        for call in message.tool_calls:
-            if call.call_id and call.metadata.get("type") == "custom_tool_call":
-                custom_calls.add(call.call_id)
-        items.extend(responses_items(message, mi, skip, custom_calls))
+        call_types.update(_call_types(message))
+        items.extend(responses_items(message, mi, skip, call_types, params.inferred_utterances))
     body: dict[str, Any] = dict(params.extra)
     if params.instructions:
         body["instructions"] = "\n\n".join(params.instructions)
@@ -1719,11 +1976,12 @@ def responses_items(
     message: Message,
     mi: int,
     skip: frozenset[_enc.PartRef],
-    custom_calls: frozenset[str] | set[str] = frozenset(),
+    call_types: Mapping[str, str] | None = None,
+    inferred: bool = False,
 ) -> list[dict[str, Any]]:
-    """One Message as Responses input items."""
+    """One Message as Responses input items (`inferred`: with inferred markers as phase)."""
     if message.role == "tool":
-        return [_call_output(r, mi, custom_calls) for r in message.tool_results]
+        return [_call_output(r, mi, call_types or {}) for r in message.tool_results]
     kept = [(pi, x) for pi, x in enumerate(message.stream_order()) if (mi, pi) not in skip]
     if message.role != "assistant":
         role = str(message.metadata.get("role") or message.role)
@@ -1737,7 +1995,7 @@ def responses_items(
     open_id: tuple[str, str] | None = None  # (kind, id) of the item the last part grew
     for _, part in kept:
         if isinstance(part, ToolCall):
-            items.append(_call_item(part, foreign))
+            items.append(call_item(part, foreign))
             open_id = None
         elif part.type == "thinking":
             item_id = str(part.options["id"])
@@ -1751,7 +2009,7 @@ def responses_items(
         else:
             text_id = part.options.get("id")
             if foreign or not isinstance(text_id, str):
-                items.append(_easy_message(part))
+                items.append(_easy_message(part, inferred))
                 open_id = None
                 continue
             if open_id != ("message", text_id):
@@ -1765,16 +2023,17 @@ def responses_items(
                     }
                 )
                 open_id = ("message", text_id)
-                phase = _phase(part)
+                phase = _phase(part, inferred)
                 if phase is not None:
                     items[-1]["phase"] = phase
             items[-1]["content"].append(_output_part(part))
     return items
 
 
-def _phase(part: ContentPart) -> str | None:
+def _phase(part: ContentPart, inferred: bool) -> str | None:
+    """The part's phase: its provider's marker; an inferred one only when asked for."""
     marker = _utterance(part)
-    if marker is not None:
+    if marker is not None and (inferred or not _utterance_inferred(part)):
         return _PHASE_OF[marker]
     phase = part.options.get("phase")
     return phase if phase in ("commentary", "final_answer") else None
@@ -1792,9 +2051,9 @@ def _grow_reasoning(item: dict[str, Any], part: ContentPart) -> None:
         item["encrypted_content"] = encrypted
 
 
-def _easy_message(part: ContentPart) -> dict[str, Any]:
+def _easy_message(part: ContentPart, inferred: bool) -> dict[str, Any]:
     item: dict[str, Any] = {"type": "message", "role": "assistant", "content": part.content or ""}
-    phase = _phase(part)
+    phase = _phase(part, inferred)
     if phase is not None:
         item["phase"] = phase
     return item
@@ -1811,9 +2070,18 @@ def _output_part(part: ContentPart) -> dict[str, Any]:
     }
 
 
-def _call_item(call: ToolCall, foreign: bool) -> dict[str, Any]:
+def call_item(call: ToolCall, foreign: bool = False) -> dict[str, Any]:
+    """A tool call as the Responses item it was: function_call, custom_tool_call, or an
+    item the caller runs (computer_call...) rebuilt from its arguments and item fields."""
     item: dict[str, Any]
-    if call.metadata.get("type") == "custom_tool_call" and isinstance(call.arguments, dict):
+    kind = call.metadata.get("type")
+    if kind in CLIENT_CALL_INPUTS and isinstance(call.arguments, dict):
+        # The item as streamed: its other fields, then its input.
+        fields = call.metadata.get("item_fields")
+        item = {"type": kind, "call_id": call.call_id}
+        item.update(fields if isinstance(fields, dict) else {"status": "completed"})
+        item.update(call.arguments)
+    elif kind == "custom_tool_call" and isinstance(call.arguments, dict):
         item = {
             "type": "custom_tool_call",
             "call_id": call.call_id,
@@ -1833,16 +2101,71 @@ def _call_item(call: ToolCall, foreign: bool) -> dict[str, Any]:
     return item
 
 
-def _call_output(result: Any, mi: int, custom_calls: frozenset[str] | set[str]) -> dict[str, Any]:
+def _call_types(message: Message) -> dict[str, str]:
+    """The item type of each call a message made that is not a function call."""
+    return {
+        call.call_id: kind
+        for call in message.tool_calls
+        if call.call_id
+        and isinstance(kind := call.metadata.get("type"), str)
+        and (kind == "custom_tool_call" or kind in CLIENT_CALL_INPUTS)
+    }
+
+
+def _call_output(result: ToolResult, mi: int, call_types: Mapping[str, str]) -> dict[str, Any]:
+    kind = call_types.get(result.tool_call_id)
+    if kind in CLIENT_CALL_INPUTS:
+        return _client_output(str(kind), result, mi)
     output: str | list[dict[str, Any]]
     if isinstance(result.content, str):
         output = result.content
     else:
         output = [_input_part(p, mi) for p in result.content if p.type in _USER_PARTS]
-    kind = (
-        "custom_tool_call_output" if result.tool_call_id in custom_calls else "function_call_output"
-    )
+    kind = "custom_tool_call_output" if kind == "custom_tool_call" else "function_call_output"
     return {"type": kind, "call_id": result.tool_call_id, "output": output}
+
+
+def _client_output(kind: str, result: ToolResult, mi: int) -> dict[str, Any]:
+    """The *_output item for a call the caller ran. `result.options["output"]`, when set,
+    is sent as the item's output as it is (a shell's several commands, say)."""
+    call_id = result.tool_call_id
+    native = result.options.get("output")
+    text = _enc.result_text(result)
+    if kind == "computer_call":
+        item: dict[str, Any] = {
+            "type": "computer_call_output",
+            "call_id": call_id,
+            "output": native if isinstance(native, dict) else _screenshot(result, mi),
+        }
+        checks = result.options.get("acknowledged_safety_checks")
+        if isinstance(checks, list):
+            item["acknowledged_safety_checks"] = checks
+        return item
+    if kind == "local_shell_call":
+        # This item names its call by `id` (the call's id), not `call_id`.
+        return {"type": "local_shell_call_output", "id": call_id, "output": text}
+    if kind == "shell_call":
+        outcome = {"type": "exit", "exit_code": 1 if result.is_error else 0}
+        output = native if isinstance(native, list) else [
+            {"stdout": "" if result.is_error else text,
+             "stderr": text if result.is_error else "", "outcome": outcome}
+        ]  # fmt: skip
+        return {"type": "shell_call_output", "call_id": call_id, "output": output}
+    status = "failed" if result.is_error else "completed"
+    return {"type": "apply_patch_call_output", "call_id": call_id, "status": status, "output": text}
+
+
+def _screenshot(result: ToolResult, mi: int) -> dict[str, Any]:
+    """A computer call's output: the result's first image (check_replayable wants one)."""
+    image = _result_image(result)
+    url = "" if image is None else _input_part(image, mi)["image_url"]
+    return {"type": "computer_screenshot", "image_url": url}
+
+
+def _result_image(result: ToolResult) -> ContentPart | None:
+    if isinstance(result.content, str):
+        return None
+    return next((p for p in result.content if p.type in ("image", "image_url")), None)
 
 
 def _input_part(part: ContentPart, mi: int) -> dict[str, Any]:

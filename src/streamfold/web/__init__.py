@@ -13,7 +13,8 @@ SDK UI message stream (see `streamfold.ui`). Needs starlette (the `serve` extra)
 
 from __future__ import annotations
 
-import math
+import os
+import stat
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
@@ -22,9 +23,10 @@ from pathlib import Path
 from ..aio import afold
 from ..errors import UsageError
 from ..fold import StreamFormat
-from ..record import TIMING_SUFFIX, load_timing, schedule
-from ..recording import detect_recording
+from ..record import TIMING_SUFFIX, check_speed, load_timing, schedule, timing_path
+from ..recording import bundled_recordings, detect_recording
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
+from .guard import RequestRefused, read_json
 
 try:
     from starlette.requests import Request
@@ -41,7 +43,6 @@ _ASSETS = {
     "relay.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
-MAX_SPEED = 1000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,32 +53,84 @@ class DemoRecording:
     path: Path
     provider: str
     format: StreamFormat
+    root: Path
+    """The recordings directory, resolved: the file must still be inside it when read."""
+
+    def names(self) -> tuple[str, ...]:
+        """The names a request may use for it: the path, without suffix, the file name."""
+        stem = self.name.rsplit(".", 1)[0]
+        return (self.name, stem, self.path.name, self.path.name.rsplit(".", 1)[0])
+
+    def read(self) -> bytes:
+        """The recording's bytes as they are now; LookupError if it is gone or escaped."""
+        return _read_inside(self.root, self.path, self.name)
+
+    def timing(self) -> list[tuple[int, float]] | None:
+        """Its recorded timing; None (paced per event) without a good sidecar inside root.
+
+        The pacing is not worth failing a replay for, nor telling a client about.
+        """
+        sidecar = timing_path(self.path)
+        try:
+            if sidecar.resolve(strict=True).is_relative_to(self.root):
+                return load_timing(self.path)
+        except (OSError, UsageError):
+            pass
+        return None
+
+
+def _read_inside(root: Path, path: Path, name: str) -> bytes:
+    """The bytes of `path` if, links resolved now, it is a regular file inside `root`.
+
+    Checked at every read, not once at start-up: a file replaced later by a link to
+    elsewhere (/etc/passwd) is refused, not served.
+    """
+    try:
+        real = path.resolve(strict=True)
+        if real.is_relative_to(root):
+            # O_NOFOLLOW: the resolved file cannot be swapped for a link before it opens;
+            # O_NONBLOCK: a FIFO put in its place cannot hang the open.
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+            with os.fdopen(os.open(real, flags), "rb") as file:
+                if stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                    return file.read()
+    except OSError:
+        pass
+    raise LookupError(
+        f"recording {name!r} is not served: it is no longer a file inside the recordings "
+        "directory (links to elsewhere are refused)"
+    )
 
 
 def find_recordings(directory: str | Path) -> list[DemoRecording]:
-    """The recorded streams under `directory` (recursively) whose provider is known."""
+    """The recorded streams under `directory` (recursively) whose provider is known.
+
+    A file is a recording only where it really is inside `directory` (a symbolic link is
+    followed only to a file inside it).
+    """
     root = Path(directory)
     if not root.is_dir():
         raise UsageError(f"{root}: expected a directory of recordings, got none")
+    real_root = root.resolve()
     found: list[DemoRecording] = []
     for path in sorted(root.rglob("*")):
-        if not path.is_file() or path.suffix not in _SUFFIXES or path.name.endswith(TIMING_SUFFIX):
+        if path.suffix not in _SUFFIXES or path.name.endswith(TIMING_SUFFIX):
             continue
+        name = path.relative_to(root).as_posix()
         try:
-            kind, provider = detect_recording(path.read_bytes())
-        except OSError:
+            kind, provider = detect_recording(_read_inside(real_root, path, name))
+        except LookupError:
             continue
         if kind is not None and provider is not None:
-            found.append(DemoRecording(path.relative_to(root).as_posix(), path, provider, kind))
+            found.append(DemoRecording(name, path, provider, kind, real_root))
     return found
+
+
+_bundled = bundled_recordings  # the default recordings of the demo (and relay) routes
 
 
 def _asset(name: str) -> str:
     return (resources.files(__name__) / name).read_text(encoding="utf-8")
-
-
-def _bundled() -> Path:
-    return Path(str(resources.files("streamfold") / "recordings"))
 
 
 def _speed(raw: str | None, default: float) -> float:
@@ -86,17 +139,19 @@ def _speed(raw: str | None, default: float) -> float:
     try:
         speed = float(raw)
     except ValueError:
-        raise UsageError(f"speed: expected a number >= 0, got {raw!r}") from None
-    if not math.isfinite(speed) or speed < 0 or speed > MAX_SPEED:
-        raise UsageError(f"speed: expected a number from 0 to {MAX_SPEED:g}, got {raw!r}")
-    return speed
+        raise UsageError(f"speed: expected a number, got {raw!r}") from None
+    return check_speed(speed)
 
 
-async def _paced(recording: DemoRecording, speed: float) -> AsyncIterator[bytes]:
+async def _paced(
+    recording: DemoRecording, speed: float, data: bytes | None = None
+) -> AsyncIterator[bytes]:
+    """The recording's bytes (`data` if already read) in chunks, paced as `speed` says."""
     import anyio
 
-    data = recording.path.read_bytes()
-    timing = load_timing(recording.path)
+    if data is None:
+        data = recording.read()
+    timing = recording.timing()
     for wait, chunk in schedule(data, recording.format, speed=speed, timing=timing):
         if wait > 0:
             await anyio.sleep(wait)
@@ -133,9 +188,9 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
         wanted = request.query_params.get("recording")
         if wanted is None and request.method == "POST":
             try:
-                body = await request.json()
-            except ValueError:
-                body = None
+                body = await read_json(request)
+            except RequestRefused as exc:
+                return _error(exc.status, exc.message)
             if isinstance(body, dict) and isinstance(body.get("recording"), str):
                 wanted = body["recording"]
         if not wanted:
@@ -145,9 +200,12 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
             return _error(404, f"no recording named {wanted!r} (see /ui-recordings)")
         try:
             pace = _speed(request.query_params.get("speed"), default_speed)
+            data = recording.read()
         except UsageError as exc:
             return _error(400, str(exc))
-        events = afold(_paced(recording, pace), recording.provider)
+        except LookupError as exc:
+            return _error(404, str(exc))
+        events = afold(_paced(recording, pace, data), recording.provider)
         body_bytes = aencode_sse(ato_ui_message_stream(events))
         headers = {**UI_MESSAGE_STREAM_HEADERS, "x-streamfold-recording": recording.name}
         return StreamingResponse(body_bytes, headers=headers)

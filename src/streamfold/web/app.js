@@ -159,6 +159,8 @@ export class MessageView {
     this.chunks = 0;
     this.steps = 0;
     this.started = performance.now();
+    this.ended = null; // the `finish` chunk, once it came
+    this.errored = false;
     root.replaceChildren();
     finish.hidden = true;
     finish.replaceChildren();
@@ -358,12 +360,15 @@ export class MessageView {
 
   // the end
   on_error(chunk) {
+    this.errored = true;
     this.add(el("div", "part error", chunk.errorText));
   }
 
   on_finish(chunk) {
+    this.ended = chunk;
     const meta = chunk.messageMetadata || {};
     const items = [];
+    if (meta.status && meta.status !== "complete") items.push(["status", meta.status]);
     if (chunk.finishReason) items.push(["finish", chunk.finishReason]);
     if (meta.rawStopReason) items.push(["stop", meta.rawStopReason]);
     if (meta.usage) {
@@ -379,6 +384,19 @@ export class MessageView {
       return item;
     }));
     this.finish.hidden = items.length === 0;
+  }
+
+  // How the message ended, as [state, label] for setStatus: "done" only for one that
+  // finished whole. A stream cut before its `finish`, a message whose status is not
+  // complete (a producer that died: incomplete / cancelled) or an error is shown as such.
+  outcome() {
+    const status = this.ended?.messageMetadata?.status;
+    if (this.errored || status === "error" || this.ended?.finishReason === "error") {
+      return ["error", "ended with an error"];
+    }
+    if (!this.ended) return ["incomplete", "incomplete: the stream was cut"];
+    if (status && status !== "complete") return ["incomplete", status];
+    return ["done", "done"];
   }
 }
 
@@ -424,7 +442,6 @@ async function replay(recording, speed) {
   current = controller;
   const view = new MessageView($("#message"), $("#finish"), $("#counter"));
   setStatus("streaming", "streaming…");
-  let sawError = false;
   try {
     const url = `/ui-stream?recording=${encodeURIComponent(recording)}&speed=${speed}`;
     const response = await fetch(url, { signal: controller.signal });
@@ -434,11 +451,9 @@ async function replay(recording, speed) {
     }
     for await (const data of sseData(response.body)) {
       if (data === "[DONE]") break;
-      const chunk = JSON.parse(data);
-      if (chunk.type === "error") sawError = true;
-      view.handle(chunk);
+      view.handle(JSON.parse(data));
     }
-    if (current === controller) setStatus(sawError ? "error" : "done", sawError ? "ended with an error" : "done");
+    if (current === controller) setStatus(...view.outcome());
   } catch (error) {
     if (controller.signal.aborted) return;
     view.on_error({ errorText: String(error.message ?? error) });

@@ -41,18 +41,15 @@ async function follow(id) {
     const view = new MessageView($("#message"), $("#finish"), $("#counter"));
     setStatus("streaming", attempt ? "reconnected…" : "streaming…");
     let finished = false;
-    let sawError = false;
     try {
       const response = await fetch(`/relay/ui-stream/${encodeURIComponent(id)}`, { signal: controller.signal });
       if (!response.ok) throw Object.assign(new Error((await response.json()).error?.message ?? response.statusText), { fatal: true });
       for await (const data of sseData(response.body)) {
         if (data === "[DONE]") { finished = true; break; }
-        const chunk = JSON.parse(data);
-        if (chunk.type === "error") sawError = true;
-        view.handle(chunk);
+        view.handle(JSON.parse(data));
       }
       if (finished) {
-        if (current === controller) setStatus(sawError ? "error" : "done", sawError ? "ended with an error" : "done");
+        if (current === controller) setStatus(...view.outcome());
         return;
       }
     } catch (error) {

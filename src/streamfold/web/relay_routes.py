@@ -15,23 +15,34 @@
 Two workers behind a load balancer, both with `relay_routes(Relay.from_url(REDIS))`: the
 page starts a replay on one, puts the stream id in its URL (`?relay=<id>`), and a reload
 (landing on either worker) follows the same stream from the start: its text complete, once.
+
+Give the app `lifespan=relay_lifespan(relay)`: a worker that stops (SIGTERM) then ends the
+replays it is still publishing as cancelled, and their readers on any worker hear it at
+once. A reader whose stream cannot be read any more (Redis unreachable for longer than
+`reconnect_timeout`) gets a last event: `event: error` with `{"type": "error", "error":
+{"type": <the error class>, "message": ...}}` on /relay/events (no id: reconnecting with
+the last id resumes once Redis is back), an `error` chunk on /relay/ui-stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 from ..cli import event_to_json
-from ..errors import UsageError
+from ..errors import StreamfoldError, UsageError
 from ..events import Event
 from ..relay import Relay, Relayed, RelayError, RelayNotFound, Snapshot
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
 from . import _bundled, _error, _paced, _speed, find_recordings
+from .guard import RequestRefused, read_json
 
 try:
     from starlette.requests import Request
@@ -41,6 +52,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise UsageError(
         "the streamfold demo page needs starlette: pip install 'streamfold[serve]'"
     ) from exc
+
+_log = logging.getLogger("streamfold.relay")
 
 SSE_HEADERS = {
     "content-type": "text/event-stream",
@@ -93,6 +106,26 @@ def _sse(item: Relayed) -> bytes:
     return f"id: {item.id}\nevent: {kind}\ndata: {body}\n\n".encode()
 
 
+def _sse_error(error: StreamfoldError) -> bytes:
+    data = {"type": "error", "error": {"type": type(error).__name__, "message": str(error)}}
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"event: error\ndata: {body}\n\n".encode()
+
+
+def relay_lifespan(relay: Relay) -> Callable[[Any], AbstractAsyncContextManager[None]]:
+    """A Starlette lifespan that closes `relay` at shutdown: the replays this worker still
+    publishes end as cancelled at once, instead of being noticed as lost a lease later."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await relay.aclose()
+
+    return lifespan
+
+
 def relay_routes(
     relay: Relay, recordings_dir: str | Path | None = None, *, speed: float = 1.0
 ) -> list[Route]:
@@ -106,10 +139,12 @@ def relay_routes(
         return JSONResponse({"relay": True})
 
     async def start(request: Request) -> Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            body = {}
+        body: Any = {}
+        if await request.body():  # the recording may come in the query string alone
+            try:
+                body = await read_json(request)
+            except RequestRefused as exc:
+                return _error(exc.status, exc.message)
         body = body if isinstance(body, dict) else {}
         wanted = body.get("recording") or request.query_params.get("recording")
         recording = by_name.get(wanted) if isinstance(wanted, str) else None
@@ -128,8 +163,15 @@ def relay_routes(
             return _error(503, str(exc))
 
         async def publish() -> None:
-            async with producer:
-                await producer.pump(_paced(recording, pace))
+            # Nobody awaits this task: its end is told to the readers (the message's last
+            # event, or their own error) and to the log, never left as an unretrieved error.
+            try:
+                async with producer:
+                    await producer.pump(_paced(recording, pace))
+            except StreamfoldError as exc:
+                _log.warning("relay replay %s stopped: %s", stream_id, exc)
+            except Exception:
+                _log.exception("relay replay %s failed", stream_id)
 
         task = asyncio.create_task(publish(), name=f"relay-replay-{stream_id}")
         running.add(task)
@@ -162,8 +204,11 @@ def relay_routes(
 
         async def body() -> AsyncIterator[bytes]:
             yield _sse(first)
-            async for item in items:
-                yield _sse(item)
+            try:
+                async for item in items:
+                    yield _sse(item)
+            except StreamfoldError as exc:  # Redis gone for good, say: say so, last
+                yield _sse_error(exc)
 
         return StreamingResponse(body(), headers=SSE_HEADERS)
 
@@ -175,4 +220,4 @@ def relay_routes(
     ]
 
 
-__all__ = ["relay_routes"]
+__all__ = ["relay_lifespan", "relay_routes"]
