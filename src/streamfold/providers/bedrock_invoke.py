@@ -1,0 +1,165 @@
+"""Amazon Bedrock InvokeModelWithResponseStream: each model family's own stream, wrapped.
+
+The wire is the binary `vnd.amazon.eventstream` of ConverseStream, but every event is a
+`chunk` whose `bytes` (base64 on the wire; boto3 hands them over decoded) hold one event
+of the model's own streaming format. This decoder unwraps them and hands each to the
+decoder of that format, chosen by the first one: Anthropic Messages events for Claude
+(everything then comes out exactly as on the Anthropic API), ConverseStream-shaped
+events for Amazon Nova. Other families (Llama, Mistral, Cohere, Titan...) are refused by
+name: their text would otherwise be skipped into an empty "incomplete" message.
+
+The last chunk carries Bedrock's `amazon-bedrock-invocationMetrics` beside the model's
+event: it becomes `metadata["invocation_metrics"]` (and the usage, when the model's own
+events reported none).
+"""
+
+from __future__ import annotations
+
+import binascii
+from typing import Any
+
+import jiter
+
+from ..deltas import Delta, EndMessage, ReportError, SkipEvent, UpdateMessage
+from ..message import Usage
+from . import detect_provider
+from .anthropic import AnthropicDecoder
+from .base import Decoder
+from .bedrock import BedrockDecoder
+
+_METRICS = "amazon-bedrock-invocationMetrics"
+# invocationMetrics counts -> Usage fields.
+_METRIC_USAGE = (
+    ("inputTokenCount", "input_tokens"),
+    ("outputTokenCount", "output_tokens"),
+    ("cacheReadInputTokenCount", "cache_read_tokens"),
+    ("cacheWriteInputTokenCount", "cache_write_tokens"),
+)
+# The families decoded, by the format detect_provider sees in their first event.
+_FAMILIES: dict[str, type[Decoder]] = {"anthropic": AnthropicDecoder, "bedrock": BedrockDecoder}
+# A key of a first event -> the family that streams it (for a refusal that names it).
+_FOREIGN_FAMILIES = (
+    ("generation", "Meta Llama"),
+    ("outputs", "Mistral (7B / Mixtral / Small)"),
+    ("choices", "an OpenAI-style completion (Mistral Large, AI21 Jamba, DeepSeek, gpt-oss)"),
+    ("event_type", "Cohere Command"),
+    ("is_finished", "Cohere Command"),
+    ("generations", "Cohere Command"),
+    ("outputText", "Amazon Titan Text"),
+    ("completion", "Anthropic Claude Text Completions (the legacy prompt API)"),
+)
+
+
+class BedrockInvokeDecoder(Decoder):
+    """Decode InvokeModelWithResponseStream `{"chunk": {"bytes": ...}}` events."""
+
+    provider = "bedrock-invoke"
+
+    def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
+        super().__init__(choice=choice, strict=strict)
+        # The decoder of the model family's own events, chosen by the first chunk.
+        self._inner: Decoder | None = None
+        self._usage_seen = False  # the model's own events reported usage
+
+    def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
+        """Translate one invoke event (`{"chunk": {...}}` or an exception) into deltas."""
+        out: list[Delta] = []
+        for name, body in payload.items():
+            if name == "chunk":
+                out.extend(self._chunk(body, payload))
+            elif name.endswith("Exception") or name == "error":
+                out.extend(self._exception(name, body, payload))
+            else:
+                out.append(SkipEvent(name))
+        return out
+
+    def close(self) -> list[Delta]:
+        """The input ended: whatever the family's decoder still holds."""
+        return [] if self._inner is None else self._inner.close()
+
+    def _chunk(self, body: Any, raw: dict[str, Any]) -> list[Delta]:
+        data = body.get("bytes") if isinstance(body, dict) else None
+        if isinstance(data, str):
+            try:
+                data = binascii.a2b_base64(data, strict_mode=True)
+            except (binascii.Error, ValueError) as exc:
+                raise self.protocol_error(
+                    f"expected chunk.bytes to be base64, got {data[:40]!r} ({exc})", raw
+                ) from None
+        elif not isinstance(data, bytes | bytearray):
+            raise self.protocol_error(
+                f"expected a chunk with bytes (base64 text or bytes), got {body!r}", raw
+            )
+        try:
+            inner = jiter.from_json(bytes(data))
+        except ValueError as exc:
+            raise self.protocol_error(
+                f"expected JSON in chunk.bytes, got invalid JSON ({exc})", raw
+            ) from None
+        if not isinstance(inner, dict):
+            raise self.protocol_error(
+                f"expected a JSON object in chunk.bytes, got {type(inner).__name__}", raw
+            )
+        metrics = inner.pop(_METRICS, None)
+        deltas: list[Delta] = []
+        if inner:
+            deltas = (self._inner or self._choose(inner)).decode(inner)
+        for delta in deltas:
+            if type(delta) is UpdateMessage and delta.usage is not None:
+                self._usage_seen = True
+        if metrics is None:
+            return deltas
+        # Before the message ends: the trailer rides on the family's last event.
+        update = self._metrics(metrics, raw)
+        ends = [i for i, delta in enumerate(deltas) if type(delta) is EndMessage]
+        at = ends[0] if ends else len(deltas)
+        return [*deltas[:at], update, *deltas[at:]]
+
+    def _choose(self, inner: dict[str, Any]) -> Decoder:
+        """The decoder of the family whose event this is, or a refusal naming the family."""
+        family = _FAMILIES.get(detect_provider(inner) or "")
+        if family is None:
+            name = next((n for key, n in _FOREIGN_FAMILIES if key in inner), None)
+            what = f"{name}'s stream" if name else "an unknown model family's stream"
+            raise self.protocol_error(
+                "expected Anthropic Claude (Messages events) or Amazon Nova (ConverseStream "
+                f"events) inside the invoke chunks, got {what} (keys: "
+                f"{', '.join(list(inner)[:6])}), which streamfold does not decode: stream it "
+                "with ConverseStream (provider='bedrock')",
+                inner,
+            )
+        self._inner = family(choice=self.choice, strict=self.strict)
+        return self._inner
+
+    def _metrics(self, metrics: Any, raw: dict[str, Any]) -> UpdateMessage:
+        if not isinstance(metrics, dict) or not all(
+            type(value) is int for value in metrics.values()
+        ):
+            raise self.protocol_error(
+                f"expected {_METRICS} to be an object of integers, got {metrics!r}", raw
+            )
+        metadata: dict[str, Any] = {"invocation_metrics": metrics}
+        if "invocationLatency" in metrics:
+            metadata["latency_ms"] = metrics["invocationLatency"]
+        if "firstByteLatency" in metrics:
+            metadata["first_byte_latency_ms"] = metrics["firstByteLatency"]
+        usage = None
+        if not self._usage_seen and "outputTokenCount" in metrics:
+            counts = {field: metrics.get(key) for key, field in _METRIC_USAGE}
+            usage = Usage.trusted(**counts, reasoning_tokens=None, raw=dict(metrics), cumulative=False)
+        return UpdateMessage(usage=usage, metadata=metadata)
+
+    def _exception(self, name: str, body: Any, raw: dict[str, Any]) -> list[Delta]:
+        """An exception frame: the family's decoder closes what it holds, then the error."""
+        if isinstance(self._inner, AnthropicDecoder):
+            # Said as the Anthropic API says an in-stream error, so its decoder ends the
+            # message as it would there.
+            text = body.get("message") or body.get("Message") if isinstance(body, dict) else body
+            error = {"type": name, "message": text if isinstance(text, str) else str(text)}
+            deltas = self._inner.decode({"type": "error", "error": error})
+            return [
+                ReportError(d.error_type, d.message, raw) if type(d) is ReportError else d
+                for d in deltas
+            ]
+        converse = self._inner if isinstance(self._inner, BedrockDecoder) else None
+        return (converse or BedrockDecoder(strict=self.strict)).decode({name: body})
