@@ -146,7 +146,9 @@ class BedrockInvokeDecoder(Decoder):
         usage = None
         if not self._usage_seen and "outputTokenCount" in metrics:
             counts = {field: metrics.get(key) for key, field in _METRIC_USAGE}
-            usage = Usage.trusted(**counts, reasoning_tokens=None, raw=dict(metrics), cumulative=False)
+            usage = Usage.trusted(
+                **counts, reasoning_tokens=None, raw=dict(metrics), cumulative=False
+            )
         return UpdateMessage(usage=usage, metadata=metadata)
 
     def _exception(self, name: str, body: Any, raw: dict[str, Any]) -> list[Delta]:
