@@ -35,7 +35,13 @@ from streamfold import (
 )
 
 # What only the invoke fold knows: Bedrock's trailer, and which provider it came from.
-_INVOKE_ONLY = ("provider", "invocation_metrics", "latency_ms", "first_byte_latency_ms")
+_INVOKE_ONLY = (
+    "provider",
+    "invoke_format",
+    "invocation_metrics",
+    "latency_ms",
+    "first_byte_latency_ms",
+)
 
 
 def _plain(message: Message) -> dict[str, Any]:
@@ -232,6 +238,7 @@ def test_nova_invoke_events_fold_as_its_converse_stream() -> None:
     message = fold_message([data])
     converse = fold_message(events, "bedrock")
     assert message.metadata.pop("provider") == "bedrock-invoke"
+    assert message.metadata.pop("invoke_format") == "bedrock"
     assert converse.metadata.pop("provider") == "bedrock"
     assert message == converse
     assert message.tool_calls

@@ -15,19 +15,31 @@ events reported none).
 
 from __future__ import annotations
 
+import base64
 import binascii
+import json
+from collections.abc import Iterable
 from typing import Any
 
 import jiter
 
+from .. import encoding as _enc
 from ..deltas import Delta, EndMessage, ReportError, SkipEvent, UpdateMessage
-from ..message import Usage
+from ..eventstream import encode_message
+from ..message import Message, Usage
 from . import detect_provider
 from .anthropic import AnthropicDecoder
+from .anthropic import encode_request as anthropic_request
+from .anthropic import replay_problems as anthropic_problems
 from .base import Decoder
 from .bedrock import BedrockDecoder
 
 _METRICS = "amazon-bedrock-invocationMetrics"
+_CHUNK_HEADERS = {
+    ":event-type": "chunk",
+    ":content-type": "application/json",
+    ":message-type": "event",
+}
 # invocationMetrics counts -> Usage fields.
 _METRIC_USAGE = (
     ("inputTokenCount", "input_tokens"),
@@ -102,8 +114,13 @@ class BedrockInvokeDecoder(Decoder):
             )
         metrics = inner.pop(_METRICS, None)
         deltas: list[Delta] = []
-        if inner:
-            deltas = (self._inner or self._choose(inner)).decode(inner)
+        if self._inner is not None:
+            deltas = self._inner.decode(inner) if inner else []
+        elif inner:
+            self._inner = self._choose(inner)
+            # Which format the chunks carry: an encoder tells Claude's blocks from Nova's.
+            deltas = [UpdateMessage(metadata={"invoke_format": self._inner.provider})]
+            deltas.extend(self._inner.decode(inner))
         for delta in deltas:
             if type(delta) is UpdateMessage and delta.usage is not None:
                 self._usage_seen = True
@@ -128,8 +145,7 @@ class BedrockInvokeDecoder(Decoder):
                 "with ConverseStream (provider='bedrock')",
                 inner,
             )
-        self._inner = family(choice=self.choice, strict=self.strict)
-        return self._inner
+        return family(choice=self.choice, strict=self.strict)
 
     def _metrics(self, metrics: Any, raw: dict[str, Any]) -> UpdateMessage:
         if not isinstance(metrics, dict) or not all(
@@ -165,3 +181,57 @@ class BedrockInvokeDecoder(Decoder):
             ]
         converse = self._inner if isinstance(self._inner, BedrockDecoder) else None
         return (converse or BedrockDecoder(strict=self.strict)).decode({name: body})
+
+
+# --- requests: encode(..., provider="bedrock-invoke") -----------------------------------
+
+ANTHROPIC_VERSION = "bedrock-2023-05-31"
+
+
+def replay_problems(history: list[Message]) -> list[_enc.Problem]:
+    """What Claude on Bedrock would reject: what the Anthropic API rejects."""
+    return anthropic_problems(history)
+
+
+def encode_request(
+    history: list[Message], params: _enc.RequestParams, skip: frozenset[_enc.PartRef]
+) -> dict[str, Any]:
+    """The InvokeModel body for Claude: the Anthropic Messages body with Bedrock's
+    `anthropic_version`, without `model` and `stream` (Bedrock takes them from the URL:
+    `modelId`, and which operation is called)."""
+    body = anthropic_request(history, params, skip)
+    body.pop("model", None)
+    body.pop("stream", None)
+    return {"anthropic_version": ANTHROPIC_VERSION, **body}
+
+
+# --- the wire, written: what the replay server streams ----------------------------------
+
+
+def invoke_stream(events: Iterable[dict[str, Any]]) -> bytes:
+    """Claude's Messages events as InvokeModelWithResponseStream sends them: each one a
+    `chunk` eventstream message (its JSON in base64), without the `ping`s, and the token
+    counts as `amazon-bedrock-invocationMetrics` on `message_stop`."""
+    counts = {"inputTokenCount": 0, "outputTokenCount": 0}
+    out = bytearray()
+    for event in events:
+        kind = event.get("type")
+        if kind == "ping":
+            continue
+        message = event.get("message")
+        for usage in (
+            message.get("usage") if isinstance(message, dict) else None,
+            event.get("usage"),
+        ):
+            if isinstance(usage, dict):
+                for wire, key in (
+                    ("input_tokens", "inputTokenCount"),
+                    ("output_tokens", "outputTokenCount"),
+                ):
+                    if isinstance(usage.get(wire), int):
+                        counts[key] = usage[wire]
+        if kind == "message_stop":
+            event = {**event, _METRICS: dict(counts)}
+        data = base64.b64encode(json.dumps(event, separators=(",", ":")).encode()).decode()
+        out += encode_message(_CHUNK_HEADERS, json.dumps({"bytes": data}).encode())
+    return bytes(out)
