@@ -25,6 +25,7 @@ import jiter
 
 from .. import encoding as _enc
 from ..deltas import Delta, EndMessage, ReportError, SkipEvent, UpdateMessage
+from ..errors import UsageError
 from ..eventstream import encode_message
 from ..message import Message, Usage
 from . import detect_provider
@@ -215,6 +216,8 @@ def invoke_stream(events: Iterable[dict[str, Any]]) -> bytes:
     counts = {"inputTokenCount": 0, "outputTokenCount": 0}
     out = bytearray()
     for event in events:
+        if not isinstance(event, dict):
+            raise UsageError(f"invoke_stream: expected event objects, got {type(event).__name__}")
         kind = event.get("type")
         if kind == "ping":
             continue
