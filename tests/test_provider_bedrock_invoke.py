@@ -260,3 +260,11 @@ def test_other_families_are_refused_by_name(event: dict[str, Any], family: str) 
     with pytest.raises(StreamProtocolError, match=family) as caught:
         fold_message([chunk_frame(event)])
     assert caught.value.provider == "bedrock-invoke"
+
+
+def test_a_protocol_error_message_keeps_its_code() -> None:
+    events = [{"chunk": {"bytes": json.dumps(e).encode()}} for e in _hihi()[:4]]
+    error = {"error": {"errorCode": "InternalFailure", "message": "the stream broke"}}
+    message = fold_message([*events, error])
+    assert (message.status, message.text) == ("error", "hihi")
+    assert "InternalFailure" in json.dumps(message.metadata)

@@ -173,8 +173,11 @@ class BedrockInvokeDecoder(Decoder):
         if isinstance(self._inner, AnthropicDecoder):
             # Said as the Anthropic API says an in-stream error, so its decoder ends the
             # message as it would there.
-            text = body.get("message") or body.get("Message") if isinstance(body, dict) else body
-            error = {"type": name, "message": text if isinstance(text, str) else str(text)}
+            fields = body if isinstance(body, dict) else {"message": body}
+            text = fields.get("message") or fields.get("Message") or ""
+            code = fields.get("errorCode") if name == "error" else name
+            kind = code if isinstance(code, str) else name
+            error = {"type": kind, "message": text if isinstance(text, str) else str(text)}
             deltas = self._inner.decode({"type": "error", "error": error})
             return [
                 ReportError(d.error_type, d.message, raw) if type(d) is ReportError else d
