@@ -268,3 +268,12 @@ def test_a_protocol_error_message_keeps_its_code() -> None:
     message = fold_message([*events, error])
     assert (message.status, message.text) == ("error", "hihi")
     assert "InternalFailure" in json.dumps(message.metadata)
+
+
+def test_a_claude_stream_may_open_with_a_ping_or_an_error() -> None:
+    ping = {"type": "ping"}
+    assert fold_message([chunk_frame(e) for e in [ping, *_hihi()]]).text == "hihi"
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    message = fold_message([chunk_frame(error)])
+    assert message.status == "error"
+    assert "overloaded_error" in json.dumps(message.metadata)

@@ -135,7 +135,10 @@ class BedrockInvokeDecoder(Decoder):
 
     def _choose(self, inner: dict[str, Any]) -> Decoder:
         """The decoder of the family whose event this is, or a refusal naming the family."""
-        family = _FAMILIES.get(detect_provider(inner) or "")
+        found = detect_provider(inner)
+        if found is None and inner.get("type") in ("ping", "error"):
+            found = "anthropic"  # events only the Anthropic format has, too plain to detect
+        family = _FAMILIES.get(found or "")
         if family is None:
             name = next((n for key, n in _FOREIGN_FAMILIES if key in inner), None)
             what = f"{name}'s stream" if name else "an unknown model family's stream"
