@@ -170,3 +170,25 @@ def test_the_guard_holds_on_the_invoke_routes(
     assert response.status_code == status
     if status != 200:
         assert set(response.json()) == {"__type", "message"}  # Bedrock's error shape
+
+
+def test_a_recorded_invoke_stream_answers_invoke_with_its_blocks(tmp_path: Path) -> None:
+    rec = "anthropic/redacted-thinking.sse"
+    (tmp_path / "claude.eventstream").write_bytes(invoke_bytes(rec))
+    with serve_in_thread(create_app(tmp_path, speed=0)) as url:
+        response = _client(url, "claude").invoke_model(modelId=MODEL, body=json.dumps(BODY))
+    answer = json.loads(response["body"].read())
+    kinds = [block["type"] for block in answer["content"]]
+    assert "redacted_thinking" in kinds  # Claude's own blocks, sent back as they came
+    assert kinds == [b["type"] for b in _blocks(rec)]
+    assert answer["stop_reason"] == fold_message([read(rec)]).raw_stop_reason
+
+
+def _blocks(rec: str) -> list[dict[str, Any]]:
+    """The content blocks of a recording, as its content_block_start events name them."""
+    events = [
+        json.loads(line[6:])
+        for line in read(rec).decode().splitlines()
+        if line.startswith("data: ")
+    ]
+    return [e["content_block"] for e in events if e.get("type") == "content_block_start"]

@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 import jiter
 
+from .encoding import foreign
 from .errors import StreamfoldError, UsageError
 from .fold import fold_message
 from .framing import SSEDecoder
@@ -203,7 +204,8 @@ def _args_object(call: ToolCall) -> dict[str, Any]:
 
 
 def _same(message: Message, provider: str) -> bool:
-    return message.metadata.get("provider") == provider
+    # (Claude folded from Bedrock's invoke stream is the Anthropic API's: see foreign().)
+    return message.metadata.get("provider") is not None and not foreign(message, provider)
 
 
 def _meta_str(message: Message, key: str, default: str) -> str:
@@ -670,6 +672,7 @@ class ReplayServer:
         """InvokeModelWithResponseStream's answer: the binary eventstream."""
         if entry.provider != "bedrock-invoke":
             try:
+                # (_gemini_frames: the data of each SSE event, whichever API's.)
                 data = invoke_stream(jiter.from_json(frame) for frame in _gemini_frames(data))
             except (ValueError, StreamfoldError) as exc:
                 raise ApiError(500, f"recording {entry.name!r} is not JSON events: {exc}") from None
