@@ -186,7 +186,8 @@ def test_parts_open_at_the_end_close_with_inferred_end() -> None:
     events += acc.apply(EndMessage())
     completed = [e for e in events if isinstance(e, PartCompleted)]
     assert [(c.part.content, c.explicit) for c in completed] == [("ab", False)]  # type: ignore[union-attr]
-    assert completed[0].display_items[0].content == {"text": "ab"}
+    # Ended normally with no tool after it: the answer.
+    assert completed[0].display_items[0].content == {"text": "ab", "utterance": "answer"}
 
 
 def test_input_that_ends_early_is_incomplete_and_keeps_its_parts() -> None:

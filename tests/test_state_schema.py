@@ -28,6 +28,7 @@ from streamfold import (
     event_to_json,
     fold,
 )
+from streamfold.providers import PROVIDERS, decoder_class
 
 ALL = [
     *recordings(),
@@ -380,6 +381,7 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
     from streamfold.providers import (
         anthropic,
         bedrock,
+        bedrock_invoke,
         gemini,
         ollama,
         openai_chat,
@@ -418,6 +420,12 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
         (anthropic._Block, anthropic.AnthropicBlockState, {}, set()),
         (bedrock.BedrockDecoder, bedrock.BedrockState, {}, {"_hot_head", *settings_}),
         (bedrock._Block, bedrock.BedrockBlockState, {}, set()),
+        (
+            bedrock_invoke.BedrockInvokeDecoder,
+            bedrock_invoke.BedrockInvokeState,
+            {},
+            {"_hot_head", *settings_},
+        ),
         (gemini.GeminiDecoder, gemini.GeminiState, {}, {"_hot_head", "_pending", *settings_}),
         (gemini._TextPart, gemini.GeminiTextState, {}, {"byte_ends", "char_ends"}),
         (gemini._StreamedCall, gemini.GeminiCallState, {}, set()),
@@ -446,6 +454,8 @@ def test_every_attribute_of_every_box_is_saved_or_rebuilt_on_purpose() -> None:
     """A box that gains an attribute fails here until its state model saves it (a field
     of the same name, without the underscore) or the list above says it is rebuilt: an
     attribute neither saved nor listed would come back as its initial value."""
+    listed = {box for box, *_ in _boxes()}
+    assert {decoder_class(name) for name in PROVIDERS} <= listed  # a new decoder too
     for box, model, renamed, rebuilt in _boxes():
         for name in sorted(_box_attributes(box) - rebuilt):
             field = renamed.get(name, name.lstrip("_"))

@@ -36,6 +36,7 @@ ENCODERS: dict[str, str] = {
     "openai-responses": "streamfold.providers.openai_responses",
     "anthropic": "streamfold.providers.anthropic",
     "gemini": "streamfold.providers.gemini",
+    "bedrock-invoke": "streamfold.providers.bedrock_invoke",
 }
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -197,6 +198,10 @@ def origin(message: Message) -> str | None:
 def foreign(message: Message, target: str) -> bool:
     """True when the message came from another provider than `target`."""
     source = origin(message)
+    if source == "bedrock-invoke":
+        # Claude on Bedrock streams the Anthropic API's own blocks (their signatures are
+        # valid on either): it is native to an Anthropic target, Nova's is not.
+        source = message.metadata.get("invoke_format", source)
     return source is not None and source != target
 
 

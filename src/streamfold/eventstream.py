@@ -199,6 +199,17 @@ class EventStreamFramer:
         return EventStreamMessage(headers, raw[_PRELUDE + headers_len : total - _CRC])
 
 
+def encode_message(headers: dict[str, str], payload: bytes) -> bytes:
+    """One eventstream message with string headers, both CRCs computed (what a server sends)."""
+    head = bytearray()
+    for name, value in headers.items():
+        key, text = name.encode(), value.encode()
+        head += bytes([len(key)]) + key + b"\x07" + struct.pack(">H", len(text)) + text
+    prelude = struct.pack(">II", _PRELUDE + len(head) + len(payload) + _CRC, len(head))
+    body = prelude + struct.pack(">I", zlib.crc32(prelude)) + head + payload
+    return body + struct.pack(">I", zlib.crc32(body))
+
+
 def eventstream_payload(message: EventStreamMessage) -> dict[str, Any]:
     """A message as the dict boto3 yields: `{event type: payload}` (exceptions likewise)."""
     kind = message.headers.get(":message-type", "event")

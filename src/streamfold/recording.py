@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jiter
 
-from .errors import UsageError
+from .errors import StreamfoldError, UsageError
 from .fold import StreamFormat, sniff_format
 from .framing import NDJSONDecoder, SSEDecoder
 from .providers import detect_provider
@@ -42,7 +42,7 @@ def detect_recording(data: bytes) -> tuple[StreamFormat | None, str | None]:
     if kind is None:
         return None, None
     if kind == "eventstream":
-        return kind, "bedrock"
+        return kind, _eventstream_provider(data)
     frames: list[tuple[bytes, str | None]]
     if kind == "sse":
         decoder = SSEDecoder()
@@ -61,6 +61,18 @@ def detect_recording(data: bytes) -> tuple[StreamFormat | None, str | None]:
         if provider is not None:
             return kind, provider
     return kind, None
+
+
+def _eventstream_provider(data: bytes) -> str:
+    """ConverseStream or InvokeModelWithResponseStream, by the first message's event."""
+    from .eventstream import EventStreamFramer, eventstream_payload
+
+    try:
+        for message in EventStreamFramer().feed(data[: 256 * 1024])[:1]:
+            return detect_provider(eventstream_payload(message)) or "bedrock"
+    except StreamfoldError:
+        pass  # a broken stream: the fold says how, as Bedrock's
+    return "bedrock"
 
 
 def load_recording(path: str | Path) -> Recording:

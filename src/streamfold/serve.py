@@ -9,6 +9,8 @@ provider streams can be exercised offline, in tests, without a key.
     POST /v1/messages                                          anthropic recordings
     POST /v1beta/models/{model}:streamGenerateContent          gemini recordings
     POST /v1beta/models/{model}:generateContent                (also under /v1/models/...)
+    POST /model/{modelId}/invoke-with-response-stream          anthropic recordings, as Claude
+    POST /model/{modelId}/invoke                               on Bedrock (bedrock-invoke too)
     GET  /recordings                                           what is served, by API
 
 The recording is chosen by the `x-streamfold-recording: <name>` header or the
@@ -30,17 +32,23 @@ Needs the `serve` extra (starlette, uvicorn).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 from typing import Any, Literal
 
+import jiter
+
+from .encoding import foreign
 from .errors import StreamfoldError, UsageError
 from .fold import fold_message
 from .framing import SSEDecoder
 from .message import Message, ToolCall, Usage
 from .parts import ContentPart, utterance, utterance_inferred
+from .providers.bedrock_invoke import invoke_stream
 from .providers.openai_responses import CLIENT_CALL_INPUTS, call_item
 from .record import EVENT_INTERVAL, check_speed
 from .recording import bundled_recordings
@@ -66,13 +74,14 @@ from .web.guard import (
     read_json,
 )
 
-Api = Literal["chat", "responses", "messages", "gemini"]
+Api = Literal["chat", "responses", "messages", "gemini", "invoke"]
 
 API_PROVIDER: dict[Api, str] = {
     "chat": "openai-chat",
     "responses": "openai-responses",
     "messages": "anthropic",
     "gemini": "gemini",
+    "invoke": "anthropic",  # Claude on Bedrock streams the Messages events, wrapped
 }
 
 RECORDING_HEADER = "x-streamfold-recording"
@@ -130,6 +139,11 @@ _ANTHROPIC_TYPES = {
     413: "request_too_large",
     500: "api_error",
 }
+_BEDROCK_ERRORS = {
+    403: "AccessDeniedException",
+    404: "ResourceNotFoundException",
+    500: "InternalServerException",
+}
 _GEMINI_STATUS = {
     400: "INVALID_ARGUMENT",
     403: "PERMISSION_DENIED",
@@ -151,6 +165,8 @@ def error_body(api: Api, status: int, message: str, code: str | None = None) -> 
                 "code": code,
             }
         }
+    if api == "invoke":
+        return {"__type": _BEDROCK_ERRORS.get(status, "ValidationException"), "message": message}
     if api == "messages":
         return {
             "type": "error",
@@ -189,7 +205,8 @@ def _args_object(call: ToolCall) -> dict[str, Any]:
 
 
 def _same(message: Message, provider: str) -> bool:
-    return message.metadata.get("provider") == provider
+    # (Claude folded from Bedrock's invoke stream is the Anthropic API's: see foreign().)
+    return message.metadata.get("provider") is not None and not foreign(message, provider)
 
 
 def _meta_str(message: Message, key: str, default: str) -> str:
@@ -554,6 +571,7 @@ ENCODERS = {
     "responses": response_object,
     "messages": anthropic_message,
     "gemini": gemini_response,
+    "invoke": anthropic_message,  # InvokeModel answers Claude's Messages response
 }
 
 
@@ -564,6 +582,7 @@ _REQUIRED: dict[Api, tuple[str, ...]] = {
     "responses": ("model", "input"),
     "messages": ("model", "messages", "max_tokens"),
     "gemini": ("contents",),
+    "invoke": ("anthropic_version", "messages", "max_tokens"),
 }
 
 
@@ -593,6 +612,10 @@ class ReplayServer:
 
     def _entry(self, request: Request, api: Api) -> Entry:
         wanted = request.headers.get(RECORDING_HEADER) or request.query_params.get("recording")
+        if api == "invoke":
+            # A recorded invoke stream is served as it is; else an Anthropic one, wrapped.
+            with contextlib.suppress(LookupError, UsageError):
+                return self.library.find("bedrock-invoke", wanted)
         try:
             return self.library.find(API_PROVIDER[api], wanted)
         except LookupError as exc:
@@ -629,6 +652,8 @@ class ReplayServer:
                 stream = body.get("stream") is True
             model = str(body.get("model") or request.path_params.get("model") or "streamfold")
             if stream:
+                if api == "invoke":
+                    return self._invoke_stream(entry, data)
                 if api == "gemini" and request.query_params.get("alt") != "sse":
                     return StreamingResponse(self._json_array(data), media_type="application/json")
                 return StreamingResponse(
@@ -646,6 +671,31 @@ class ReplayServer:
             )
         except ApiError as exc:
             return JSONResponse(error_body(api, exc.status, exc.message, exc.code), exc.status)
+
+    def _invoke_stream(self, entry: Entry, data: bytes) -> Response:
+        """InvokeModelWithResponseStream's answer: the binary eventstream."""
+        if entry.provider != "bedrock-invoke":
+            try:
+                # (_gemini_frames: the data of each SSE event, whichever API's.)
+                data = invoke_stream(jiter.from_json(frame) for frame in _gemini_frames(data))
+            except (ValueError, StreamfoldError) as exc:
+                raise ApiError(500, f"recording {entry.name!r} is not JSON events: {exc}") from None
+            entry = dataclasses.replace(entry, format="eventstream")
+        return StreamingResponse(
+            _paced(entry, self.speed, data),
+            media_type="application/vnd.amazon.eventstream",
+            # What the chunks' bytes hold (boto3's response["contentType"]).
+            headers={
+                "x-amzn-bedrock-content-type": "application/json",
+                "cache-control": "no-cache",
+                "x-streamfold-recording": entry.name,
+            },
+        )
+
+    async def invoke(self, request: Request) -> Response:
+        """POST /model/{modelId}/invoke-with-response-stream or /model/{modelId}/invoke."""
+        streaming = request.url.path.endswith("/invoke-with-response-stream")
+        return await self.handle(request, "invoke", stream=streaming)
 
     async def chat(self, request: Request) -> Response:
         """POST /v1/chat/completions."""
@@ -693,6 +743,8 @@ def _api_of(path: str) -> Api | None:
         return "messages"
     if path.startswith(("/v1beta/models/", "/v1/models/")):
         return "gemini"
+    if path.startswith("/model/"):
+        return "invoke"
     return None
 
 
@@ -726,6 +778,8 @@ def create_app(
         Route("/v1/messages", server.messages, methods=["POST"]),
         Route("/v1beta/models/{target}", server.gemini, methods=["POST"]),
         Route("/v1/models/{target}", server.gemini, methods=["POST"]),
+        Route("/model/{model}/invoke-with-response-stream", server.invoke, methods=["POST"]),
+        Route("/model/{model}/invoke", server.invoke, methods=["POST"]),
         Route("/recordings", server.listing, methods=["GET"]),
     ]
     from .web import ui_routes  # the demo page: /, /ui/*, /ui-recordings, /ui-stream

@@ -16,6 +16,7 @@ _DECODERS: dict[str, tuple[str, str]] = {
     "openai-responses": ("streamfold.providers.openai_responses", "OpenAIResponsesDecoder"),
     "gemini": ("streamfold.providers.gemini", "GeminiDecoder"),
     "bedrock": ("streamfold.providers.bedrock", "BedrockDecoder"),
+    "bedrock-invoke": ("streamfold.providers.bedrock_invoke", "BedrockInvokeDecoder"),
     "ollama": ("streamfold.providers.ollama", "OllamaDecoder"),
 }
 
@@ -39,6 +40,7 @@ ALIASES: dict[str, str] = {
     "vertex": "gemini",
     "google": "gemini",
     "bedrock-converse": "bedrock",
+    "bedrock-invoke-model": "bedrock-invoke",
 }
 
 PROVIDERS: tuple[str, ...] = tuple(_DECODERS)
@@ -114,6 +116,8 @@ def detect_provider(payload: Any, event: str | None = None) -> str | None:
         return "openai-chat"
     if "candidates" in payload or "usageMetadata" in payload or "promptFeedback" in payload:
         return "gemini"
+    if isinstance(payload.get("chunk"), dict):
+        return "bedrock-invoke"  # InvokeModelWithResponseStream: {"chunk": {"bytes": ...}}
     if payload and all(key in _BEDROCK_EVENTS for key in payload):
         return "bedrock"
     if "done" in payload and ("message" in payload or "response" in payload):

@@ -232,6 +232,13 @@ class BedrockDecoder(Decoder):
             return self._message_stop(body)
         if name == "metadata":
             return self._metadata(body)
+        if name == "chunk":
+            # Not skipped: a whole InvokeModel answer would fold to an empty message.
+            raise self.protocol_error(
+                "expected ConverseStream events, got an InvokeModelWithResponseStream chunk: "
+                "fold it with provider='bedrock-invoke' (or no provider)",
+                {name: body},
+            )
         return [SkipEvent(name)]
 
     def _index(self, body: dict[str, Any], event: str) -> int:

@@ -7,7 +7,9 @@
   its own name as `Host`, so it is refused (403) instead of reading the local server.
 - **Content-Type**: a POST (PUT, PATCH, DELETE) must say `application/json` (415). The
   types a web page may send across origins without asking (text/plain, forms) never are,
-  so a page elsewhere cannot make this server act.
+  so a page elsewhere cannot make this server act. A request signed for AWS (SigV4
+  `Authorization`) may leave the type out, as botocore does: a page cannot send that
+  header without asking either.
 - **Size**: a body is read as it arrives, at most `max_body` bytes (413 past that,
   whatever `Content-Length` says), so one request cannot take the server's memory.
 - **JSON**: `read_json` parses a body nested at most a few hundred levels deep; a deeper
@@ -130,7 +132,13 @@ class RequestGuard:
         if scope["method"] not in _BODY_METHODS:
             return
         content_type = headers.get("content-type")
-        if not is_json_type(content_type):
+        # A request signed for AWS (botocore leaves out Content-Type when its caller does,
+        # and Bedrock reads the body as JSON then): no page can send that header without
+        # a CORS preflight, which is what requiring application/json achieves.
+        aws_signed = content_type is None and headers.get("authorization", "").startswith(
+            "AWS4-HMAC-SHA256 "
+        )
+        if not is_json_type(content_type) and not aws_signed:
             raise RequestRefused(
                 415, f"expected Content-Type: application/json, got {content_type!r}"
             )
