@@ -354,6 +354,32 @@ def _touch(ev: StreamEvent) -> StreamEvent:
     return replace(ev, raw=None, payload=payload, headers=dict(ev.headers))
 
 
+def reorder(events: list[Any], op: int, i: int, c: Chooser) -> str:
+    """Event-level mutation `op` (0-5) of event `i`, in place; say which."""
+    n = len(events)
+    if op == 0:
+        del events[i]
+        return f"drop {i}"
+    if op == 1:
+        j = c.integer(0, n)
+        events.insert(j, events[i])
+        return f"duplicate {i} at {j}"
+    if op == 2:
+        j = c.integer(0, n - 1)
+        events[i], events[j] = events[j], events[i]
+        return f"swap {i} {j}"
+    if op == 3:
+        j = c.integer(0, n - 1)
+        events.insert(j, events.pop(i))
+        return f"move {i} to {j}"
+    if op == 4:
+        del events[i:]
+        return f"truncate at {i}"
+    # The stream replayed: a reconnect that sends it again from some event on.
+    events.extend(events[i:])
+    return f"replay from {i}"
+
+
 def mutate_events(stream: Stream, c: Chooser) -> tuple[Stream, list[str]]:
     """Apply 1-4 event-level mutations to a copy of the stream; say which."""
     events = list(stream.events)
@@ -365,28 +391,8 @@ def mutate_events(stream: Stream, c: Chooser) -> tuple[Stream, list[str]]:
         if n == 0:
             break
         i = c.integer(0, n - 1)
-        if op == 0:
-            del events[i]
-            done.append(f"drop {i}")
-        elif op == 1:
-            j = c.integer(0, n)
-            events.insert(j, events[i])
-            done.append(f"duplicate {i} at {j}")
-        elif op == 2:
-            j = c.integer(0, n - 1)
-            events[i], events[j] = events[j], events[i]
-            done.append(f"swap {i} {j}")
-        elif op == 3:
-            j = c.integer(0, n - 1)
-            events.insert(j, events.pop(i))
-            done.append(f"move {i} to {j}")
-        elif op == 4:
-            del events[i:]
-            done.append(f"truncate at {i}")
-        elif op == 5:
-            # The stream replayed: a reconnect that sends it again from some event on.
-            events.extend(events[i:])
-            done.append(f"replay from {i}")
+        if op <= 5:
+            done.append(reorder(events, op, i, c))
         elif op == 6:
             ev = _touch(events[i])
             text = _dump(ev.payload) if ev.is_json else str(ev.payload or "").encode()

@@ -44,6 +44,7 @@ from test_fuzz import (
     hostile_value,
     parse,
     provider_of,
+    reorder,
     run_cancel,
     run_fold,
 )
@@ -101,27 +102,8 @@ def mutate_objects(stream: Any, c: Chooser) -> tuple[list[Any], list[str]]:
             break
         i = c.integer(0, n - 1)
         op = c.integer(0, 11)
-        if op == 0:
-            del events[i]
-            done.append(f"drop {i}")
-        elif op == 1:
-            j = c.integer(0, n)
-            events.insert(j, _copy(events[i]))
-            done.append(f"duplicate {i} at {j}")
-        elif op == 2:
-            j = c.integer(0, n - 1)
-            events[i], events[j] = events[j], events[i]
-            done.append(f"swap {i} {j}")
-        elif op == 3:
-            j = c.integer(0, n - 1)
-            events.insert(j, events.pop(i))
-            done.append(f"move {i} to {j}")
-        elif op == 4:
-            del events[i:]
-            done.append(f"truncate at {i}")
-        elif op == 5:
-            events.extend(events[i:])
-            done.append(f"replay from {i}")
+        if op <= 5:
+            done.append(reorder(events, op, i, c))  # (a duplicate is the same dict)
         elif op == 6 and c.integer(0, 9) == 0:
             events[i] = object_value(c, stream)
             done.append(f"event {i} := {_short(events[i])}")
