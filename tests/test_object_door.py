@@ -275,13 +275,17 @@ def test_nan_where_no_model_checks_it_is_a_protocol_error() -> None:
 
 
 def test_a_dict_that_is_not_plain_json_folds_as_the_json_it_stands_for() -> None:
-    # A non-str key, a tuple: kept as they were, the message read back different.
+    # A tuple, bytes: kept as they were, the message read back different (or not at all).
     chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
     text = {**chunk, "choices": [{"index": 0, "delta": {"content": "hi"}}]}
-    usage = {**chunk, "choices": [], "usage": {"prompt_tokens": 1, "x": {1: (2, 3)}}}
+    usage = {**chunk, "choices": [], "usage": {"prompt_tokens": 1, "x": [(2, 3), b"\xff"]}}
     for message in both_doors([text, usage], "openai-chat"):
-        assert message.usage.raw["x"] == {"1": [2, 3]}
+        assert message.usage.raw["x"] == [[2, 3], "/w=="]
         assert type(message).model_validate_json(message.model_dump_json()) == message
+    # A key JSON cannot have is refused, as bytes could not carry it.
+    usage["usage"]["x"] = {1: "one"}
+    for outcome in both_doors([text, usage], "openai-chat"):
+        assert_protocol_error(outcome)
 
 
 def _responses_stream(delta: dict[str, Any]) -> list[dict[str, Any]]:

@@ -5,8 +5,10 @@ framing -> JSON -> provider decoder -> accumulator. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
+import math
 import re
 import weakref
 from collections.abc import Generator, Iterable, Iterator
@@ -825,8 +827,8 @@ class StreamFolder:
         try:
             data = to_json(payload, bytes_mode="base64")
             if not _plain_json(payload):
-                payload = jiter.from_json(data, allow_inf_nan=False)
-        except ValueError as exc:  # pydantic_core's PydanticSerializationError, or jiter's
+                payload = _as_json(payload)
+        except (ValueError, RecursionError) as exc:  # (PydanticSerializationError too)
             raise StreamProtocolError(
                 f"expected a JSON object per event, got one JSON cannot hold ({exc})"
             ) from None
@@ -954,6 +956,35 @@ def _json_error(exc: ValueError, data: bytes, position: int) -> StreamProtocolEr
         raw=data,
         position=position,
     )
+
+
+def _as_json(value: Any) -> Any:
+    """`value` as the JSON it stands for (a decoded dict that is not plain JSON): tuples
+    and sets as lists, bytes as standard base64 (how the wire carries boto3's blobs, and
+    what the Bedrock decoders read), other types as pydantic writes them (a datetime,
+    an enum); ValueError for a non-str key or a float JSON has not."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"a key of type {type(key).__name__}, not a string")
+            out[str(key)] = _as_json(item)
+        return out
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_as_json(item) for item in value]
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode()
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value}, which JSON has not")
+        return float(value)
+    return jiter.from_json(to_json(value))
 
 
 def _sdk_payload(obj: Any) -> dict[str, Any]:
