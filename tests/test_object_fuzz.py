@@ -277,3 +277,19 @@ def test_unmutated_sdk_objects_fold_as_their_dicts(provider: str) -> None:
         assert got == expected, rel
         folded += 1
     assert folded
+
+
+# Seeds of `fuzz_fold.py --objects --random` that failed before their fix (in order: a
+# non-str key, bytes beside a lane delta, a citation 200 deep, and logprobs that grew
+# after their part's options were checked, through the list the decoder shared).
+FOUND = [100231, 117619, 222437, 466146]
+
+
+@pytest.mark.parametrize("found", FOUND)
+def test_the_seeds_the_long_run_found_pass(found: int) -> None:
+    import random
+
+    from test_fuzz import RandomChooser
+
+    chooser = RandomChooser(random.Random(found))
+    fuzz_objects(chooser.choice(ALL), chooser)

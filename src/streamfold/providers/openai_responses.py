@@ -1522,7 +1522,7 @@ class OpenAIResponsesDecoder(Decoder):
             if isinstance(logprobs, list) and logprobs:
                 state.logprobs = list(logprobs)
             if state.logprobs:
-                deltas.append(GrowPart(key, options={"logprobs": state.logprobs}))
+                deltas.append(GrowPart(key, options={"logprobs": list(state.logprobs)}))
             state.logprobs_sent = True
         return deltas
 
@@ -1576,7 +1576,7 @@ class OpenAIResponsesDecoder(Decoder):
             # The done event carries the whole list; prefer it to the pieces.
             state.logprobs = list(logprobs)
         if state.logprobs:
-            deltas.append(GrowPart(key, options={"logprobs": state.logprobs}))
+            deltas.append(GrowPart(key, options={"logprobs": list(state.logprobs)}))
         state.logprobs_sent = True
         return deltas
 
