@@ -196,7 +196,7 @@ def as_sdk_objects(provider: str, events: list[Any]) -> list[Any] | None:
             out.append(event)
             continue
         try:
-            out.append(build(event))
+            out.append(build(_copy(event)))  # (an SDK may change what it reads)
         except Exception:
             # The SDK itself refuses it (a ValidationError, its own RuntimeError...): the
             # caller would never get an object to feed.
@@ -256,6 +256,7 @@ def test_object_mutations_only_raise_streamfold_errors(rel: str, data: st.DataOb
 def test_unmutated_sdk_objects_fold_as_their_dicts(provider: str) -> None:
     """The SDK door gives what the dict door gives, on every recording of the provider."""
     from streamfold import fold_message
+    from streamfold.fold import _sdk_payload
 
     folded = 0
     for rel in ALL:
@@ -264,8 +265,8 @@ def test_unmutated_sdk_objects_fold_as_their_dicts(provider: str) -> None:
         dicts = as_dicts(parse(rel))
         objects = as_sdk_objects(provider, dicts)
         assert objects is not None
-        if len(objects) != len(dicts):
-            continue  # the SDK refuses one of the recorded events
+        if len(objects) != len(dicts) or [_sdk_payload(o) for o in objects] != dicts:
+            continue  # the SDK refuses one of the recorded events, or drops a field
         try:
             expected: Any = fold_message(dicts, provider)
         except StreamfoldError as exc:
