@@ -15,9 +15,10 @@ events, display items, markers and limits of any provider, and the Message that
   call's fragment has status "complete"; growing it afterwards is a repair
   (`grow_after_part_end`; an error when strict). Every other part completes when the
   message does (`explicit=False`).
-- The message ends where the input ends: complete (its end marker seen) when some delta
-  carried a final status (anything but "incomplete"), cut with status incomplete otherwise.
-  Deltas after the final status still count, as they do in `merge_deltas`.
+- The message ends where the input ends (or at `data: [DONE]`): whole when a delta gave
+  it a normal end (status complete, length or content_filtered); cut otherwise, with the
+  status the deltas gave (incomplete, error, cancelled). Deltas after the final status
+  still count, as they do in `merge_deltas`.
 - A tool call's id and name are its first fragment's; its arguments are text that
   concatenates, or one JSON object sent whole (a dict); a dict after text (or text after
   a dict) is a repair (`tool_arguments_replaced`, the later one dropped; an error when
@@ -26,16 +27,23 @@ events, display items, markers and limits of any provider, and the Message that
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..deltas import ClosePart, Delta, EndMessage, GrowPart, OpenPart, UpdateMessage
-from ..errors import StreamfoldError
-from ..message import MessageDelta, ToolCall
-from ..parts import ContentPart
+from ..errors import StreamfoldError, UsageError
+from ..events import Event, MessageCompleted, PartCompleted, PartDelta, PartStarted
+from ..message import MessageDelta, Role, Status, ToolCall, forward_status, merge_tool_call
+from ..parts import STREAMED_OPTIONS, ContentPart, merge_part
 from .base import Decoder
+
+
+# Statuses of a message that ended normally, not cut (see forward_status).
+_WHOLE = frozenset({"complete", "length", "content_filtered"})
 
 
 class MessageDeltaDecoder(Decoder):
@@ -55,8 +63,9 @@ class MessageDeltaDecoder(Decoder):
         self.arguments_whole: dict[int, bool] = {}
         # Whether the first delta (which names the role) has been read.
         self.started = False
-        # A delta carried a final status: the end of the input completes the message.
-        self.final = False
+        # The status the deltas gave so far: at the input's end, a normal one (complete,
+        # length, content_filtered) says the message is whole; error or cancelled, cut.
+        self.status: Status = "incomplete"
 
     def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
         """One MessageDelta's JSON object (`MessageDelta.model_dump(mode="json")`)."""
@@ -84,8 +93,7 @@ class MessageDeltaDecoder(Decoder):
                 closing.append(index)
         closing.extend(delta.completed)
         out.extend(ClosePart(index) for index in closing)
-        if delta.status != "incomplete":
-            self.final = True
+        self.status = forward_status(self.status, delta.status)
         if (
             delta.status != "incomplete"
             or delta.usage is not None
@@ -115,12 +123,12 @@ class MessageDeltaDecoder(Decoder):
         return out
 
     def done(self) -> list[Delta]:
-        """`data: [DONE]`: the message ends here if a final status came, else at the input's end."""
-        return [EndMessage()] if self.final else []
+        """`data: [DONE]`: the end of the message, as the end of the input is."""
+        return self.close()
 
     def close(self) -> list[Delta]:
-        """The input ended: the message is whole if a delta gave it a final status."""
-        return [EndMessage()] if self.final else []
+        """The input ended: the message is whole if the deltas gave it a normal end."""
+        return [EndMessage()] if self.status in _WHOLE else []
 
     # --- internals -------------------------------------------------------------------
 
@@ -186,3 +194,183 @@ class MessageDeltaDecoder(Decoder):
                 text = None
         if text is not None or call.metadata:
             out.append(GrowPart(index, text, call.metadata or None))
+
+
+def events_to_deltas(events: Iterable[Event]) -> list[MessageDelta]:
+    """streamfold's own deltas for a whole fold's events: folding them gives the same Message.
+
+    The other direction of the door: a service folds a provider's stream and sends these
+    (as `model_dump(mode="json")` lines) to a client that folds them again. Each part's
+    start and deltas become a delta at its slot; a part that ended explicitly is named in
+    `completed`; the Message's status, usage, stop reason and metadata come last. A part
+    whose final form is more than its deltas (a done event that adds an id) gets the
+    difference before it completes; one whose final form no delta can reach (a provider's
+    transient option dropped, text rewritten) is sent whole where it started.
+    """
+    events = list(events)
+    finished = next((e.message for e in events if isinstance(e, MessageCompleted)), None)
+    if finished is None:
+        raise UsageError(
+            "events_to_deltas: expected the events of a whole fold, got no MessageCompleted"
+        )
+    role = finished.role
+    # Each slot's deltas merged, and what completing it adds (None: nothing; a slot
+    # missing here goes whole).
+    merged: dict[int, ContentPart | ToolCall] = {}
+    rests: dict[int, ContentPart | ToolCall | None] = {}
+    finals: dict[int, ContentPart | ToolCall] = {}
+    for event in events:
+        if isinstance(event, PartStarted | PartDelta):
+            merged[event.index] = _merged(merged.get(event.index), _fragment(event))
+        elif isinstance(event, PartCompleted):
+            finals[event.index] = event.part
+            with contextlib.suppress(UsageError):
+                rests[event.index] = _rest(merged.get(event.index), event.part, event.index)
+    deltas: list[MessageDelta] = []
+    for event in events:
+        if isinstance(event, PartStarted | PartDelta):
+            index = event.index
+            if index in rests:
+                deltas.append(_at(index, _fragment(event), role=role))
+            elif isinstance(event, PartStarted) and index in finals:
+                deltas.append(_at(index, _whole(finals[index], index), role=role))
+        elif isinstance(event, PartCompleted):
+            rest = rests.get(event.index)
+            completed = [event.index] if event.explicit else []
+            if rest is not None or completed:
+                at = _at(event.index, rest, role=role)
+                deltas.append(at.model_copy(update={"completed": completed}))
+        elif isinstance(event, MessageCompleted):
+            deltas.append(
+                MessageDelta.model_construct(
+                    role=role,
+                    status=finished.status,
+                    usage=finished.usage,
+                    stop_reason=finished.stop_reason,
+                    raw_stop_reason=finished.raw_stop_reason,
+                    metadata=finished.metadata,
+                )
+            )
+            break
+    return deltas
+
+
+def _fragment(event: PartStarted | PartDelta) -> ContentPart | ToolCall:
+    """The part (or tool-call fragment) a start or delta event adds to its slot."""
+    part = event.part if isinstance(event, PartStarted) else event.as_part()
+    if isinstance(part, ToolCall):
+        return part.replaced(index=event.index, status="incomplete")
+    return part
+
+
+def _whole(final: ContentPart | ToolCall, index: int) -> ContentPart | ToolCall:
+    """A final part as one delta: a tool call's parsed arguments sent whole."""
+    if isinstance(final, ToolCall):
+        return final.replaced(index=index, status="incomplete")
+    return final
+
+
+def _at(index: int, part: ContentPart | ToolCall | None, *, role: Role) -> MessageDelta:
+    """A delta holding `part` at slot `index` (nothing for None)."""
+    if part is None:
+        return MessageDelta.model_construct(role=role)
+    if isinstance(part, ToolCall):
+        return MessageDelta.model_construct(role=role, tool_calls=[part])
+    return MessageDelta.model_construct(role=role, content=[*([None] * index), part])
+
+
+def _merged(before: ContentPart | ToolCall | None, part: ContentPart | ToolCall) -> Any:
+    if before is None:
+        return part
+    if isinstance(before, ToolCall) and isinstance(part, ToolCall):
+        return merge_tool_call(before, part)
+    if isinstance(before, ContentPart) and isinstance(part, ContentPart):
+        return merge_part(before, part)
+    raise UsageError(f"events_to_deltas: expected one kind per slot, got {before!r} then {part!r}")
+
+
+_MISSING = object()
+
+
+def _unreachable(index: int, what: str) -> UsageError:
+    return UsageError(
+        f"events_to_deltas: expected each part's final form to extend its deltas, got "
+        f"part {index} whose {what} no delta can reach"
+    )
+
+
+def _suffix(before: str | None, final: str | None, index: int, what: str) -> str | None:
+    """What `final` adds to `before` (None: nothing); text cannot shrink."""
+    if final == before:
+        return None
+    if before is None:
+        return final
+    if final is None or not final.startswith(before):
+        raise _unreachable(index, what)
+    return final[len(before) :]
+
+
+def _added_options(
+    before: Mapping[str, Any], final: Mapping[str, Any], index: int, what: str
+) -> dict[str, Any]:
+    """The options (or metadata) a delta must carry to turn `before` into `final`."""
+    if not before.keys() <= final.keys():
+        raise _unreachable(index, f"{what} ({', '.join(before.keys() - final.keys())} gone)")
+    added: dict[str, Any] = {}
+    for key, value in final.items():
+        old = before.get(key, _MISSING)
+        if old == value:
+            continue
+        if key in STREAMED_OPTIONS and isinstance(old, str) and isinstance(value, str):
+            rest = _suffix(old, value, index, f"option {key!r}")
+            added[key] = rest
+        else:
+            added[key] = value
+    return added
+
+
+def _rest(
+    before: ContentPart | ToolCall | None, final: ContentPart | ToolCall, index: int
+) -> ContentPart | ToolCall | None:
+    """What a delta must add to `before` (the merged deltas) to give the `final` part."""
+    if isinstance(final, ToolCall):
+        if before is None:
+            before = ToolCall.trusted(call_id=final.call_id, name=final.name)
+        if not isinstance(before, ToolCall):
+            raise _unreachable(index, "kind")
+        if (before.call_id, before.name) != (final.call_id, final.name):
+            raise _unreachable(index, "id or name")
+        arguments = _added_arguments(before.arguments, final.arguments, index)
+        metadata = _added_options(before.metadata, final.metadata, index, "metadata")
+        if arguments is None and not metadata:
+            return None
+        return ToolCall.trusted(index=index, arguments=arguments, metadata=metadata)
+    if before is None:
+        return final
+    if not isinstance(before, ContentPart) or before.type != final.type:
+        raise _unreachable(index, "kind")
+    content = _suffix(before.content, final.content, index, "content")
+    options = _added_options(before.options, final.options, index, "options")
+    if final.citations[: len(before.citations)] != before.citations:
+        raise _unreachable(index, "citations")
+    citations = final.citations[len(before.citations) :]
+    if content is None and not options and not citations:
+        return None
+    return ContentPart.trusted(
+        type=final.type, content=content, options=options, citations=citations
+    )
+
+
+def _added_arguments(before: Any, final: Any, index: int) -> str | dict[str, Any] | None:
+    """The argument text (or whole object) that turns `before` into `final`."""
+    if not isinstance(final, dict):
+        return _suffix(before, final, index, "arguments")
+    if before is None or (isinstance(before, str) and not before.strip()):
+        return final if final or before is None else None
+    try:
+        parsed = json.loads(before) if isinstance(before, str) else before
+    except ValueError:
+        parsed = _MISSING
+    if parsed != final:
+        raise _unreachable(index, "arguments")
+    return None
