@@ -41,9 +41,12 @@ from ..message import MessageDelta, Role, Status, ToolCall, forward_status, merg
 from ..parts import STREAMED_OPTIONS, ContentPart, merge_part
 from .base import Decoder
 
-
 # Statuses of a message that ended normally, not cut (see forward_status).
 _WHOLE = frozenset({"complete", "length", "content_filtered"})
+
+
+def _slot_index(item: tuple[int, Any]) -> int:
+    return item[0]
 
 
 class MessageDeltaDecoder(Decoder):
@@ -81,16 +84,27 @@ class MessageDeltaDecoder(Decoder):
         """One MessageDelta: its parts and fragments by slot, then its message-level news."""
         out: list[Delta] = []
         self._start(delta.role, out)
-        for index, part in enumerate(delta.content):
-            if part is not None:
-                self._grow_part(index, part, out)
-                self.last_part = index
+        items: list[tuple[int, ContentPart | ToolCall]] = [
+            (index, part) for index, part in enumerate(delta.content) if part is not None
+        ]
+        unplaced: list[ToolCall] = []
+        if delta.tool_calls:
+            for call in delta.tool_calls:
+                if call.index is None:
+                    unplaced.append(call)
+                else:
+                    items.append((call.index, call))
+            # One delta's parts and calls open in slot order, whichever list holds them.
+            items.sort(key=_slot_index)
         closing: list[int] = []
-        for call in delta.tool_calls:
-            index = self.last_slot + 1 if call.index is None else call.index
-            self._grow_call(index, call, out)
-            if call.status == "complete":
-                closing.append(index)
+        for index, item in items:
+            if isinstance(item, ContentPart):
+                self._grow_part(index, item, out)
+                self.last_part = index
+            else:
+                self._grow_call(index, item, closing, out)
+        for call in unplaced:
+            self._grow_call(self.last_slot + 1, call, closing, out)
         closing.extend(delta.completed)
         out.extend(ClosePart(index) for index in closing)
         self.status = forward_status(self.status, delta.status)
@@ -170,7 +184,9 @@ class MessageDeltaDecoder(Decoder):
         if part.content is not None or part.options or part.citations:
             out.append(GrowPart(index, part.content, part.options or None, tuple(part.citations)))
 
-    def _grow_call(self, index: int, call: ToolCall, out: list[Delta]) -> None:
+    def _grow_call(self, index: int, call: ToolCall, closing: list[int], out: list[Delta]) -> None:
+        if call.status == "complete":
+            closing.append(index)
         if self._slot(index, "tool_call", call, out):
             out.append(OpenPart(index, ToolCall.trusted(call_id=call.call_id, name=call.name)))
         arguments = call.arguments

@@ -1,0 +1,328 @@
+"""streamfold's own deltas as an input: MessageDeltas, bare ContentParts, and their JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+
+from streamfold import (
+    ContentPart,
+    Limits,
+    Message,
+    MessageCompleted,
+    MessageDelta,
+    PartCompleted,
+    PartDelta,
+    PartStarted,
+    StreamFolder,
+    StreamLimitError,
+    StreamProtocolError,
+    ToolCall,
+    Usage,
+    UsageError,
+    UsageUpdated,
+    afold_message,
+    detect_provider,
+    fold,
+    fold_message,
+    merge_deltas,
+    to_message,
+)
+
+CP = ContentPart
+# What a fold records about itself, which merge_deltas has no word for.
+BOOKKEEPING = frozenset({"provider", "end_marker"})
+
+
+def seed_message(message: Message) -> Message:
+    """The message without the fold's own bookkeeping metadata."""
+    metadata = {k: v for k, v in message.metadata.items() if k not in BOOKKEEPING}
+    return message.model_copy(update={"metadata": metadata})
+
+
+ISSUE_DELTAS = [
+    MessageDelta(role="assistant", content=[CP.thinking("th")]),
+    MessageDelta(content=[CP.thinking("", signature="SIG")]),
+    MessageDelta(content=[None, CP.text("Hel")]),
+    MessageDelta(content=[None, CP.text("lo")]),
+    MessageDelta(status="complete"),
+]
+
+
+def ndjson(deltas: list[MessageDelta]) -> bytes:
+    return "".join(json.dumps(d.model_dump(mode="json")) + "\n" for d in deltas).encode()
+
+
+def sse(deltas: list[MessageDelta]) -> bytes:
+    return "".join(f"data: {json.dumps(d.model_dump(mode='json'))}\n\n" for d in deltas).encode()
+
+
+def test_message_deltas_fold_to_the_message_merge_deltas_gives() -> None:
+    events = list(fold(ISSUE_DELTAS))
+    final = events[-1]
+    assert isinstance(final, MessageCompleted)
+    assert seed_message(final.message) == to_message(merge_deltas(ISSUE_DELTAS))
+    assert final.message.metadata == {"provider": "streamfold", "end_marker": True}
+    assert [type(e).__name__ for e in events] == [
+        "PartStarted",
+        "PartDelta",
+        "PartDelta",
+        "PartStarted",
+        "PartDelta",
+        "PartDelta",
+        "PartCompleted",
+        "PartCompleted",
+        "MessageCompleted",
+    ]
+    # Every character comes in a PartDelta; starts carry the kind only.
+    starts = [e for e in events if isinstance(e, PartStarted)]
+    assert [s.part for s in starts] == [CP(type="thinking"), CP(type="text")]
+    texts = [e.content for e in events if isinstance(e, PartDelta)]
+    assert texts == ["th", "", "Hel", "lo"]
+    done = [e for e in events if isinstance(e, PartCompleted)]
+    assert [d.explicit for d in done] == [False, False]
+    assert [item.content for d in done for item in d.display_items] == [
+        {"text": "th"},
+        {"text": "Hello"},
+    ]
+
+
+@pytest.mark.parametrize("form", ["ndjson", "sse", "dicts", "one-chunk-per-byte"])
+def test_the_json_form_folds_the_same_and_is_detected(form: str) -> None:
+    expected = fold_message(ISSUE_DELTAS)
+    if form == "ndjson":
+        chunks: list[Any] = [ndjson(ISSUE_DELTAS)]
+    elif form == "sse":
+        chunks = [sse(ISSUE_DELTAS)]
+    elif form == "dicts":
+        chunks = [d.model_dump(mode="json") for d in ISSUE_DELTAS]
+    else:
+        data = sse(ISSUE_DELTAS)
+        chunks = [data[i : i + 1] for i in range(len(data))]
+    assert fold_message(chunks) == expected
+    assert detect_provider(ISSUE_DELTAS[0].model_dump(mode="json")) == "streamfold"
+    # Only the fields set, as a hand-written producer may send them.
+    assert detect_provider({"content": [None, {"type": "text", "content": "x"}]}) == "streamfold"
+
+
+def test_a_single_delta_is_one_chunk() -> None:
+    message = fold_message(MessageDelta(content=[CP.text("hi")], status="complete"))
+    assert message.text == "hi"
+    assert message.status == "complete"
+
+
+def test_a_slot_named_in_completed_completes_at_once_with_its_display_items() -> None:
+    folder = StreamFolder()
+    assert folder.feed(MessageDelta(content=[CP.text("Looking it up.")]))
+    events = folder.feed(
+        MessageDelta(
+            completed=[0],
+            tool_calls=[ToolCall(call_id="c1", name="search", arguments='{"q": "x"}', index=1)],
+        )
+    )
+    done = [e for e in events if isinstance(e, PartCompleted)]
+    assert len(done) == 1
+    assert done[0].index == 0
+    assert done[0].explicit is True
+    assert done[0].display_items[0].content == {"text": "Looking it up."}
+    assert not folder.finished
+    events = folder.feed(MessageDelta(completed=[1]))
+    assert [(e.index, e.explicit) for e in events if isinstance(e, PartCompleted)] == [(1, True)]
+    # A tool call's own status "complete" closes it too (its arguments sent whole).
+    whole = ToolCall(call_id="c2", name="now", arguments={"tz": "UTC"}, status="complete")
+    events = folder.feed(MessageDelta(tool_calls=[whole.replaced(index=2)]))
+    assert [(e.index, e.explicit) for e in events if isinstance(e, PartCompleted)] == [(2, True)]
+    events = folder.feed(MessageDelta(status="complete", stop_reason="tool_use")) + folder.close()
+    message = events[-1].message  # type: ignore[union-attr]
+    assert message.status == "complete"
+    assert [c.arguments for c in message.tool_calls] == [{"q": "x"}, {"tz": "UTC"}]
+
+
+def test_whole_arguments_after_argument_text_are_a_repair_not_a_replacement() -> None:
+    deltas = [
+        MessageDelta(tool_calls=[ToolCall(call_id="c", name="f", arguments='{"a": 1}', index=0)]),
+        # What ToolCall(status="complete") validates to: arguments {} (merge_deltas would
+        # replace the text with it; the fold keeps the text and says so).
+        MessageDelta(tool_calls=[ToolCall(index=0, status="complete")]),
+        MessageDelta(status="complete"),
+    ]
+    message = fold_message(deltas)
+    assert message.tool_calls[0].arguments == {"a": 1}
+    assert message.metadata["repairs"] == {"tool_arguments_replaced": 1}
+    with pytest.raises(StreamProtocolError, match="would replace what it has"):
+        fold_message(deltas, strict=True)
+
+
+def test_growth_after_an_explicit_end_is_a_repair_or_a_strict_error() -> None:
+    deltas = [
+        MessageDelta(content=[CP.text("a")], completed=[0]),
+        MessageDelta(content=[CP.text("b")]),
+        MessageDelta(status="complete"),
+    ]
+    lenient = fold_message(deltas)
+    assert lenient.text == "a"
+    assert lenient.metadata["repairs"] == {"delta_after_part_end": 1}
+    with pytest.raises(StreamProtocolError) as caught:
+        fold_message(deltas, strict=True)
+    assert caught.value.provider == "streamfold"
+    assert caught.value.position == 2
+    assert caught.value.partial is not None
+    assert caught.value.partial.text == "a"
+
+
+def test_tool_call_fragments_merge_by_index_and_their_arguments_parse() -> None:
+    deltas = [
+        MessageDelta(content=[CP.text("Let me check.")]),
+        MessageDelta(tool_calls=[ToolCall(call_id="c1", name="get", arguments='{"ci', index=1)]),
+        MessageDelta(tool_calls=[ToolCall(arguments='ty": "Oslo"}', index=1)]),
+        MessageDelta(tool_calls=[ToolCall(call_id="c2", name="now", arguments={"tz": "UTC"})]),
+        MessageDelta(status="complete", stop_reason="tool_use", usage=Usage(output_tokens=3)),
+        MessageDelta(usage=Usage(output_tokens=2)),
+    ]
+    events = list(fold(deltas))
+    message = events[-1].message  # type: ignore[union-attr]
+    assert [(c.call_id, c.name, c.arguments, c.index) for c in message.tool_calls] == [
+        ("c1", "get", {"city": "Oslo"}, 1),
+        ("c2", "now", {"tz": "UTC"}, 2),
+    ]
+    assert message.usage is not None and message.usage.output_tokens == 5
+    assert [e.usage.output_tokens for e in events if isinstance(e, UsageUpdated)] == [3, 5]
+    merged = to_message(merge_deltas(deltas))
+    assert seed_message(message).content == merged.content
+    assert message.tool_calls[0] == merged.tool_calls[0]
+
+
+def test_a_type_clash_at_a_slot_is_a_protocol_error_that_keeps_the_parts_before() -> None:
+    deltas = [
+        MessageDelta(content=[CP.text("kept")]),
+        MessageDelta(content=[CP.thinking("lost?")]),
+    ]
+    with pytest.raises(StreamProtocolError) as caught:
+        fold_message(deltas)
+    error = caught.value
+    assert "expected a text at slot 0" in str(error)
+    assert error.provider == "streamfold"
+    assert error.position == 2
+    assert error.raw == CP.thinking("lost?")
+    assert error.partial is not None and error.partial.text == "kept"
+
+
+def test_a_slot_opened_below_a_later_one_is_a_repair_or_a_strict_error() -> None:
+    deltas = [
+        MessageDelta(content=[None, CP.text("second")]),
+        MessageDelta(content=[CP.thinking("first")]),
+        MessageDelta(status="complete"),
+    ]
+    message = fold_message(deltas)
+    assert [p.content for p in message.content] == ["second", "first"]  # arrival order
+    assert message.metadata["repairs"] == {"slot_out_of_order": 1}
+    with pytest.raises(StreamProtocolError, match="slots open in index order"):
+        fold_message(deltas, strict=True)
+
+
+def test_role_status_and_stop_reason_follow_the_seed_rules() -> None:
+    deltas = [
+        MessageDelta(role="user", content=[CP.text("hi")]),
+        MessageDelta(status="length", stop_reason="length"),
+        MessageDelta(status="complete", metadata={"model": "m"}),
+    ]
+    message = fold_message(deltas)
+    assert message.role == "user"
+    assert message.status == "length"  # status only moves forward
+    assert message.stop_reason == "length"
+    assert message.metadata["model"] == "m"
+    assert seed_message(message) == to_message(merge_deltas(deltas))
+
+
+def test_a_stream_that_ends_without_a_final_status_keeps_every_part() -> None:
+    message = fold_message(ISSUE_DELTAS[:-1])
+    assert message.status == "incomplete"
+    assert message.metadata["end_marker"] is False
+    assert [p.content for p in message.content] == ["th", "Hello"]
+
+
+def test_an_error_status_ends_the_message_cut() -> None:
+    deltas = [MessageDelta(content=[CP.text("par")]), MessageDelta(status="error")]
+    message = fold_message(deltas)
+    assert message.status == "error"
+    assert message.metadata["end_marker"] is False
+    assert message.text == "par"
+
+
+def test_limits_hold_on_message_deltas() -> None:
+    deltas = [MessageDelta(content=[CP.text("x" * 6)]), MessageDelta(content=[CP.text("y" * 6)])]
+    with pytest.raises(StreamLimitError) as caught:
+        fold_message(deltas, limits=Limits(max_part_chars=10))
+    assert caught.value.partial is not None
+    assert caught.value.partial.text == "xxxxxx"
+    many = [MessageDelta(content=[*([None] * i), CP.text("p")]) for i in range(5)]
+    with pytest.raises(StreamLimitError, match="too many parts"):
+        fold_message(many, limits=Limits(max_parts=3))
+
+
+def test_bare_content_parts_grow_the_last_part_of_their_type() -> None:
+    parts = [CP.thinking("hm"), CP.thinking("m"), CP.text("Hel"), CP.text("lo"), CP.thinking("!")]
+    message = fold_message(parts)
+    assert [(p.type, p.content) for p in message.content] == [
+        ("thinking", "hmm"),
+        ("text", "Hello"),
+        ("thinking", "!"),
+    ]
+    assert message.status == "incomplete"  # no delta said the message ended
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"content": "not a list"},
+        {"content": [{"type": "bogus", "content": "x"}]},
+        {"tool_calls": [{"index": -1, "arguments": "{}"}]},
+        {"status": "complete", "usage": {"input_tokens": "many"}},
+    ],
+)
+def test_a_hostile_json_delta_is_a_protocol_error(payload: dict[str, Any]) -> None:
+    with pytest.raises(StreamProtocolError) as caught:
+        fold_message([{"content": [{"type": "text", "content": "ok"}]}, payload])
+    assert caught.value.provider == "streamfold"
+    assert caught.value.position == 2
+    assert caught.value.partial is not None and caught.value.partial.text == "ok"
+
+
+def test_message_deltas_into_a_fold_of_another_kind_are_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="provider 'streamfold'"):
+        StreamFolder("anthropic").feed(ISSUE_DELTAS[0])
+    folder = StreamFolder()
+    folder.feed(b"data: ")
+    with pytest.raises(UsageError, match="expected sse bytes, got a MessageDelta"):
+        folder.feed(ISSUE_DELTAS[0])
+
+
+async def _deltas() -> AsyncIterator[MessageDelta]:
+    for delta in ISSUE_DELTAS:
+        yield delta
+
+
+async def test_afold_folds_message_deltas_on_asyncio() -> None:
+    assert await afold_message(_deltas()) == fold_message(ISSUE_DELTAS)
+
+
+def test_afold_folds_message_deltas_on_trio() -> None:
+    async def main() -> Message:
+        return await afold_message(_deltas())
+
+    assert trio.run(main) == fold_message(ISSUE_DELTAS)
+
+
+def test_a_saved_fold_of_message_deltas_resumes() -> None:
+    folder = StreamFolder()
+    for delta in ISSUE_DELTAS[:3]:
+        folder.feed(delta)
+    resumed = StreamFolder.restore(json.loads(json.dumps(folder.save_state())))
+    for delta in ISSUE_DELTAS[3:]:
+        resumed.feed(delta)
+    message = resumed.close()[-1].message  # type: ignore[union-attr]
+    assert message == fold_message(ISSUE_DELTAS)
