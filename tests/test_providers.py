@@ -245,7 +245,7 @@ def test_a_bad_name_is_refused(name: Any) -> None:
 
 
 def test_a_decoder_must_be_a_decoder() -> None:
-    with pytest.raises(UsageError, match="subclass of streamfold.Decoder"):
+    with pytest.raises(UsageError, match=r"subclass of streamfold\.Decoder"):
         register_provider("notone", dict)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="expected detect to be callable"):
         register_provider("notone", LineChatDecoder, detect="yes")  # type: ignore[arg-type]
