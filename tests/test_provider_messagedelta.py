@@ -8,8 +8,12 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import REAL, read, recordings
 
 from streamfold import (
+    Citation,
     ContentPart,
     Limits,
     Message,
@@ -27,6 +31,7 @@ from streamfold import (
     UsageUpdated,
     afold_message,
     detect_provider,
+    events_to_deltas,
     fold,
     fold_message,
     merge_deltas,
@@ -326,3 +331,153 @@ def test_a_saved_fold_of_message_deltas_resumes() -> None:
         resumed.feed(delta)
     message = resumed.close()[-1].message  # type: ignore[union-attr]
     assert message == fold_message(ISSUE_DELTAS)
+
+
+# --- properties ----------------------------------------------------------------------
+
+SLOT_KINDS = st.sampled_from(["text", "thinking", "tool_call"])
+FINAL_STATUSES = st.sampled_from(["complete", "length", "content_filtered", "error", "cancelled"])
+usages = st.builds(
+    Usage,
+    input_tokens=st.none() | st.integers(0, 50),
+    output_tokens=st.none() | st.integers(0, 50),
+    cumulative=st.booleans(),
+)
+citations = st.builds(Citation, cited_text=st.text(max_size=3))
+
+
+@st.composite
+def part_pieces(draw: st.DrawFn, kind: str) -> list[ContentPart | ToolCall]:
+    """The pieces one slot streams: parts of its type, or a tool call's fragments."""
+    if kind == "tool_call":
+        arguments = draw(
+            st.dictionaries(st.text(max_size=3), st.integers() | st.text(max_size=3), max_size=3)
+        )
+        text = json.dumps(arguments)
+        cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=3)))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        call_id = draw(st.text(min_size=1, max_size=3))
+        name = draw(st.sampled_from(["f", "g"]))
+        metadata = st.dictionaries(st.just("x"), st.text(max_size=2), max_size=1)
+        first = ToolCall(call_id=call_id, name=name, arguments=pieces[0], metadata=draw(metadata))
+        rest = [ToolCall(arguments=piece, metadata=draw(metadata)) for piece in pieces[1:]]
+        return [first, *rest]
+    part = st.builds(
+        ContentPart,
+        type=st.just(kind),
+        content=st.none() | st.text(max_size=5),
+        options=st.dictionaries(
+            st.sampled_from(["signature", "id", "utterance"]), st.text(max_size=4), max_size=2
+        ),
+        citations=st.lists(citations, max_size=1),
+    )
+    return draw(st.lists(part, min_size=1, max_size=4))
+
+
+@st.composite
+def delta_streams(draw: st.DrawFn) -> list[MessageDelta]:
+    """Any stream of MessageDeltas whose slots first appear in index order, with a final
+    status somewhere, explicit ends after a slot's last piece, usage, metadata..."""
+    kinds = draw(st.lists(SLOT_KINDS, max_size=4))
+    pieces = [draw(part_pieces(kind)) for kind in kinds]
+    # Interleave: at each step, take the next piece of an open slot or open the next slot.
+    taken = [0] * len(kinds)
+    order: list[int] = []
+    opened = 0
+    while len(order) < sum(map(len, pieces)):
+        choices = [s for s in range(opened) if taken[s] < len(pieces[s])]
+        if opened < len(kinds):
+            choices.append(opened)
+        slot = draw(st.sampled_from(choices))
+        opened = max(opened, slot + 1)
+        order.append(slot)
+        taken[slot] += 1
+    # Group the steps into deltas: a delta holds at most one piece per slot.
+    groups: list[list[int]] = []
+    for slot in order:
+        if groups and slot not in groups[-1] and draw(st.booleans()):
+            groups[-1].append(slot)
+        else:
+            groups.append([slot])
+    explicit = {s for s in range(len(kinds)) if draw(st.booleans())}
+    taken = [0] * len(kinds)
+    deltas: list[MessageDelta] = []
+    for group in groups:
+        content: list[ContentPart | None] = []
+        calls: list[ToolCall] = []
+        completed: list[int] = []
+        for slot in sorted(group):
+            piece = pieces[slot][taken[slot]]
+            taken[slot] += 1
+            if isinstance(piece, ToolCall):
+                calls.append(piece.replaced(index=slot))
+            else:
+                content.extend([None] * (slot - len(content)))
+                content.append(piece)
+            if taken[slot] == len(pieces[slot]) and slot in explicit:
+                completed.append(slot)
+        deltas.append(MessageDelta(content=content, tool_calls=calls, completed=completed))
+    deltas.extend(draw(st.lists(st.just(MessageDelta()), min_size=0 if deltas else 1, max_size=1)))
+    # Message-level news on any of them; a final status on at least one.
+    finals = draw(st.sets(st.integers(0, len(deltas) - 1), min_size=1))
+    role = draw(st.sampled_from(["assistant", "user"]))
+    news = []
+    for i, delta in enumerate(deltas):
+        update: dict[str, Any] = {
+            "role": role,
+            "usage": draw(st.none() | usages),
+            "stop_reason": draw(st.none() | st.sampled_from(["stop", "length", "tool_use"])),
+            "raw_stop_reason": draw(st.none() | st.text(max_size=3)),
+            "metadata": draw(
+                st.dictionaries(st.sampled_from(["id", "model"]), st.text(max_size=3))
+            ),
+        }
+        if i in finals:
+            update["status"] = draw(FINAL_STATUSES)
+        news.append(MessageDelta.model_validate({**delta.model_dump(), **update}))
+    return news
+
+
+@settings(max_examples=300, deadline=None)
+@given(delta_streams())
+def test_any_delta_stream_folds_to_the_message_merge_deltas_gives(
+    deltas: list[MessageDelta],
+) -> None:
+    events = list(fold(deltas, strict=True))
+    final = events[-1]
+    assert isinstance(final, MessageCompleted)
+    assert seed_message(final.message) == to_message(merge_deltas(deltas))
+    # The PartDeltas of each slot, concatenated, are its final part.
+    texts: dict[int, list[str]] = {}
+    for event in events:
+        if isinstance(event, PartDelta) and event.content is not None:
+            texts.setdefault(event.index, []).append(event.content)
+    for event in events:
+        if isinstance(event, PartCompleted):
+            joined = "".join(texts[event.index]) if event.index in texts else None
+            if isinstance(event.part, ToolCall):
+                assert json.loads(joined or "{}") == event.part.arguments
+            else:
+                assert joined == event.part.content
+    # The JSON form, as NDJSON, folds the same.
+    assert fold_message([ndjson(deltas)], strict=True) == final.message
+
+
+RECORDINGS = [
+    *recordings(),
+    *sorted(str(p.relative_to(REAL)) for p in (REAL / "bedrock").glob("*.eventstream")),
+]
+
+
+@pytest.mark.parametrize("rel", RECORDINGS)
+def test_a_recordings_events_as_message_deltas_fold_to_the_same_message(rel: str) -> None:
+    events = list(fold([read(rel)]))
+    original = events[-1]
+    assert isinstance(original, MessageCompleted)
+    deltas = events_to_deltas(events)
+    again = fold_message(deltas)
+    assert seed_message(again) == seed_message(original.message)
+    # The message still names the provider that wrote it.
+    assert again.metadata["provider"] == original.message.metadata["provider"]
+    # ... and so does their JSON, sent as server-sent events.
+    assert fold_message([sse(deltas)]) == again

@@ -83,7 +83,10 @@ class MessageDeltaDecoder(Decoder):
     def decode_delta(self, delta: MessageDelta) -> list[Delta]:
         """One MessageDelta: its parts and fragments by slot, then its message-level news."""
         out: list[Delta] = []
+        first = not self.started
         self._start(delta.role, out)
+        # As merge_delta: a later delta's raw stop reason counts when not empty.
+        raw_stop_reason = delta.raw_stop_reason if first else delta.raw_stop_reason or None
         items: list[tuple[int, ContentPart | ToolCall]] = [
             (index, part) for index, part in enumerate(delta.content) if part is not None
         ]
@@ -112,14 +115,14 @@ class MessageDeltaDecoder(Decoder):
             delta.status != "incomplete"
             or delta.usage is not None
             or delta.stop_reason is not None
-            or delta.raw_stop_reason is not None
+            or raw_stop_reason is not None
             or delta.metadata
         ):
             out.append(
                 UpdateMessage(
                     status=None if delta.status == "incomplete" else delta.status,
                     stop_reason=delta.stop_reason,
-                    raw_stop_reason=delta.raw_stop_reason,
+                    raw_stop_reason=raw_stop_reason,
                     usage=delta.usage,
                     metadata=delta.metadata or None,
                 )
