@@ -79,8 +79,8 @@ class Decoder:
       IndexError or ValueError from a malformed payload becomes a StreamProtocolError.
     - `done()` answers an SSE `data: [DONE]`; `close()` returns what is still held when
       the input ends.
-    - Keep state in plain attributes (ints, strs, and lists or dicts of them): a fold's
-      state is saved with them.
+    - Keep state in plain attributes (ints, strs, and lists or dicts of them), as the
+      built-in decoders do: that is what a saved state can hold.
     - The hot lanes (`sse_shortcut`, `object_text`) are optional speed-ups; the defaults
       take nothing.
     """
