@@ -297,6 +297,15 @@ def test_a_hostile_json_delta_is_a_protocol_error(payload: dict[str, Any]) -> No
     assert caught.value.partial is not None and caught.value.partial.text == "ok"
 
 
+def test_a_decoded_dict_nested_past_what_python_can_validate_is_a_protocol_error() -> None:
+    deep: dict[str, Any] = {}
+    for _ in range(5000):
+        deep = {"a": deep}
+    payload = {"content": [{"type": "text", "content": "x", "options": {"deep": deep}}]}
+    with pytest.raises(StreamProtocolError, match="nested too deep"):
+        fold_message([payload])
+
+
 def test_message_deltas_into_a_fold_of_another_kind_are_a_usage_error() -> None:
     with pytest.raises(UsageError, match="provider 'streamfold'"):
         StreamFolder("anthropic").feed(ISSUE_DELTAS[0])

@@ -78,6 +78,13 @@ class MessageDeltaDecoder(Decoder):
             raise self.protocol_error(
                 f"expected a MessageDelta as JSON, got an object that is not one: {exc}", payload
             ) from None
+        except RecursionError:
+            # A decoded dict never went through a JSON parser's depth limit; the
+            # accumulator's max_depth applies to what validates.
+            raise self.protocol_error(
+                "expected a MessageDelta as JSON, got an object nested too deep to validate",
+                payload,
+            ) from None
         return self.decode_delta(delta)
 
     def decode_delta(self, delta: MessageDelta) -> list[Delta]:
