@@ -22,6 +22,7 @@ from streamfold import (
     PartCompleted,
     PartDelta,
     PartStarted,
+    ProviderErrored,
     StreamFolder,
     StreamLimitError,
     StreamProtocolError,
@@ -490,3 +491,17 @@ def test_a_recordings_events_as_message_deltas_fold_to_the_same_message(rel: str
     assert again.metadata["provider"] == original.message.metadata["provider"]
     # ... and so does their JSON, sent as server-sent events.
     assert fold_message([sse(deltas)]) == again
+
+
+def test_an_error_delta_carrying_the_error_ends_with_provider_errored() -> None:
+    error = {"type": "overloaded_error", "message": "Overloaded"}
+    deltas = [
+        MessageDelta(content=[CP.text("par")]),
+        MessageDelta(status="error", stop_reason="error", metadata={"error": error}),
+    ]
+    events = list(fold(deltas))
+    errored = [e for e in events if isinstance(e, ProviderErrored)]
+    assert [(e.error_type, e.message) for e in errored] == [("overloaded_error", "Overloaded")]
+    assert errored[0].partial.text == "par"
+    message = events[-1].message  # type: ignore[union-attr]
+    assert seed_message(message) == to_message(merge_deltas(deltas))

@@ -18,7 +18,9 @@ events, display items, markers and limits of any provider, and the Message that
 - The message ends where the input ends (or at `data: [DONE]`): whole when a delta gave
   it a normal end (status complete, length or content_filtered); cut otherwise, with the
   status the deltas gave (incomplete, error, cancelled). Deltas after the final status
-  still count, as they do in `merge_deltas`.
+  still count, as they do in `merge_deltas`. But a delta with status "error" whose
+  metadata holds `error: {"type", "message"}` (as a fold's Message records a provider's
+  error) ends the message there, with a ProviderErrored event.
 - A tool call's id and name are its first fragment's; its arguments are text that
   concatenates, or one JSON object sent whole (a dict); a dict after text (or text after
   a dict) is a repair (`tool_arguments_replaced`, the later one dropped; an error when
@@ -34,7 +36,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..deltas import ClosePart, Delta, EndMessage, GrowPart, OpenPart, UpdateMessage
+from ..deltas import (
+    ClosePart,
+    Delta,
+    EndMessage,
+    GrowPart,
+    OpenPart,
+    ReportError,
+    UpdateMessage,
+)
 from ..errors import StreamfoldError, UsageError
 from ..events import Event, MessageCompleted, PartCompleted, PartDelta, PartStarted
 from ..message import MessageDelta, Role, Status, ToolCall, forward_status, merge_tool_call
@@ -133,6 +143,13 @@ class MessageDeltaDecoder(Decoder):
                     usage=delta.usage,
                     metadata=delta.metadata or None,
                 )
+            )
+        error = delta.metadata.get("error") if delta.status == "error" else None
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            # The error a fold's Message records: reported as the provider's own was.
+            kind = error.get("type")
+            out.append(
+                ReportError(kind if isinstance(kind, str) else None, error["message"], delta)
             )
         return out
 
