@@ -10,6 +10,7 @@ import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from server_support import serve_in_thread
 from support import REAL, read, recordings
 
 from streamfold import (
@@ -505,3 +506,28 @@ def test_an_error_delta_carrying_the_error_ends_with_provider_errored() -> None:
     assert errored[0].partial.text == "par"
     message = events[-1].message  # type: ignore[union-attr]
     assert seed_message(message) == to_message(merge_deltas(deltas))
+
+
+def test_a_service_streams_a_fold_as_message_deltas_and_a_client_folds_them() -> None:
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    rel = "anthropic/thinking-then-tool-use.sse"
+    original = fold_message([read(rel)])
+
+    async def relay(request: Any) -> StreamingResponse:
+        deltas = events_to_deltas(fold([read(rel)]))
+        lines = (json.dumps(d.model_dump(mode="json")) + "\n" for d in deltas)
+        return StreamingResponse(lines, media_type="application/x-ndjson")
+
+    app = Starlette(routes=[Route("/fold", relay)])
+    with serve_in_thread(app) as base, httpx.stream("GET", base + "/fold") as response:
+        events = list(fold(response.iter_bytes()))
+    assert isinstance(events[-1], MessageCompleted)
+    assert seed_message(events[-1].message) == seed_message(original)
+    # Each part completed on its own as it arrived, with its display items.
+    done = [e for e in events if isinstance(e, PartCompleted)]
+    assert [e.part for e in done] == original.stream_order()
+    assert all(e.display_items for e in done)
