@@ -269,3 +269,17 @@ def test_an_undetected_stream_names_every_registered_provider() -> None:
     with pytest.raises(StreamProtocolError, match="linechat") as caught:
         fold_message([{"unknown": 1}])
     assert "streamfold" in str(caught.value)
+
+
+def test_a_detector_that_fails_is_named_as_the_fault() -> None:
+    def fragile(payload: dict[str, Any], event: str | None) -> bool:
+        return bool(payload["ev"])
+
+    register_provider("fragile", LineChatDecoder, detect=fragile)
+    try:
+        with pytest.raises(UsageError, match=r"provider 'fragile': .* KeyError"):
+            fold_message([{"type": "ping"}])
+        # Events a built-in recognises never reach it.
+        assert fold_message([{"done": True, "message": {"content": "hi"}}]).text == "hi"
+    finally:
+        unregister_provider("fragile")

@@ -152,8 +152,18 @@ def detect_provider(payload: Any, event: str | None = None) -> str | None:
     if not isinstance(payload, dict):
         return None
     for name, provider in _REGISTRY.items():
-        if provider.detect is not None and provider.detect(payload, event):
-            return name
+        if provider.detect is None:
+            continue
+        try:
+            if provider.detect(payload, event):
+                return name
+        except Exception as exc:
+            # A detector sees every provider's events: one that fails on a payload it
+            # does not know is a bug in the detector, named as such, not a broken stream.
+            raise UsageError(
+                f"provider {name!r}: expected its detector to answer True or False, got "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
     return None
 
 
