@@ -280,6 +280,10 @@ def test_bare_content_parts_grow_the_last_part_of_their_type() -> None:
         ("thinking", "!"),
     ]
     assert message.status == "incomplete"  # no delta said the message ended
+    assert fold_message(parts[:1]).role == "assistant"
+    folder = StreamFolder(role="user")
+    folder.feed(CP.text("hi"))
+    assert folder.close()[-1].message.role == "user"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

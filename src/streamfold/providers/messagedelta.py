@@ -13,7 +13,7 @@ events, display items, markers and limits of any provider, and the Message that
 - A tool-call fragment without an index is a new call in the next slot.
 - A part completes (`explicit=True`) when a delta names its slot in `completed`, or a tool
   call's fragment has status "complete"; growing it afterwards is a repair
-  (`grow_after_part_end`; an error when strict). Every other part completes when the
+  (`delta_after_part_end`; an error when strict). Every other part completes when the
   message does (`explicit=False`).
 - The message ends where the input ends (or at `data: [DONE]`): whole when a delta gave
   it a normal end (status complete, length or content_filtered); cut otherwise, with the
@@ -21,7 +21,8 @@ events, display items, markers and limits of any provider, and the Message that
   still count, as they do in `merge_deltas`. But a delta with status "error" whose
   metadata holds `error: {"type", "message"}` (as a fold's Message records a provider's
   error) ends the message there, with a ProviderErrored event.
-- A tool call's id and name are its first fragment's; its arguments are text that
+- A tool call's id and name are its first fragment's (a later fragment's are not
+  read); its arguments are text that
   concatenates, or one JSON object sent whole (a dict); a dict after text (or text after
   a dict) is a repair (`tool_arguments_replaced`, the later one dropped; an error when
   strict), where `merge_deltas` would replace.
@@ -154,9 +155,11 @@ class MessageDeltaDecoder(Decoder):
         return out
 
     def decode_part(self, part: ContentPart) -> list[Delta]:
-        """A bare ContentPart: it grows the last part when of the same type, else opens the next."""
+        """A bare ContentPart: it grows the last part when of the same type, else opens the next.
+
+        It names no role: the message keeps the fold's.
+        """
         out: list[Delta] = []
-        self._start("assistant", out)
         last = self.last_part
         index = last if last >= 0 and self.kinds.get(last) == part.type else self.last_slot + 1
         self._grow_part(index, part, out)
