@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import test_fuzz as fuzz
 import trio
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_support import serve_in_thread
 from support import REAL, read, recordings
@@ -39,6 +41,7 @@ from streamfold import (
     merge_deltas,
     to_message,
 )
+from streamfold.limits import DEFAULT_LIMITS
 
 CP = ContentPart
 # What a fold records about itself, which merge_deltas has no word for.
@@ -535,3 +538,33 @@ def test_a_service_streams_a_fold_as_message_deltas_and_a_client_folds_them() ->
     done = [e for e in events if isinstance(e, PartCompleted)]
     assert [e.part for e in done] == original.stream_order()
     assert all(e.display_items for e in done)
+
+
+# --- the fuzz, on this door ------------------------------------------------------------
+
+
+@functools.cache
+def delta_stream(rel: str) -> fuzz.Stream:
+    """A recording folded and sent on as MessageDeltas (NDJSON), as a fuzz stream."""
+    deltas = events_to_deltas(fold([read(rel)]))
+    lines = ndjson(deltas).splitlines(keepends=True)
+    return fuzz.Stream("streamfold/" + rel, "ndjson", b"", [fuzz._ndjson_event(x) for x in lines])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rel=st.sampled_from(RECORDINGS), data=st.data())
+def test_mutated_message_delta_streams_only_raise_streamfold_errors(
+    rel: str, data: st.DataObject
+) -> None:
+    # The fuzz's promises (only typed errors, consistent events, no part lost, bounded
+    # output) on MessageDelta JSON mutated event by event, as bytes and as dicts.
+    c = fuzz.HypothesisChooser(data)
+    stream, done = fuzz.mutate_events(delta_stream(rel), c)
+    limits = DEFAULT_LIMITS
+    if c.integer(0, 3) == 0:
+        limits = Limits(max_parts=c.choice([0, 1, 3]), max_part_chars=c.choice([0, 5, 200]))
+    mode = fuzz.Mode(c.choice([None, "streamfold"]), c.boolean(), limits)
+    payload = fuzz.render(stream)
+    fuzz.check_bounded(fuzz.run_fold(fuzz.split(payload, c), mode), len(payload))
+    fuzz.check_bounded(fuzz.run_fold(fuzz.as_dicts(stream), mode), len(payload))
+    data.draw(st.just(done), label="mutations")
