@@ -789,7 +789,8 @@ def fold(
     limits: Limits = DEFAULT_LIMITS,
     partial_arguments: bool = False,
 ) -> Fold:
-    """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects.
+    """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts, SDK objects,
+    or streamfold's own MessageDeltas / ContentParts (see providers/messagedelta.py).
 
     `partial_arguments`: scan each tool call's argument JSON as it streams; every
     PartDelta of a tool call then carries `arguments_changes` (see
