@@ -148,8 +148,9 @@ class StreamFolder:
         return folder
 
     def feed(self, chunk: Any) -> list[Event]:
-        """Feed one chunk: bytes, str, a decoded event dict, an SDK object, or a MessageDelta
-        or ContentPart (streamfold's own deltas: see providers/messagedelta.py).
+        """Feed one chunk: bytes, str, a decoded event dict, an SDK object, or a MessageDelta.
+
+        A bare ContentPart is a delta too (see providers/messagedelta.py).
 
         A stream that breaks inside a chunk of bytes: the events before the fault are
         returned, and the next feed() or close() raises its StreamProtocolError.
@@ -789,8 +790,10 @@ def fold(
     limits: Limits = DEFAULT_LIMITS,
     partial_arguments: bool = False,
 ) -> Fold:
-    """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts, SDK objects,
-    or streamfold's own MessageDeltas / ContentParts (see providers/messagedelta.py).
+    """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects.
+
+    streamfold's own MessageDeltas (and bare ContentParts) fold too, as provider
+    `streamfold` (see providers/messagedelta.py).
 
     `partial_arguments`: scan each tool call's argument JSON as it streams; every
     PartDelta of a tool call then carries `arguments_changes` (see
