@@ -10,7 +10,10 @@ _RAW_PREVIEW_CHARS = 300
 
 def preview(raw: object, limit: int = _RAW_PREVIEW_CHARS) -> str:
     """Return repr(raw) cut to `limit` characters, so a payload cannot flood a log."""
-    text = repr(raw)
+    try:
+        text = repr(raw)
+    except RecursionError:  # a decoded dict, nested past what repr can walk
+        return f"<a {type(raw).__name__} nested too deep to show>"
     if len(text) > limit:
         return text[:limit] + f"... ({len(text) - limit} more chars)"
     return text
