@@ -31,6 +31,8 @@ def test_every_example_is_run_here() -> None:
         "import httpx",
         "recording = streamfold.load_recording("
         '"tests/fixtures/real/anthropic/thinking-then-tool-use.sse")',
+        "CP = streamfold.ContentPart",
+        "class LineChat(streamfold.Decoder):",
         "from streamfold.relay import Relay",
         "# app.py",
     ]
@@ -102,6 +104,39 @@ def test_the_recording_example(monkeypatch: pytest.MonkeyPatch) -> None:
     assert message.stop_reason == "tool_use" and not is_narration(message.content[0])
 
 
+def test_the_message_delta_example() -> None:
+    namespace: dict[str, Any] = {"streamfold": streamfold}
+    exec(_block("CP = streamfold.ContentPart"), namespace)
+    last = namespace["event"]
+    assert isinstance(last, MessageCompleted) and last.message.status == "complete"
+    thinking, text = last.message.content
+    assert (thinking.content, thinking.options["signature"], text.content) == ("th", "SIG", "Hello")
+    events = list(streamfold.fold(namespace["deltas"]))
+    done = [(e.index, e.explicit) for e in events if isinstance(e, streamfold.PartCompleted)]
+    assert done == [(0, True), (1, False)]  # slot 0 named in `completed`, slot 1 at the end
+
+
+def test_the_bring_your_own_provider_example() -> None:
+    class Response:
+        def iter_bytes(self) -> Iterator[bytes]:
+            yield b'{"ev": "say", "text": "Hel"}\n{"ev": "say", "te'
+            yield b'xt": "lo"}\n{"ev": "tick"}\n{"ev": "end"}\n'
+
+    block = _block("class LineChat(streamfold.Decoder):").replace(
+        "streamfold.fold_message(response", "message = streamfold.fold_message(response"
+    )
+    namespace: dict[str, Any] = {"streamfold": streamfold, "response": Response()}
+    try:
+        exec(block, namespace)
+        message = namespace["message"]
+        assert message.text == "Hello" and message.status == "complete"
+        assert message.metadata["skipped_events"] == {"tick": 1}
+        assert streamfold.fold_message(Response().iter_bytes(), "lc") == message
+    finally:
+        streamfold.unregister_provider("linechat")
+    assert "linechat" not in streamfold.registered_providers()
+
+
 def test_the_demo_app_example(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("starlette")
     pytest.importorskip("redis")
@@ -130,7 +165,12 @@ def test_the_relay_example(tmp_path: Path) -> None:
         "redis://127.0.0.1:6379/0", server.url
     )
     # The example's `async for` runs in a coroutine, as in a request handler.
-    code = "async def example():\n" + textwrap.indent(block, "    ") + "    return item\n"
+    code = (
+        "async def example():\n"
+        + textwrap.indent(block, "    ")
+        + "    await relay.aclose()\n"  # a test closes what the example leaves open
+        + "    return item\n"
+    )
     namespace: dict[str, Any] = {
         "asyncio": asyncio,
         "chat_id": "chat-1",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,7 +18,7 @@ from support import (
 )
 
 from streamfold import load_recording
-from streamfold.providers import _DECODERS
+from streamfold.providers import decoder_class
 
 
 def _provider_of(rel: str) -> str:
@@ -37,8 +35,11 @@ def _provider_of(rel: str) -> str:
 
 
 def _implemented(rel: str) -> bool:
-    module = _DECODERS[_provider_of(rel)][0]
-    return importlib.util.find_spec(module) is not None
+    try:
+        decoder_class(_provider_of(rel))
+    except ImportError:
+        return False
+    return True
 
 
 # The binary Bedrock recordings are not in INDEX.json: each is the same stream as its

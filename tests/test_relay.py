@@ -424,6 +424,14 @@ def _config_json(config: RelayConfig) -> str:
     )
 
 
+def _reap(*procs: subprocess.Popen[bytes]) -> None:
+    """Kill what still runs and close every pipe (communicate() reads them to the end)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
+
+
 def _spawn(script: Path, *args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.Popen(
@@ -481,9 +489,7 @@ def test_producers_and_consumers_in_separate_processes(
             _out, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, err.decode()
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
+        _reap(*procs)
     for stream, rel in streams.items():
         ref = reference(rel)
         starts = [_check_lines(ref, _read_items(path)) for path in outputs[stream]]
@@ -518,9 +524,7 @@ def test_producer_crash_ends_consumers_incomplete(
             _out, err = proc.communicate(timeout=30)  # bounded: never waits forever
             assert proc.returncode == 0, err.decode()
     finally:
-        for proc in (consumer, producer):
-            if proc.poll() is None:
-                proc.kill()
+        _reap(consumer, producer)
     finals = []
     for path in (early, late):
         lines = _read_items(path)
@@ -635,10 +639,12 @@ def _worker(redis_url: str, config: RelayConfig) -> Iterator[str]:
     from starlette.applications import Starlette
 
     from streamfold.web import ui_routes
-    from streamfold.web.relay_routes import relay_routes
+    from streamfold.web.relay_routes import relay_lifespan, relay_routes
 
     relay = Relay.from_url(redis_url, config)
-    with serve_in_thread(Starlette(routes=[*ui_routes(REAL), *relay_routes(relay, REAL)])) as url:
+    routes = [*ui_routes(REAL), *relay_routes(relay, REAL)]
+    # The lifespan closes the relay's connections when the worker stops, on its own loop.
+    with serve_in_thread(Starlette(routes=routes, lifespan=relay_lifespan(relay))) as url:
         yield url
 
 
@@ -868,8 +874,7 @@ def test_producer_crash_is_noticed_from_its_lease_alone(
     try:
         items = asyncio.run(read())
     finally:
-        producer.kill()
-        producer.wait(timeout=10)
+        _reap(producer)
     end = items[-1]
     assert end.synthetic and isinstance(end.event, MessageCompleted)
     assert end.event.message.status == "incomplete"

@@ -383,6 +383,7 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
         bedrock,
         bedrock_invoke,
         gemini,
+        messagedelta,
         ollama,
         openai_chat,
         openai_responses,
@@ -432,6 +433,12 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
         (gemini._ArgsWriter, gemini.GeminiArgsState, {}, set()),
         (gemini._Growable, gemini.GeminiGrowable, {}, set()),
         (ollama.OllamaDecoder, ollama.OllamaState, {}, {"_hot_head", *settings_}),
+        (
+            messagedelta.MessageDeltaDecoder,
+            messagedelta.MessageDeltaState,
+            {},
+            {"_hot_head", *settings_},
+        ),
         (
             openai_chat.OpenAIChatDecoder,
             openai_chat.OpenAIChatState,

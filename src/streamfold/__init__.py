@@ -5,6 +5,17 @@ from __future__ import annotations
 from .accumulator import Accumulator
 from .aio import AsyncFold, afold, afold_message
 from .cli import event_to_json
+from .deltas import (
+    ClosePart,
+    Delta,
+    EndMessage,
+    GrowPart,
+    OpenPart,
+    Repair,
+    ReportError,
+    SkipEvent,
+    UpdateMessage,
+)
 from .display import DisplayItem, extract_display_items
 from .encoding import EncodeError, Problem, ReplayWarning, check_replayable, encode
 from .errors import (
@@ -59,7 +70,16 @@ from .parts import (
     utterance,
     utterance_inferred,
 )
-from .providers import PROVIDERS, detect_provider
+from .providers import (
+    PROVIDERS,
+    Decoder,
+    Detector,
+    detect_provider,
+    register_provider,
+    registered_providers,
+    unregister_provider,
+)
+from .providers.messagedelta import events_to_deltas
 from .recording import Recording, load_recording
 from .ui import (
     UI_MESSAGE_STREAM_HEADERS,
@@ -76,11 +96,17 @@ __all__ = [
     "AsyncFold",
     "Citation",
     "CitationSource",
+    "ClosePart",
     "ContentPart",
+    "Decoder",
+    "Delta",
+    "Detector",
     "DisplayItem",
     "EncodeError",
+    "EndMessage",
     "Event",
     "Fold",
+    "GrowPart",
     "IncompleteMessageError",
     "IncrementalJSON",
     "InvalidModelError",
@@ -89,6 +115,7 @@ __all__ = [
     "MessageCompleted",
     "MessageDelta",
     "NDJSONDecoder",
+    "OpenPart",
     "OptionsError",
     "PartCompleted",
     "PartDelta",
@@ -99,9 +126,12 @@ __all__ = [
     "Problem",
     "ProviderErrored",
     "Recording",
+    "Repair",
     "ReplayWarning",
+    "ReportError",
     "SSEDecoder",
     "SSEEvent",
+    "SkipEvent",
     "StateError",
     "StreamFolder",
     "StreamLimitError",
@@ -110,6 +140,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "ToolResult",
+    "UpdateMessage",
     "Usage",
     "UsageError",
     "UsageUpdated",
@@ -125,6 +156,7 @@ __all__ = [
     "encode",
     "encode_sse",
     "event_to_json",
+    "events_to_deltas",
     "extract_display_items",
     "fold",
     "fold_message",
@@ -138,9 +170,12 @@ __all__ = [
     "partial_arguments",
     "parts_to_string",
     "put_utterance",
+    "register_provider",
+    "registered_providers",
     "set_option_on_last_part",
     "to_message",
     "to_ui_message_stream",
+    "unregister_provider",
     "utterance",
     "utterance_inferred",
 ]

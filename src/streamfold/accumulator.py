@@ -927,6 +927,8 @@ class Accumulator:
         )
 
     def _update(self, delta: UpdateMessage) -> list[Event]:
+        if delta.role is not None:
+            self.role = delta.role
         if delta.status is not None:
             self._status = forward_status(self._status, delta.status)
         if delta.stop_reason is not None:

@@ -268,7 +268,7 @@ def afold(
     limits: Limits = DEFAULT_LIMITS,
     partial_arguments: bool = False,
 ) -> AsyncFold:
-    """Fold an async stream into events (bytes, str, dicts or SDK objects).
+    """Fold an async stream into events (bytes, str, dicts, SDK objects or MessageDeltas).
 
     `partial_arguments`: as for `fold`, tool-call PartDeltas carry `arguments_changes`.
     """

@@ -12,7 +12,7 @@ from collections.abc import Hashable, Mapping
 from functools import partial
 from typing import Any, Literal, NamedTuple
 
-from .message import Status, StopReason, ToolCall, Usage
+from .message import Role, Status, StopReason, ToolCall, Usage
 from .parts import Citation, ContentPart
 
 
@@ -51,13 +51,17 @@ class ClosePart(NamedTuple):
 
 
 class UpdateMessage(NamedTuple):
-    """Message-level news: status, stop reason, usage, metadata (merged key by key)."""
+    """Message-level news: status, stop reason, usage, metadata (merged key by key).
+
+    `role`: the message's role, for a stream that says it (the fold's role otherwise).
+    """
 
     status: Status | None = None
     stop_reason: StopReason | None = None
     raw_stop_reason: str | None = None
     usage: Usage | None = None
     metadata: Mapping[str, Any] | None = None
+    role: Role | None = None
 
 
 class ReportError(NamedTuple):

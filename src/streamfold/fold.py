@@ -33,15 +33,18 @@ from .events import Event, MessageCompleted
 from .eventstream import EventStreamState
 from .framing import NDJSONDecoder, NDJSONState, SSEDecoder, SSEEvent, SSEState
 from .limits import DEFAULT_LIMITS, Limits
-from .message import Message, Role
+from .message import Message, MessageDelta, Role
+from .parts import ContentPart
 from .providers import (
     PROVIDERS,
     canonical_provider,
     decoder_class,
     detect_provider,
     get_decoder,
+    registered_providers,
 )
 from .providers.base import Decoder
+from .providers.messagedelta import MessageDeltaDecoder
 from .state_schema import BoxState, Bytes, Count, Json, JsonObject, validation_error
 
 StreamFormat = Literal["sse", "ndjson", "eventstream", "objects"]
@@ -375,7 +378,9 @@ class StreamFolder:
         return folder
 
     def feed(self, chunk: Any) -> list[Event]:
-        """Feed one chunk: bytes, str, a decoded event dict, or an SDK object.
+        """Feed one chunk: bytes, str, a decoded event dict, an SDK object, or a MessageDelta.
+
+        A bare ContentPart is a delta too (see providers/messagedelta.py).
 
         A stream that breaks inside a chunk of bytes: the events before the fault are
         returned, and the next feed() or close() raises its StreamProtocolError.
@@ -400,6 +405,8 @@ class StreamFolder:
             return self._feed_bytes(data)
         if isinstance(chunk, dict):
             return self._feed_object(chunk)
+        if isinstance(chunk, MessageDelta | ContentPart):
+            return self._feed_delta(chunk)
         dump = getattr(chunk, "model_dump", None)
         if callable(dump):
             try:
@@ -529,9 +536,8 @@ class StreamFolder:
         if self._undetected and not self._acc.finished:
             raise self._attach(
                 StreamProtocolError(
-                    "expected events from a known provider (anthropic, openai-chat, "
-                    "openai-responses, gemini, bedrock, ollama), got "
-                    f"{len(self._undetected)} event(s) that match none",
+                    f"expected events from a known provider ({', '.join(registered_providers())}"
+                    f"), got {len(self._undetected)} event(s) that match none",
                     raw=self._undetected[0][0],
                     position=0,
                 )
@@ -842,6 +848,34 @@ class StreamFolder:
             "max_bytes", self._limits.max_bytes, self._bytes, "the stream is too long"
         )
 
+    def _feed_delta(self, chunk: MessageDelta | ContentPart) -> list[Event]:
+        if self._format not in (None, "objects"):
+            raise UsageError(
+                f"StreamFolder.feed: expected {self._format} bytes, got a {type(chunk).__name__}"
+            )
+        if self._decoder is None:
+            self._use_provider("streamfold")
+            # Dicts held for detection: with a MessageDelta after them, they are its JSON.
+            held, self._undetected = self._undetected, []
+            events = [e for payload, name in held for e in self._decode(payload, name)]
+            return events + self._feed_delta(chunk)
+        decoder = self._decoder
+        if not isinstance(decoder, MessageDeltaDecoder):
+            raise UsageError(
+                f"StreamFolder.feed: expected {self._provider} events, got a "
+                f"{type(chunk).__name__} (streamfold's own deltas fold as provider 'streamfold')"
+            )
+        self._format = "objects"
+        self._position += 1
+        try:
+            if isinstance(chunk, MessageDelta):
+                deltas = decoder.decode_delta(chunk)
+            else:
+                deltas = decoder.decode_part(chunk)
+        except StreamfoldError as exc:
+            raise self._attach(exc, chunk) from None
+        return self._apply(deltas, chunk)
+
     # --- decoding ----------------------------------------------------------------------
 
     def _done(self) -> list[Event]:
@@ -1095,7 +1129,7 @@ def _source(chunks: Any, provider: str | None) -> tuple[Iterable[Any], str | Non
 
     if isinstance(chunks, Recording):
         return chunks, provider or chunks.provider
-    if isinstance(chunks, bytes | str | dict):
+    if isinstance(chunks, bytes | str | dict | MessageDelta | ContentPart):
         return [chunks], provider
     return chunks, provider
 
@@ -1110,6 +1144,9 @@ def fold(
     partial_arguments: bool = False,
 ) -> Fold:
     """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects.
+
+    streamfold's own MessageDeltas (and bare ContentParts) fold too, as provider
+    `streamfold` (see providers/messagedelta.py).
 
     `partial_arguments`: scan each tool call's argument JSON as it streams; every
     PartDelta of a tool call then carries `arguments_changes` (see

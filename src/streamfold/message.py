@@ -246,7 +246,9 @@ class MessageDelta(StreamfoldModel):
 
     `content` is indexed by slot: entry i merges into slot i, None leaves it alone. A tool
     call fragment's `index` is its slot in the same numbering (leave a None hole in
-    `content` there), and fragments with the same index merge.
+    `content` there), and fragments with the same index merge. `completed` names slots
+    the producer has finished: a fold completes those parts at once (explicitly) instead
+    of when the message ends; merging only collects the names.
     """
 
     role: Role = "assistant"
@@ -257,6 +259,7 @@ class MessageDelta(StreamfoldModel):
     stop_reason: StopReason | None = None
     raw_stop_reason: str | None = None
     metadata: JsonObject = Field(default_factory=dict)
+    completed: list[int] = Field(default_factory=list)
 
 
 def merge_tool_call(primary: ToolCall, fragment: ToolCall) -> ToolCall:
@@ -321,7 +324,21 @@ def merge_delta(primary: MessageDelta | None, delta: MessageDelta) -> MessageDel
         stop_reason=delta.stop_reason or primary.stop_reason,
         raw_stop_reason=delta.raw_stop_reason or primary.raw_stop_reason,
         metadata={**primary.metadata, **delta.metadata} if delta.metadata else primary.metadata,
+        completed=_union(primary.completed, delta.completed),
     )
+
+
+def _union(first: list[int], later: list[int]) -> list[int]:
+    """`first`, then the items of `later` it does not hold, in order."""
+    if not later:
+        return first
+    merged = list(first)
+    seen = set(first)
+    for i in later:
+        if i not in seen:
+            seen.add(i)
+            merged.append(i)
+    return merged
 
 
 def merge_deltas(deltas: Iterable[MessageDelta]) -> MessageDelta:

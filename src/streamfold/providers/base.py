@@ -58,6 +58,33 @@ class Decoder:
     `decode()` gets each event's parsed JSON payload (a dict) and, for server-sent events,
     the SSE event name. It does no I/O. A broken protocol raises StreamProtocolError; an
     unknown event type yields `SkipEvent`.
+
+    The contract for a decoder of your own (register it with
+    `streamfold.register_provider`; the fold does the framing, the JSON, the limits and
+    the events):
+
+    - Set `provider` to the registered name. Keep `__init__(*, choice=0, strict=False)`
+      and call `super().__init__(choice=choice, strict=strict)`.
+    - `decode(payload, event)` returns neutral deltas (`streamfold.deltas`), naming each
+      part by a key of your choosing (any hashable: a block index, an item id):
+      `OpenPart(key, part)` once, with the part's identity and kind (a `ContentPart` of
+      its type, or a `ToolCall` with id and name); `GrowPart(key, content, options,
+      citations)` for every piece of text or argument text; `ClosePart(key)` where the
+      wire says the part ended (parts still open complete with the message, their end
+      inferred); `UpdateMessage` for status, stop reason, usage and metadata;
+      `EndMessage()` where the wire says the message is over (without it the message
+      ends cut when the input does); `ReportError` for an error the provider reports
+      in the stream; `SkipEvent(type)` for an event type you do not know.
+    - Raise `self.protocol_error(reason, payload)` for input that is broken, and call
+      `self.repair(kind, reason)` (and make the repair) for input that is out of spec
+      but recoverable: strict folds raise, lenient ones count it. A KeyError, TypeError,
+      IndexError or ValueError from a malformed payload becomes a StreamProtocolError.
+    - `done()` answers an SSE `data: [DONE]`; `close()` returns what is still held when
+      the input ends.
+    - Keep state in plain attributes (ints, strs, and lists or dicts of them), as the
+      built-in decoders do: that is what a saved state can hold.
+    - The hot lanes (`sse_shortcut`, `object_text`) are optional speed-ups; the defaults
+      take nothing.
     """
 
     provider: ClassVar[str] = "unknown"
