@@ -835,8 +835,11 @@ class StreamFolder:
             if not _plain_json(payload):
                 payload = _as_json(payload)
         except (ValueError, RecursionError) as exc:  # (PydanticSerializationError too)
+            deep = isinstance(exc, RecursionError) or "depth" in str(exc)
             raise StreamProtocolError(
-                f"expected a JSON object per event, got one JSON cannot hold ({exc})"
+                "expected a JSON object per event, got one JSON cannot hold ("
+                + ("nested too deep" if deep else str(exc))
+                + ")"
             ) from None
         self._bytes += len(data)
         if self._bytes > self._limits.max_bytes:
