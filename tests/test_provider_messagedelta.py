@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -287,6 +288,18 @@ def test_limits_hold_on_message_deltas() -> None:
     many = [MessageDelta(content=[*([None] * i), CP.text("p")]) for i in range(5)]
     with pytest.raises(StreamLimitError, match="too many parts"):
         fold_message(many, limits=Limits(max_parts=3))
+    # max_bytes counts each delta's JSON as it arrives, as it counts the bytes of a wire.
+    taken: list[int] = []
+
+    def endless() -> Iterator[MessageDelta]:
+        for n in itertools.count():
+            taken.append(n)
+            yield MessageDelta(content=[CP.text("z" * 100)])
+
+    with pytest.raises(StreamLimitError, match="max_bytes") as long:
+        fold_message(endless(), limits=Limits(max_bytes=10_000))
+    assert long.value.partial is not None and long.value.partial.text
+    assert len(taken) < 100  # refused at the limit, not after the whole input
 
 
 def test_bare_content_parts_grow_the_last_part_of_their_type() -> None:

@@ -846,6 +846,18 @@ class StreamFolder:
             raise self._too_long()
         return payload
 
+    def _take_delta(self, chunk: MessageDelta | ContentPart) -> None:
+        """Count one of streamfold's own deltas (its JSON size) against max_bytes."""
+        try:
+            size = len(to_json(chunk))
+        except (ValueError, RecursionError) as exc:  # a lone surrogate, a value too deep
+            raise StreamProtocolError(
+                f"expected a {type(chunk).__name__} JSON can hold, got one it cannot ({exc})"
+            ) from None
+        self._bytes += size
+        if self._bytes > self._limits.max_bytes:
+            raise self._too_long()
+
     def _too_long(self) -> StreamLimitError:
         return StreamLimitError(
             "max_bytes", self._limits.max_bytes, self._bytes, "the stream is too long"
@@ -871,6 +883,7 @@ class StreamFolder:
         self._format = "objects"
         self._position += 1
         try:
+            self._take_delta(chunk)
             if isinstance(chunk, MessageDelta):
                 deltas = decoder.decode_delta(chunk)
             else:
