@@ -107,7 +107,7 @@ def coalesce(events: list[Event]) -> list[tuple[Any, ...]]:
     return out
 
 
-# --- the SSE hot lane (issue 8): folds with and without it must be the same -------------
+# --- the SSE hot lane: folds with and without it must be the same -------------
 
 
 @contextlib.contextmanager

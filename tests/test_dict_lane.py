@@ -1,4 +1,4 @@
-"""`fold()` over decoded dicts (its one-loop lane, issue 8) equals feeding them one by one.
+"""`fold()` over decoded dicts (its one-loop lane) equals feeding them one by one.
 
 The reference is `StreamFolder.feed()` chunk by chunk, then `close()`: the path every
 other input takes. Streams are real recordings decoded to dicts, with events dropped,

@@ -1,6 +1,6 @@
 """Hostile input: every recording, mutated at the event and at the byte level, folded.
 
-The property (issue 9): a stream can be cut, corrupted, replayed or made hostile, and
+The property: a stream can be cut, corrupted, replayed or made hostile, and
 streamfold must never crash its host, never grow without bound, and never lose a part it
 already had. So whatever the mutation:
 - only StreamfoldError subclasses escape the fold (never KeyError, TypeError,

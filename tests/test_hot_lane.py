@@ -1,4 +1,4 @@
-"""The SSE hot lane (issue 8) gives exactly what the framer and decode() give.
+"""The SSE hot lane gives exactly what the framer and decode() give.
 
 The hot lane reads the common delta events straight from the bytes. Every stream here is
 folded twice, with and without it, split at arbitrary points (so events straddle the

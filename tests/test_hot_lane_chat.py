@@ -1,4 +1,4 @@
-"""The Chat Completions SSE hot lane (issue 8) gives exactly what the framer and decode() give.
+"""The Chat Completions SSE hot lane gives exactly what the framer and decode() give.
 
 The Chat lane learns each stream's chunk shape from a chunk it had to leave to the full
 path. Every stream here is folded twice, with and without the lane, split at arbitrary

@@ -1,4 +1,4 @@
-"""The Responses SSE hot lane (issue 8) gives exactly what the framer and decode() give.
+"""The Responses SSE hot lane gives exactly what the framer and decode() give.
 
 Every stream here is folded twice, with and without the lane, split at arbitrary points,
 lenient and strict, with tight limits and live partial arguments: events, errors and the

@@ -1,4 +1,4 @@
-"""Strict and lenient modes (issue 9): out-of-spec streams are repaired and counted, or raise.
+"""Strict and lenient modes: out-of-spec streams are repaired and counted, or raise.
 
 Lenient (the default) repairs what an out-of-spec server sends (repeated ids, missing
 indexes, deltas before their starts, duplicated events) and counts each repair in

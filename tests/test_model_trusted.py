@@ -1,7 +1,7 @@
 """`StreamfoldModel.trusted` and `.replaced`: the objects model_construct and model_copy give.
 
-The fold builds its parts, display items, messages and usage with them (issue 8: a
-quarter of model_construct's cost); anything pydantic does with a model (equality, repr,
+The fold builds its parts, display items, messages and usage with them (a quarter
+of model_construct's cost); anything pydantic does with a model (equality, repr,
 dumps, copies, validation of a dump, hashing of a frozen model) must not tell them apart.
 """
 

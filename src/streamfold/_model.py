@@ -176,7 +176,7 @@ class _AllFieldsSet(set[str]):
     """The fields set of every model `trusted` builds: all the class's fields, one set per
     class, so read-only (a change raises TypeError; a copy is a plain set, which is what
     pydantic's model_copy changes). One object less per model for the garbage collector,
-    which walks every live fold's objects when thousands are in flight (issue 8)."""
+    which walks every live fold's objects when thousands are in flight."""
 
     __slots__ = ()
 

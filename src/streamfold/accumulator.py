@@ -368,7 +368,7 @@ class _Slot:
     ) -> ToolCall:
         """The final build of a tool call whose argument text is not blank.
 
-        Memory (issue 8): the text is encoded a batch of chunks at a time, never joined
+        Memory: the text is encoded a batch of chunks at a time, never joined
         into one str (up to 4 bytes a character, where UTF-8 takes 1 to 4), and the
         chunks go before the parse (a final build ends the slot; _close drops them
         anyway): only the bytes and the parsed value coexist. An error decodes the bytes

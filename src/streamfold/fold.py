@@ -437,8 +437,8 @@ class StreamFolder:
         """Feed every chunk of `source` and yield the events, until the message finishes.
 
         The same as `feed()` chunk by chunk, but each decoded event dict goes straight
-        from decode() to the accumulator in this one loop (issue 8: the steps of feed()
-        cost several times the work). The common delta takes the decoder's lane
+        from decode() to the accumulator in this one loop (the steps of feed() cost
+        several times the work). The common delta takes the decoder's lane
         (`Decoder.object_text`) and grows its open part through the accumulator's
         `text_taker`, one call each. Needs `folding_objects`; other chunks take `feed()`.
         """
@@ -638,7 +638,7 @@ class StreamFolder:
         return events
 
     def _fold_sse_hot(self, decoder: Decoder, buffer: bytes, events: list[Event]) -> None:
-        """The hot lane (issue 8): SSE bytes that begin at an event boundary.
+        """The hot lane: SSE bytes that begin at an event boundary.
 
         The decoder takes the runs of plain delta events straight from the bytes (see
         `Decoder.sse_shortcut`); every other event goes through the framer and

@@ -122,7 +122,7 @@ class Decoder:
     def sse_shortcut(self, buffer: bytes, pos: int, grower: PartGrower, out: list[Any]) -> int:
         """Take the plain delta events that start at `buffer[pos]` straight from their bytes.
 
-        The fold's hot lane (issue 8): `buffer` is LF-only SSE and `pos` an event
+        The fold's hot lane: `buffer` is LF-only SSE and `pos` an event
         boundary. For each whole event, from `pos` on, that is byte for byte one this
         decoder's fast path would turn into a single GrowPart of text (its JSON written the
         provider's own way, the text a valid JSON string), call `grower.grow_text(key,
@@ -136,7 +136,7 @@ class Decoder:
         return pos
 
     def object_text(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
-        """The dict lane (issue 8): `(key, text)` when `decode(payload)` would give exactly
+        """The dict lane: `(key, text)` when `decode(payload)` would give exactly
         `[GrowPart(key, text)]`, this decoder's state then updated as decode() updates it;
         None, and nothing changed, for anything else (decode() then decides).
 

@@ -81,7 +81,7 @@ _OPENAI_CHUNK_KEYS = frozenset(
 _only_openai_chunk_keys = _OPENAI_CHUNK_KEYS.issuperset
 
 
-# The SSE hot lane (issue 8). A Chat chunk has no event line, and its fields before the
+# The SSE hot lane. A Chat chunk has no event line, and its fields before the
 # text (id, created, model, fingerprint...) repeat on every chunk of a stream but are not
 # known in advance, so the lane learns each shape from a chunk it had to leave to the full
 # path: the bytes before the text string (`data: {"id":...,"delta":{"content":"`), and the
