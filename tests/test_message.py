@@ -174,6 +174,15 @@ def test_is_narration_of_a_message_reads_its_last_text_part() -> None:
     assert not is_narration(Message.assistant([ContentPart.thinking("t")]))
 
 
+def test_is_narration_of_a_tool_turn_without_text_says_the_turn_goes_on() -> None:
+    call = ToolCall(call_id="c1", name="get", arguments={}, status="complete")
+    calling = Message.assistant([ContentPart.thinking("t")], tool_calls=[call])
+    assert not is_narration(calling)  # no stop reason: nothing says the turn goes on
+    assert is_narration(calling.model_copy(update={"stop_reason": "tool_use"}))
+    assert is_narration(Message(role="assistant", stop_reason="pause"))
+    assert not is_narration(Message(role="assistant", stop_reason="stop"))
+
+
 def test_usage_adds_unless_cumulative() -> None:
     a = Usage(input_tokens=10, output_tokens=1)
     b = Usage(output_tokens=5, reasoning_tokens=2)

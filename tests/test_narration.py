@@ -99,9 +99,11 @@ def test_every_text_of_a_finished_turn_is_marked(rel: str) -> None:
     texts = [p for p in message.content if p.type == "text"]
     if message.status in ("complete", "length"):
         assert all(utterance(p) is not None for p in texts), rel
-    # Until the end, a turn whose last text is narration is not over.
-    if message.stop_reason in ("tool_use", "pause") and texts:
-        assert is_narration(message)
+    # A turn that stopped for a tool is not over, with text before the tool or without.
+    assert is_narration(message) == (
+        message.stop_reason in ("tool_use", "pause")
+        or (bool(texts) and utterance(texts[-1]) == "narration")
+    )
 
 
 def test_the_providers_own_marker_wins_and_is_explicit() -> None:

@@ -45,6 +45,7 @@ from .events import (
 )
 from .limits import DEFAULT_LIMITS, Limits
 from .message import (
+    TURN_GOES_ON,
     Message,
     Role,
     Status,
@@ -890,7 +891,7 @@ class Accumulator:
         """
         if self._status in ("incomplete", "cancelled", "error"):
             return None
-        return "narration" if self._stop_reason in ("tool_use", "pause") else "answer"
+        return "narration" if self._stop_reason in TURN_GOES_ON else "answer"
 
     def _close(
         self,

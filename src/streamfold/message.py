@@ -233,12 +233,19 @@ def _stream_order(
     yield from unplaced
 
 
+# Stop reasons of a turn that goes on: the caller runs a tool, or the provider paused it.
+TURN_GOES_ON: frozenset[str] = frozenset({"tool_use", "pause"})
+
+
 def is_narration(item: ContentPart | Message) -> bool:
-    """True for a narration part, or a message whose last text part is narration."""
+    """True for a narration part; for a message, True while the turn is not over: its last
+    text part is narration, or it has no text and stopped to use a tool (or paused)."""
     if isinstance(item, ContentPart):
         return utterance(item) == "narration"
     last_text = next((p for p in reversed(item.content) if p.type == "text"), None)
-    return last_text is not None and utterance(last_text) == "narration"
+    if last_text is None:
+        return item.stop_reason in TURN_GOES_ON
+    return utterance(last_text) == "narration"
 
 
 class MessageDelta(StreamfoldModel):
