@@ -9,12 +9,12 @@ import importlib.util
 # per-delta path that hold no pydantic model. mypyc compiles a model's class body but writes
 # its annotations loosely (`str | None` as `type`, `Count` as plain `int`), so pydantic would
 # validate a saved state against the wrong types: framing, eventstream, accumulator, fold and
-# the decoders join once their state models live in modules of their own.
+# the decoders join once their state models live in modules of their own, and
+# providers.base with them (a compiled class takes no interpreted subclass).
 COMPILED_MODULES = (
     "streamfold.partial_json",
     "streamfold.deltas",
     "streamfold.events",
-    "streamfold.providers.base",
 )
 
 
