@@ -13,6 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+import streamfold
 from streamfold import (
     ContentPart,
     DisplayItem,
@@ -27,6 +28,10 @@ from streamfold import (
     fold,
 )
 from streamfold.limits import Limits
+
+# Where the streamfold under test is imported from (src/, or an installed compiled wheel):
+# a subprocess given it as PYTHONPATH runs the same build.
+IMPORTED_FROM = str(Path(streamfold.__file__).resolve().parent.parent)
 
 TESTS = Path(__file__).parent
 REAL = TESTS / "fixtures" / "real"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REAL, read
+from support import IMPORTED_FROM, REAL, read
 
 from streamfold import (
     Message,
@@ -28,7 +28,6 @@ from streamfold import (
 from streamfold.cli import DEMO, bundled_recordings, event_to_json, main
 from streamfold.display import display_items_for
 
-ROOT = Path(__file__).resolve().parent.parent
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-B]")
 
 TEXT_RECORDINGS = [
@@ -44,7 +43,7 @@ ANY_RECORDINGS = [*TEXT_RECORDINGS, "anthropic/thinking-then-tool-use.sse"]
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
-    env["PYTHONPATH"] = str(ROOT / "src")
+    env["PYTHONPATH"] = IMPORTED_FROM
     env["TERM"] = "xterm-256color"
     return env
 

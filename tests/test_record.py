@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from support import REAL, read
+from support import IMPORTED_FROM, REAL, read
 
 from streamfold import (
     MessageCompleted,
@@ -33,8 +33,6 @@ from streamfold.record import (
     tee,
     timing_path,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
 
 RECORDINGS = [
     "anthropic/thinking-then-tool-use.sse",
@@ -211,7 +209,7 @@ def test_schedule_follows_recorded_timing(tmp_path: Path) -> None:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT / "src")
+    env["PYTHONPATH"] = IMPORTED_FROM
     return env
 
 

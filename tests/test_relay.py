@@ -29,7 +29,7 @@ import pytest
 from browser_support import ARTIFACTS, missing, open_page
 from redis_support import REDIS_SERVER, SKIP_REASON, RedisServer
 from server_support import serve_in_thread
-from support import REAL
+from support import IMPORTED_FROM, REAL
 
 from streamfold import (
     Event,
@@ -67,7 +67,7 @@ RECORDINGS = [
     "bedrock/text-then-tool-use-nova.eventstream",
     "groq/error-mid-stream-tool-use-failed.sse",  # ends with a provider error
 ]
-SRC = str(Path(__file__).parent.parent / "src")
+SRC = IMPORTED_FROM  # the streamfold under test, for the subprocesses
 
 
 def fast_config(**changes: Any) -> RelayConfig:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._build import is_compiled
 from .accumulator import Accumulator
 from .aio import AsyncFold, afold, afold_message
 from .cli import event_to_json
@@ -161,6 +162,7 @@ __all__ = [
     "fold",
     "fold_message",
     "has_citations",
+    "is_compiled",
     "is_narration",
     "load_recording",
     "merge_delta",

@@ -185,7 +185,7 @@ class _ArgsWriter:
         self._path: list[str | int] = []
         self._open_string: tuple[str | int, ...] | None = None
         self.values: dict[str, Any] = {}
-        self._strings: dict[tuple[str | int, ...], list[str]] = {}
+        self._strings: dict[tuple[str | int, ...], _Chunks] = {}
 
     def add(self, path: list[str | int], value: Any, is_string: bool, more: bool) -> str:
         self._remember(path, value, is_string)
@@ -242,9 +242,9 @@ class _ArgsWriter:
         if self.broken or not self.started:
             return ""
         out = ['"'] if self._open_string is not None else []
-        for kind, _ in reversed(self._stack):
+        while self._stack:  # innermost first (mypyc 2.4 crashes on `reversed` over this list)
+            kind, _ = self._stack.pop()
             out.append("}" if kind == "object" else "]")
-        self._stack.clear()
         return "".join(out)
 
     def _enter(self, segment: str | int, out: list[str]) -> bool:
@@ -272,7 +272,7 @@ class _ArgsWriter:
             if chunks is None:
                 chunks = self._strings[key] = _Chunks()
                 _set_path(self.values, path, chunks)
-            chunks.append(value)
+            chunks.pieces.append(value)
         else:
             self._strings.pop(key, None)
             _set_path(self.values, path, value)
@@ -333,14 +333,21 @@ def _join_strings(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _join_strings(v) for k, v in value.items()}
     if isinstance(value, _Chunks):
-        return "".join(value)
+        return "".join(value.pieces)
     if isinstance(value, list):
         return [_join_strings(v) for v in value]
     return value
 
 
-class _Chunks(list[str]):
-    """A streamed string's pieces inside the rebuilt argument tree."""
+@dataclass(slots=True)
+class _Chunks:
+    """A streamed string's pieces inside the rebuilt argument tree.
+
+    A holder rather than a `list` subclass: mypyc compiles no subclass of a builtin, and the
+    tree's own lists must not be mistaken for a string's pieces.
+    """
+
+    pieces: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
