@@ -5,7 +5,6 @@ from __future__ import annotations
 from ._build import is_compiled
 from .accumulator import Accumulator
 from .aio import AsyncFold, afold, afold_message
-from .cli import event_to_json
 from .deltas import (
     ClosePart,
     Delta,
@@ -41,6 +40,7 @@ from .events import (
     ProviderErrored,
     UsageUpdated,
 )
+from .events_json import event_to_json
 from .fold import Fold, StreamFolder, fold, fold_message
 from .framing import NDJSONDecoder, SSEDecoder, SSEEvent
 from .limits import Limits

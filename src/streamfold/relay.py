@@ -118,7 +118,6 @@ from typing import Any, Final, Literal, TypeVar
 import jiter
 
 from .accumulator import Accumulator
-from .cli import event_to_json
 from .deltas import ClosePart, Delta, GrowPart, OpenPart, UpdateMessage
 from .display import DisplayItem
 from .errors import StreamfoldError, UsageError
@@ -132,6 +131,7 @@ from .events import (
     ProviderErrored,
     UsageUpdated,
 )
+from .events_json import event_to_json
 from .fold import StreamFolder, _source
 from .limits import Limits
 from .message import Message, ToolCall, Usage

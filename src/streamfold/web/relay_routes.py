@@ -36,9 +36,9 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-from ..cli import event_to_json
 from ..errors import StreamfoldError, UsageError
 from ..events import Event
+from ..events_json import event_to_json
 from ..relay import Relay, Relayed, RelayError, RelayNotFound, Snapshot
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
 from . import _bundled, _error, _paced, _speed, find_recordings
