@@ -33,7 +33,7 @@ from streamfold import (
     fold_message,
     load_recording,
 )
-from streamfold.fold import sniff_format
+from streamfold.framing import sniff_format
 
 THINKING_TOOL = "anthropic/thinking-then-tool-use.sse"
 

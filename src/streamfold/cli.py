@@ -32,7 +32,8 @@ from .events import (
     ProviderErrored,
 )
 from .events_json import event_to_json
-from .fold import StreamFolder, StreamFormat
+from .fold import StreamFolder
+from .framing import StreamFormat
 from .message import ToolCall
 from .parts import ContentPart
 from .providers import PROVIDERS, canonical_provider

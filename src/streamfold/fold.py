@@ -12,7 +12,7 @@ import math
 import re
 import weakref
 from collections.abc import Generator, Iterable, Iterator
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import jiter
 from pydantic import Field, ValidationError
@@ -31,7 +31,15 @@ from .errors import (
 )
 from .events import Event, MessageCompleted
 from .eventstream import EventStreamState
-from .framing import NDJSONDecoder, NDJSONState, SSEDecoder, SSEEvent, SSEState
+from .framing import (
+    NDJSONDecoder,
+    NDJSONState,
+    SSEDecoder,
+    SSEEvent,
+    SSEState,
+    StreamFormat,
+    sniff_format,
+)
 from .limits import DEFAULT_LIMITS, Limits
 from .message import Message, MessageDelta, Role
 from .parts import ContentPart
@@ -47,14 +55,10 @@ from .providers.base import Decoder
 from .providers.messagedelta import MessageDeltaDecoder
 from .state_schema import BoxState, Bytes, Count, Json, JsonObject, validation_error
 
-StreamFormat = Literal["sse", "ndjson", "eventstream", "objects"]
-
 # How many events may pass before a stream that names no provider is given up on.
 _DETECT_WITHIN = 16
 # fold_objects: no part grown by the dict lane since the last full-path event.
 _NO_PART = object()
-_WHITESPACE = b" \t\r\n"
-_BOM = b"\xef\xbb\xbf"
 # What a decoder raises on a payload of the wrong shape (its contract is typed errors,
 # so these become StreamProtocolError): RecursionError from a value nested past the
 # interpreter's limit, UnicodeEncodeError (a ValueError) from a lone surrogate.
@@ -71,24 +75,6 @@ _MALFORMED = (
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Metadata a fold records whether or not it understood any event of its stream.
 _UNLEARNED_METADATA = frozenset({"provider", "skipped_events", "truncated_tail"})
-
-
-def sniff_format(head: bytes) -> StreamFormat | None:
-    """Tell the framing from the first bytes of a stream; None when there are too few."""
-    if head.startswith(_BOM):
-        head = head[3:]
-    elif _BOM.startswith(head):
-        return None  # nothing yet, or a byte-order mark begun: its first byte is no "{"
-    head = head.lstrip(_WHITESPACE)
-    if not head:
-        return None
-    first = head[:1]
-    if first == b"{":
-        return "ndjson"
-    if first == b"\x00":
-        # An AWS eventstream prelude starts with a big-endian length well under 16 MiB.
-        return "eventstream"
-    return "sse"
 
 
 class LimitsState(BoxState):

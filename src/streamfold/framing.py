@@ -7,7 +7,7 @@ character, between CR and LF, mid-JSON) and returns the frames completed so far.
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from pydantic import Field
 
@@ -15,6 +15,28 @@ from .errors import UsageError
 from .state_schema import BoxState, Bytes, Number
 
 _BOM = b"\xef\xbb\xbf"
+_WHITESPACE = b" \t\r\n"
+
+StreamFormat = Literal["sse", "ndjson", "eventstream", "objects"]
+"""How a stream is framed; "objects" is a stream of already-parsed provider objects."""
+
+
+def sniff_format(head: bytes) -> StreamFormat | None:
+    """Tell the framing from the first bytes of a stream; None when there are too few."""
+    if head.startswith(_BOM):
+        head = head[3:]
+    elif _BOM.startswith(head):
+        return None  # nothing yet, or a byte-order mark begun: its first byte is no "{"
+    head = head.lstrip(_WHITESPACE)
+    if not head:
+        return None
+    first = head[:1]
+    if first == b"{":
+        return "ndjson"
+    if first == b"\x00":
+        # An AWS eventstream prelude starts with a big-endian length well under 16 MiB.
+        return "eventstream"
+    return "sse"
 
 
 class SSEEvent(NamedTuple):

@@ -34,7 +34,8 @@ from typing import IO, Any
 from .aio import AsyncFold
 from .errors import UsageError
 from .events import Event
-from .fold import Fold, StreamFolder, StreamFormat, _close_source
+from .fold import Fold, StreamFolder, _close_source
+from .framing import StreamFormat
 
 TIMING_SUFFIX = ".timing.json"
 TIMING_VERSION = 1

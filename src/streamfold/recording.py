@@ -10,8 +10,7 @@ from pathlib import Path
 import jiter
 
 from .errors import StreamfoldError, UsageError
-from .fold import StreamFormat, sniff_format
-from .framing import NDJSONDecoder, SSEDecoder
+from .framing import NDJSONDecoder, SSEDecoder, StreamFormat, sniff_format
 from .providers import detect_provider
 
 _CHUNK = 64 * 1024

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..aio import afold
 from ..errors import UsageError
-from ..fold import StreamFormat
+from ..framing import StreamFormat
 from ..record import TIMING_SUFFIX, check_speed, load_timing, schedule, timing_path
 from ..recording import bundled_recordings, detect_recording
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
