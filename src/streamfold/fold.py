@@ -256,9 +256,15 @@ class StreamFolder:
         The state is validated whole first; anything wrong raises `StateError` naming the
         field. With `key`, a state without the right HMAC is refused.
         """
-        from .state import restore_folder
+        from .state import load_state
 
-        return restore_folder(state, key=key)
+        model = load_state(state, FoldState, key=key)
+        try:
+            return cls.from_state(model)
+        except StateError as exc:
+            raise exc.within("folder") from None
+        except StreamfoldError as exc:
+            raise StateError("folder", str(exc)) from None
 
     def to_state(self) -> FoldState:
         """This fold as saved-state data (see `save_state` for the JSON)."""

@@ -28,12 +28,11 @@ import hashlib
 import hmac
 import json
 import math
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .errors import StateError, StreamfoldError, UsageError
-from .fold import FoldState, StreamFolder
 from .providers import PROVIDERS, decoder_class
 from .state_schema import MAX_JSON_DEPTH, validation_error
 
@@ -48,6 +47,10 @@ MAX_STATE_DEPTH = MAX_JSON_DEPTH + 24
 _MAX_INT_BITS = 256
 _VERSION = "streamfold_state"
 _MAC = "mac"
+
+# The fold's state model (FoldState); taken as a parameter, so that this module, which
+# fold.py calls, does not import fold.py back.
+Model = TypeVar("Model", bound=BaseModel)
 
 # Every decoder is imported with this module, so restoring a state imports nothing.
 for _name in PROVIDERS:
@@ -75,7 +78,7 @@ def _mac(state: dict[str, Any], key: bytes | str) -> str:
     return hmac.new(_key_bytes(key), _canonical(state), hashlib.sha256).hexdigest()
 
 
-def dump_state(state: FoldState, *, key: bytes | str | None = None) -> dict[str, Any]:
+def dump_state(state: BaseModel, *, key: bytes | str | None = None) -> dict[str, Any]:
     """The JSON-ready envelope of a fold's state, with its HMAC when `key` is given."""
     out: dict[str, Any] = {_VERSION: STATE_VERSION, "folder": state.model_dump(mode="json")}
     if key is not None:
@@ -122,8 +125,8 @@ def _check_text(text: str, where: str) -> None:
             raise StateError(where, "expected text, got a lone surrogate") from None
 
 
-def load_state(state: Any, *, key: bytes | str | None = None) -> FoldState:
-    """Check a saved state whole and return its validated `FoldState`; StateError if not."""
+def load_state(state: Any, model: type[Model], *, key: bytes | str | None = None) -> Model:
+    """Check a saved state whole and return its validated `model`; StateError if not."""
     if not isinstance(state, dict) or _VERSION not in state:
         raise StateError("", f"expected a streamfold state (a dict with {_VERSION!r})")
     version = state[_VERSION]
@@ -144,22 +147,11 @@ def load_state(state: Any, *, key: bytes | str | None = None) -> FoldState:
     if extra:
         raise StateError(sorted(extra)[0], "expected no such field")
     try:
-        return FoldState.model_validate(state.get("folder"))
+        return model.model_validate(state.get("folder"))
     except ValidationError as exc:
         raise validation_error(exc).within("folder") from None
     except StateError:
         raise
     except StreamfoldError as exc:
         # A model's own validation (a tool call's arguments, say) refused a field.
-        raise StateError("folder", str(exc)) from None
-
-
-def restore_folder(state: Any, *, key: bytes | str | None = None) -> StreamFolder:
-    """The StreamFolder a saved state describes, checked whole before it is built."""
-    model = load_state(state, key=key)
-    try:
-        return StreamFolder.from_state(model)
-    except StateError as exc:
-        raise exc.within("folder") from None
-    except StreamfoldError as exc:
         raise StateError("folder", str(exc)) from None
