@@ -19,6 +19,7 @@ from .deltas import (
 from .display import DisplayItem, extract_display_items
 from .encoding import EncodeError, Problem, ReplayWarning, check_replayable, encode
 from .errors import (
+    EventJSONError,
     IncompleteMessageError,
     InvalidModelError,
     OptionsError,
@@ -40,7 +41,7 @@ from .events import (
     ProviderErrored,
     UsageUpdated,
 )
-from .events_json import event_to_json
+from .events_json import event_from_json, event_to_json
 from .fold import Fold, StreamFolder, fold, fold_message
 from .framing import NDJSONDecoder, SSEDecoder, SSEEvent
 from .limits import Limits
@@ -106,6 +107,7 @@ __all__ = [
     "EncodeError",
     "EndMessage",
     "Event",
+    "EventJSONError",
     "Fold",
     "GrowPart",
     "IncompleteMessageError",
@@ -156,6 +158,7 @@ __all__ = [
     "detect_provider",
     "encode",
     "encode_sse",
+    "event_from_json",
     "event_to_json",
     "events_to_deltas",
     "extract_display_items",

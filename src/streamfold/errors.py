@@ -85,6 +85,10 @@ class StateError(UsageError):
         return StateError(f"{prefix}.{self.field}" if self.field else prefix, self.problem)
 
 
+class EventJSONError(UsageError):
+    """An object that is not the JSON form of an event (`event_from_json`)."""
+
+
 class InvalidModelError(UsageError):
     """A model constructor (ContentPart, Message, ...) got a value of the wrong shape."""
 

@@ -1,4 +1,4 @@
-"""The JSON form of events: one stable object per event, as the CLI prints and the relay stores.
+"""The JSON form of events, and back: one stable object per event (as the CLI prints them).
 
 It lives beside the events (not in events.py, which every delta of every stream goes
 through) so that the CLI, the relay and the web routes share it without importing each other.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, assert_never
 
+from .display import DisplayItem
+from .errors import EventJSONError
 from .events import (
     Event,
     MessageCompleted,
@@ -19,7 +21,8 @@ from .events import (
     ProviderErrored,
     UsageUpdated,
 )
-from .message import ToolCall
+from .message import Message, ToolCall, Usage
+from .parts import UTTERANCES, Citation, ContentPart
 
 
 def _json_safe(value: Any) -> Any:
@@ -106,3 +109,57 @@ def event_to_json(event: Event) -> dict[str, Any]:
     if isinstance(event, MessageCompleted):
         return {"type": event.type, "message": event.message.model_dump(mode="json")}
     assert_never(event)
+
+
+def _part(data: Any, part_type: Any) -> ContentPart | ToolCall:
+    if part_type == "tool_call":
+        return ToolCall.model_validate(data)
+    return ContentPart.model_validate(data)
+
+
+def event_from_json(data: Any) -> Event:
+    """The Event that `streamfold.event_to_json` wrote (the inverse, up to JSON)."""
+    if not isinstance(data, dict):
+        raise EventJSONError(f"expected an event object, got {type(data).__name__}")
+    kind = data.get("type")
+    try:
+        if kind == "part_delta":
+            options = data.get("options")
+            return PartDelta(
+                index=data["index"],
+                part_type=data["part_type"],
+                content=data.get("content"),
+                options=options or None,
+                citations=tuple(Citation.model_validate(c) for c in data.get("citations", ())),
+                arguments_changes=tuple(
+                    (c[0], tuple(c[1]), c[2]) for c in data.get("arguments_changes", ())
+                ),
+            )
+        if kind == "part_started":
+            return PartStarted(index=data["index"], part=_part(data["part"], data["part_type"]))
+        if kind == "part_completed":
+            return PartCompleted(
+                index=data["index"],
+                part=_part(data["part"], data["part_type"]),
+                display_items=tuple(DisplayItem.model_validate(d) for d in data["display_items"]),
+                explicit=bool(data["explicit"]),
+            )
+        if kind == "part_marked":
+            index, marker = data["index"], data["utterance"]
+            if type(index) is not int or marker not in UTTERANCES:
+                raise ValueError(f"expected a slot index and one of {UTTERANCES}, got {data!r}")
+            return PartMarked(index=index, utterance=marker, explicit=bool(data["explicit"]))
+        if kind == "usage_updated":
+            return UsageUpdated(usage=Usage.model_validate(data["usage"]))
+        if kind == "provider_errored":
+            return ProviderErrored(
+                error_type=data.get("error_type"),
+                message=data["message"],
+                raw=data.get("raw"),
+                partial=Message.model_validate(data["partial"]),
+            )
+        if kind == "message_completed":
+            return MessageCompleted(message=Message.model_validate(data["message"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EventJSONError(f"malformed {kind} event ({type(exc).__name__}: {exc})") from None
+    raise EventJSONError(f"expected a streamfold event type, got {kind!r}")

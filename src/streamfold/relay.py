@@ -119,8 +119,7 @@ import jiter
 
 from .accumulator import Accumulator
 from .deltas import ClosePart, Delta, GrowPart, OpenPart, UpdateMessage
-from .display import DisplayItem
-from .errors import StreamfoldError, UsageError
+from .errors import EventJSONError, StreamfoldError, UsageError
 from .events import (
     Event,
     MessageCompleted,
@@ -128,14 +127,12 @@ from .events import (
     PartDelta,
     PartMarked,
     PartStarted,
-    ProviderErrored,
     UsageUpdated,
 )
-from .events_json import event_to_json
+from .events_json import event_from_json, event_to_json
 from .fold import StreamFolder, _source
 from .limits import Limits
-from .message import Message, ToolCall, Usage
-from .parts import UTTERANCES, Citation, ContentPart
+from .message import Message, Usage
 
 T = TypeVar("T")
 
@@ -316,63 +313,6 @@ class Checkpoint:
         return StreamFolder.restore(self.state, key=self.state_key)
 
 
-# --- events from their JSON -----------------------------------------------------------
-
-
-def _part(data: Any, part_type: Any) -> ContentPart | ToolCall:
-    if part_type == "tool_call":
-        return ToolCall.model_validate(data)
-    return ContentPart.model_validate(data)
-
-
-def event_from_json(data: Any) -> Event:
-    """The Event that `streamfold.event_to_json` wrote (the inverse, up to JSON)."""
-    if not isinstance(data, dict):
-        raise RelayError(f"expected an event object, got {type(data).__name__}")
-    kind = data.get("type")
-    try:
-        if kind == "part_delta":
-            options = data.get("options")
-            return PartDelta(
-                index=data["index"],
-                part_type=data["part_type"],
-                content=data.get("content"),
-                options=options or None,
-                citations=tuple(Citation.model_validate(c) for c in data.get("citations", ())),
-                arguments_changes=tuple(
-                    (c[0], tuple(c[1]), c[2]) for c in data.get("arguments_changes", ())
-                ),
-            )
-        if kind == "part_started":
-            return PartStarted(index=data["index"], part=_part(data["part"], data["part_type"]))
-        if kind == "part_completed":
-            return PartCompleted(
-                index=data["index"],
-                part=_part(data["part"], data["part_type"]),
-                display_items=tuple(DisplayItem.model_validate(d) for d in data["display_items"]),
-                explicit=bool(data["explicit"]),
-            )
-        if kind == "part_marked":
-            index, marker = data["index"], data["utterance"]
-            if type(index) is not int or marker not in UTTERANCES:
-                raise ValueError(f"expected a slot index and one of {UTTERANCES}, got {data!r}")
-            return PartMarked(index=index, utterance=marker, explicit=bool(data["explicit"]))
-        if kind == "usage_updated":
-            return UsageUpdated(usage=Usage.model_validate(data["usage"]))
-        if kind == "provider_errored":
-            return ProviderErrored(
-                error_type=data.get("error_type"),
-                message=data["message"],
-                raw=data.get("raw"),
-                partial=Message.model_validate(data["partial"]),
-            )
-        if kind == "message_completed":
-            return MessageCompleted(message=Message.model_validate(data["message"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise RelayError(f"malformed {kind} event ({type(exc).__name__}: {exc})") from None
-    raise RelayError(f"expected a streamfold event type, got {kind!r}")
-
-
 def _json(value: Any) -> Any:
     return jiter.from_json(value if isinstance(value, bytes) else _text(value).encode())
 
@@ -487,7 +427,11 @@ def _parse_entries(raw: Any, key: str, cache: _Cache) -> list[_Entry]:
             raise RelayError(f"entry {eid}: expected an event field 'e', got {sorted(values)}")
         stamp = values.get("t")
         published = float(_text(stamp)) if stamp is not None else None
-        entry = _Entry(int(match.group(1)), eid, event_from_json(_json(body)), published)
+        try:
+            event = event_from_json(_json(body))
+        except EventJSONError as exc:
+            raise RelayError(f"entry {eid}: {exc}") from None
+        entry = _Entry(int(match.group(1)), eid, event, published)
         cache.put((key, eid), fields, entry)
         out.append(entry)
     return out
