@@ -48,6 +48,12 @@ def recordings(*dirs: str) -> list[str]:
     return sorted(e["file"] for e in INDEX if not dirs or e["file"].split("/")[0] in dirs)
 
 
+# The binary Bedrock twins of the NDJSON recordings (not in INDEX.json), relative paths.
+EVENTSTREAMS = sorted(str(p.relative_to(REAL)) for p in (REAL / "bedrock").glob("*.eventstream"))
+# Every recording, text and binary.
+ALL_RECORDINGS = [*recordings(), *EVENTSTREAMS]
+
+
 def entry(rel: str) -> dict[str, Any]:
     """The INDEX.json entry of a recording."""
     return next(e for e in INDEX if e["file"] == rel)

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from support import REAL, read, recordings, without_inferred_marker
+from support import ALL_RECORDINGS, read, without_inferred_marker
 
 from streamfold import (
     Message,
@@ -58,8 +58,7 @@ from streamfold.eventstream import EventStreamFramer, EventStreamMessage, events
 from streamfold.fold import StreamFolder
 from streamfold.limits import DEFAULT_LIMITS, Limits
 
-EVENTSTREAMS = sorted(str(p.relative_to(REAL)) for p in (REAL / "bedrock").glob("*.eventstream"))
-ALL = [*recordings(), *EVENTSTREAMS]
+ALL = ALL_RECORDINGS
 
 EXAMPLES = int(os.environ.get("STREAMFOLD_FUZZ_EXAMPLES", "1500"))
 LONG = EXAMPLES > 5000

@@ -16,12 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from support import REAL, assert_golden, final_message, read, recordings
+from support import (
+    ALL_RECORDINGS,
+    assert_golden,
+    final_message,
+    read,
+)
 
 from streamfold import ContentPart, Message, StreamProtocolError, ToolCall, fold
 
-EVENTSTREAMS = sorted(str(p.relative_to(REAL)) for p in (REAL / "bedrock").glob("*.eventstream"))
-ALL = [*recordings(), *EVENTSTREAMS]
+ALL = ALL_RECORDINGS
 
 
 def _golden_name(rel: str) -> str:

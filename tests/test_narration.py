@@ -9,7 +9,7 @@ import jiter
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import REAL, final_message, fold_bytes, read, recordings
+from support import ALL_RECORDINGS, final_message, fold_bytes, read, recordings
 from test_dict_lane import _dicts  # the JSON payloads of a recording
 
 from streamfold import (
@@ -36,8 +36,7 @@ from streamfold.accumulator import Accumulator
 from streamfold.deltas import ClosePart, EndMessage, GrowPart, OpenPart, UpdateMessage
 from streamfold.relay import event_from_json
 
-EVENTSTREAMS = sorted(str(p.relative_to(REAL)) for p in (REAL / "bedrock").glob("*.eventstream"))
-ALL = [*recordings(), *EVENTSTREAMS]
+ALL = ALL_RECORDINGS
 TEXT_FILES = [rel for rel in recordings() if rel.endswith((".sse", ".ndjson"))]
 
 

@@ -14,7 +14,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_support import serve_in_thread
-from support import REAL, read, recordings, without_inferred_marker
+from support import ALL_RECORDINGS, read, without_inferred_marker
 
 from streamfold import (
     Citation,
@@ -509,10 +509,7 @@ def test_any_delta_stream_folds_to_the_message_merge_deltas_gives(
     assert fold_message([ndjson(deltas)], strict=True) == final.message
 
 
-RECORDINGS = [
-    *recordings(),
-    *sorted(str(p.relative_to(REAL)) for p in (REAL / "bedrock").glob("*.eventstream")),
-]
+RECORDINGS = ALL_RECORDINGS
 
 
 @pytest.mark.parametrize("rel", RECORDINGS)

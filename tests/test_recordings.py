@@ -6,6 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import (
+    ALL_RECORDINGS,
+    EVENTSTREAMS,
     GOLDEN,
     REAL,
     assert_golden,
@@ -44,8 +46,7 @@ def _implemented(rel: str) -> bool:
 
 # The binary Bedrock recordings are not in INDEX.json: each is the same stream as its
 # .ndjson twin, so it must fold to the twin's golden.
-EVENTSTREAMS = sorted(str(p.relative_to(REAL)) for p in (REAL / "bedrock").glob("*.eventstream"))
-ALL = [*recordings(), *EVENTSTREAMS]
+ALL = ALL_RECORDINGS
 READY = ALL
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import REAL, read, recordings
+from support import ALL_RECORDINGS, REAL, read
 
 from streamfold import (
     Limits,
@@ -24,10 +24,7 @@ from streamfold import (
 )
 from streamfold.state import STATE_VERSION
 
-ALL = [
-    *recordings(),
-    *(str(p.relative_to(REAL)) for p in sorted((REAL / "bedrock").glob("*.eventstream"))),
-]
+ALL = ALL_RECORDINGS
 
 
 def _cuts(data: bytes) -> list[int]:

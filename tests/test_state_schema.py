@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import REAL, read, recordings
+from support import ALL_RECORDINGS, read, recordings
 
 import streamfold.state
 from streamfold import (
@@ -30,10 +30,7 @@ from streamfold import (
 )
 from streamfold.providers import PROVIDERS, decoder_class
 
-ALL = [
-    *recordings(),
-    *(str(p.relative_to(REAL)) for p in sorted((REAL / "bedrock").glob("*.eventstream"))),
-]
+ALL = ALL_RECORDINGS
 
 
 def _state_at(rel: str, cut: int, **options: Any) -> dict[str, Any]:

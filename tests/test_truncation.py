@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import REAL, read, recordings, without_inferred_marker
+from support import ALL_RECORDINGS, read, without_inferred_marker
 
 from streamfold import (
     ContentPart,
@@ -45,8 +45,7 @@ from streamfold import (
 from streamfold.events import Event
 from streamfold.fold import StreamFolder
 
-EVENTSTREAMS = sorted(str(p.relative_to(REAL)) for p in (REAL / "bedrock").glob("*.eventstream"))
-ALL = [*recordings(), *EVENTSTREAMS]
+ALL = ALL_RECORDINGS
 
 _BLANK = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
 
