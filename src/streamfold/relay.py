@@ -485,6 +485,7 @@ class Relay:
         self.state_key = state_key
         self._errors = _retryable()
         self.retries = 0
+        """How many commands failed on a connection error and were retried."""
         self._cache = _Cache(65_536)
         self._liveness: dict[str, tuple[float, tuple[bool, int | None]]] = {}
         self._uptime_seen: tuple[float, float | None] = (-1e9, None)
@@ -495,7 +496,6 @@ class Relay:
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = (
             weakref.WeakKeyDictionary()
         )
-        """How many commands failed on a connection error and were retried."""
 
     @classmethod
     def from_url(
