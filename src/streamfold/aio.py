@@ -37,12 +37,14 @@ class AsyncFold:
 
     A consumer that leaves early gets status cancelled at once, with everything received,
     and the source (its `aclose()` or `close()`, if it has one) is closed:
+
     - cancelled while the fold waits for input, `aclose()`, or leaving
       `async with afold(...)`: the source is closed before control returns;
     - leaving an `async for` over the fold early (a break, an exception or a cancellation
       in the loop body): the fold is cancelled when the loop lets go of its iterator,
       which CPython does at that moment, and the source is closed by a task started on
       the running event loop (nothing can be awaited there: Python calls no hook).
+
     A source that raises ends the fold there: the error propagates, the message stays
     unfinished, and the source is closed. A message that completes closes its source
     without reading the rest.
