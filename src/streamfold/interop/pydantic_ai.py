@@ -2,17 +2,20 @@
 
 `to_model_response(message)` gives a `ModelResponse` validated by pydantic-ai's own type
 adapter, its parts in the streamed order:
-- text: a `TextPart` (the Responses item id as its `id`); its options, with the
-  narration / answer marker (`utterance`, and `utterance_inferred` when streamfold
-  inferred it), and its citations (as streamfold's JSON) in `provider_details`;
+- text: a `TextPart` (the Responses item id as its `id`, its citations as pydantic-ai's
+  `citations`: the source, the cited text as an excerpt, the span as a content anchor);
+  its options, with the narration / answer marker (`utterance`, and
+  `utterance_inferred` when streamfold inferred it), in `provider_details` (and the
+  citations whole, as streamfold's JSON, under `citations`);
 - thinking: a `ThinkingPart` with its `signature` and item `id`, other options in
   `provider_details`;
 - tool calls: `ToolCallPart` (arguments as a dict; the call's metadata in
   `provider_details`);
 - tools the provider ran (server tools, built-in items, executed code): a
   `NativeToolCallPart` (pydantic-ai's built-in tool call; the input as `args`) and its
-  result a `NativeToolReturnPart`; redacted thinking a `ThinkingPart` holding the data as
-  its signature, compaction a `CompactionPart`; any other opaque block a
+  result a `NativeToolReturnPart` (named after the call it answers); redacted thinking
+  a `ThinkingPart` holding the data as its signature, compaction a `CompactionPart`;
+  any other opaque block a
   `NativeToolCallPart` named after its type. The block itself is in `provider_details`,
   so it goes back whole;
 - usage as `RequestUsage` (reasoning tokens as `output_reasoning_tokens`), the finish
@@ -76,7 +79,8 @@ def to_model_response(message: Message) -> ModelResponse:
     message = check_message("to_model_response", message)
     provider = message.metadata.get("provider")
     provider_name = provider if isinstance(provider, str) else None
-    parts = [_part(item, provider_name) for item in message.stream_order()]
+    names: dict[str, str] = {}  # a built-in tool call's id -> its tool name, for its return
+    parts = [_part(item, provider_name, names) for item in message.stream_order()]
     usage = message.usage
     meta = {k: v for k, v in message.metadata.items() if k not in _OWN_FIELDS}
     data: dict[str, Any] = {
@@ -112,7 +116,9 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _part(item: ContentPart | ToolCall, provider: str | None) -> dict[str, Any]:
+def _part(
+    item: ContentPart | ToolCall, provider: str | None, names: dict[str, str]
+) -> dict[str, Any]:
     if isinstance(item, ToolCall):
         call: dict[str, Any] = {
             "part_kind": "tool-call",
@@ -126,9 +132,10 @@ def _part(item: ContentPart | ToolCall, provider: str | None) -> dict[str, Any]:
         return call
     options = dict(item.options)
     if item.type == "unsupported":
-        return _opaque(item, options, provider)
+        return _opaque(item, options, provider, names)
     item_id = options.pop("id", None) if isinstance(options.get("id"), str) else None
     if item.citations:
+        # streamfold's own, whole, for the way back; pydantic-ai's in `citations`.
         options["citations"] = [c.model_dump(mode="json") for c in item.citations]
     if item.type == "thinking":
         signature = options.pop("signature", None)
@@ -149,10 +156,32 @@ def _part(item: ContentPart | ToolCall, provider: str | None) -> dict[str, Any]:
         "id": item_id,
         "provider_name": provider,
         "provider_details": options or None,
+        "citations": [_citation(c, len(item.content or "")) for c in item.citations] or None,
     }
 
 
-def _opaque(item: ContentPart, options: dict[str, Any], provider: str | None) -> dict[str, Any]:
+def _citation(citation: Citation, length: int) -> dict[str, Any]:
+    """A citation as pydantic-ai's: its source (the cited text as an excerpt), its span
+    (when it is one pydantic-ai takes: not empty, inside the text)."""
+    sources: list[dict[str, Any]] = []
+    source = citation.source
+    excerpts = [citation.cited_text] if citation.cited_text else []
+    if source is not None and source.type == "web" and source.url is not None:
+        sources.append({"kind": "web", "url": source.url, "title": source.title,
+                        "excerpts": excerpts})  # fmt: skip
+    elif source is not None:
+        sources.append({"kind": "document", "document_id": source.document_id,
+                        "title": source.title, "excerpts": excerpts})  # fmt: skip
+    anchor = None
+    start, end = citation.start_index, citation.end_index
+    if start is not None and end is not None and 0 <= start < end <= length:
+        anchor = {"kind": "content", "start": start, "end": end}
+    return {"sources": sources, "anchor": anchor}
+
+
+def _opaque(
+    item: ContentPart, options: dict[str, Any], provider: str | None, names: dict[str, str]
+) -> dict[str, Any]:
     """An opaque provider block as the pydantic-ai part closest to it, the block within."""
     block = options.get("block")
     block = block if isinstance(block, dict) else {}
@@ -166,8 +195,8 @@ def _opaque(item: ContentPart, options: dict[str, Any], provider: str | None) ->
         return {"part_kind": "compaction", "content": _str(block.get("content")), **common}
     result_of = block.get("tool_use_id", options.get("tool_use_id"))
     if isinstance(result_of, str) and not is_tool_activity(item):
-        return {"part_kind": "builtin-tool-return", "tool_name": kind, "tool_call_id": result_of,
-                "content": block.get("content"), **common}  # fmt: skip
+        return {"part_kind": "builtin-tool-return", "tool_name": names.get(result_of, kind),
+                "tool_call_id": result_of, "content": block.get("content"), **common}  # fmt: skip
     name = block.get("name")
     args = block.get("input", block.get("arguments"))
     call: dict[str, Any] = {
@@ -179,6 +208,7 @@ def _opaque(item: ContentPart, options: dict[str, Any], provider: str | None) ->
     call_id = block.get("id", options.get("id"))
     if isinstance(call_id, str):
         call["tool_call_id"] = call_id
+        names[call_id] = call["tool_name"]
     return call
 
 
@@ -241,6 +271,27 @@ def _usage(response: ModelResponse, ours: dict[str, Any]) -> Usage | None:
     )
 
 
+def _from_citation(citation: Any) -> Citation:
+    """pydantic-ai's citation as streamfold's (its first source, its first excerpt)."""
+    source = citation.sources[0] if citation.sources else None
+    anchor = citation.anchor
+    return Citation.model_validate(
+        {
+            "cited_text": source.excerpts[0] if source is not None and source.excerpts else None,
+            "source": None
+            if source is None
+            else {
+                "type": source.kind,
+                "title": source.title,
+                "url": getattr(source, "url", None),
+                "document_id": getattr(source, "document_id", None),
+            },
+            "start_index": None if anchor is None else anchor.start,
+            "end_index": None if anchor is None else anchor.end,
+        }
+    )
+
+
 def _item(part: Any) -> ContentPart | ToolCall | None:
     details: dict[str, Any] = dict(part.provider_details or {})
     if isinstance(details.get("block"), dict) and isinstance(details.get("type"), str):
@@ -256,7 +307,11 @@ def _item(part: Any) -> ContentPart | ToolCall | None:
         )
     if kind not in ("text", "thinking"):
         return None  # a part a provider's stream has no form for (a file, a native tool's)
-    citations = [Citation.model_validate(c) for c in details.pop("citations", [])]
+    ours = details.pop("citations", None)
+    if isinstance(ours, list):
+        citations = [Citation.model_validate(c) for c in ours]
+    else:
+        citations = [_from_citation(c) for c in getattr(part, "citations", None) or []]
     if part.id is not None:
         details["id"] = part.id
     if kind == "thinking":
