@@ -14,16 +14,29 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response, ResponseOutputItem
 from pydantic import TypeAdapter
 from pydantic_ai.messages import ModelResponse
 from support import ALL_RECORDINGS, read
 
 import streamfold
 from streamfold import ContentPart, Message, ToolCall, Usage
+from streamfold.interop import anthropic as to_anthropic
 from streamfold.interop import langchain as to_langchain
+from streamfold.interop import openai as to_openai
 from streamfold.interop import pydantic_ai as to_pydantic_ai
 from streamfold.interop._common import mark_utterances
-from streamfold.parts import INFERRED_OPTION
+from streamfold.parts import (
+    INFERRED_OPTION,
+    Citation,
+    CitationSource,
+    utterance,
+    utterance_inferred,
+)
+from streamfold.providers.anthropic import _STOP as ANTHROPIC_STOP
+from streamfold.providers.openai_chat import _FINISH as CHAT_FINISH
+from streamfold.providers.openai_responses import CLIENT_CALL_INPUTS
 
 MESSAGES = {rel: streamfold.fold_message(read(rel)) for rel in ALL_RECORDINGS}
 
@@ -88,11 +101,13 @@ def test_mark_utterances_is_the_folds_rule(rel: str) -> None:
 # --- pydantic-ai -----------------------------------------------------------------------------
 
 
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+           "reasoning_tokens")  # fmt: skip
+
+
 def pydantic_ai_kept(message: Message) -> Message:
     """Lost: usage counts not reported read 0; the usage is a total."""
-    names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-             "reasoning_tokens")  # fmt: skip
-    return message.model_copy(update={"usage": _zeroed(message.usage, *names)})
+    return message.model_copy(update={"usage": _zeroed(message.usage, *_COUNTS)})
 
 
 @pytest.mark.parametrize("rel", ALL_RECORDINGS)
@@ -181,3 +196,239 @@ def test_langchain_reads_a_chat_models_own_message() -> None:
     assert message.tool_calls[0].arguments == {"q": "x"}
     assert message.usage is not None and message.usage.output_tokens == 7
     assert message.metadata == {"id": "run-1", "model": "gpt-test"}
+
+
+# --- Anthropic -------------------------------------------------------------------------------
+
+
+def _sdk_block(block: dict[str, Any]) -> dict[str, Any]:
+    """A block as the SDK's model keeps it (its fields, none of them null)."""
+    from anthropic.types import ContentBlock
+    from anthropic.types.beta import BetaContentBlock
+
+    for kind in (ContentBlock, BetaContentBlock):
+        try:
+            model = TypeAdapter(kind).validate_python(block)
+        except ValueError:
+            continue
+        dumped: dict[str, Any] = model.model_dump(mode="json", exclude_none=True)
+        return dumped
+    raise AssertionError(f"no SDK model for {block.get('type')}")
+
+
+def anthropic_kept(message: Message, sdk: Any) -> Message:
+    """Lost (the adapter's docstring): other providers' blocks and citations, options but
+    the signature, tool call metadata but `caller`, statuses the API cannot say, reasoning
+    tokens and the raw usage (the Message's), metadata but the id and model."""
+    native = message.metadata.get("provider") in ("anthropic", "bedrock-invoke")
+    order: list[ContentPart | ToolCall] = []
+    for item in message.stream_order():
+        if isinstance(item, ToolCall):
+            keep = {k: v for k, v in item.metadata.items() if k == "caller" and native}
+            order.append(item.model_copy(update={"metadata": keep}))
+        elif item.type == "unsupported":
+            if native:
+                block = _sdk_block(item.options["block"])
+                order.append(
+                    _unmarked(item).model_copy(update={"options": {**item.options, "block": block}})
+                )
+        elif item.type == "thinking":
+            signature = item.options.get("signature")
+            options = {"signature": signature if isinstance(signature, str) else ""}
+            order.append(item.model_copy(update={"options": options}))
+        elif item.type == "text":
+            citations = item.citations if native else []
+            order.append(ContentPart(type="text", content=item.content, citations=citations))
+    stop = sdk.stop_reason
+    status, stop_reason = ("incomplete", None) if stop is None else ANTHROPIC_STOP[stop][::-1]
+    usage = message.usage or Usage()
+    kept_usage = Usage(
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        raw=sdk.usage.model_dump(mode="json", exclude_none=True),
+        cumulative=True,
+    )
+    metadata = {
+        "provider": "anthropic",
+        "id": sdk.id,
+        "model": sdk.model,
+        "end_marker": stop is not None,
+    }
+    return _message(order, status=status, stop_reason=stop_reason, raw_stop_reason=stop,
+                    usage=kept_usage, metadata=metadata)  # fmt: skip
+
+
+@pytest.mark.parametrize("rel", ALL_RECORDINGS)
+def test_anthropic_round_trip(rel: str) -> None:
+    message = MESSAGES[rel]
+    sdk = to_anthropic.to_message(message, model="claude-test")
+    back = to_anthropic.from_message(sdk)
+    assert back == anthropic_kept(message, sdk)
+    assert to_anthropic.from_message(json.loads(sdk.model_dump_json())) == back
+
+
+# --- OpenAI ----------------------------------------------------------------------------------
+
+
+def _openai_usage(message: Message, sdk_usage: Any, *zeroed: str) -> Usage | None:
+    """The usage as the target keeps it: `zeroed` counts read 0 when not reported, the raw
+    usage is the target's."""
+    if message.usage is None:
+        return None
+    kept = _zeroed(message.usage, *zeroed)
+    assert kept is not None
+    drop = {"cache_write_tokens": None} if "cache_write_tokens" not in zeroed else {}
+    raw = sdk_usage.model_dump(mode="json", exclude_none=True)
+    return kept.model_copy(update={**drop, "raw": raw})
+
+
+def chat_kept(message: Message, sdk: Any) -> Message:
+    """Lost (the adapter's docstring): the order of thinking, text, refusal and calls; part
+    options, citations, signatures, opaque blocks; statuses `finish_reason` cannot say;
+    call metadata; cache writes and the raw usage; metadata but the id and model."""
+    thinking = [p.content for p in message.content if p.type == "thinking" and p.content]
+    texts = [p for p in message.content if p.type == "text" and p.content]
+    answer = [p.content or "" for p in texts if p.options.get("refusal") is not True]
+    refusal = [p.content or "" for p in texts if p.options.get("refusal") is True]
+    order: list[ContentPart | ToolCall] = []
+    if thinking:
+        order.append(ContentPart.thinking("\n\n".join(thinking)))
+    if answer:
+        order.append(ContentPart.text("\n\n".join(answer)))
+    if refusal:
+        order.append(ContentPart.text("\n\n".join(refusal), refusal=True))
+    for i, call in enumerate(message.tool_calls):
+        order.append(
+            call.model_copy(update={"call_id": call.call_id or f"call_{i}", "metadata": {}})
+        )
+    finish = sdk.choices[0].finish_reason
+    stop_reason, status = CHAT_FINISH[finish]
+    if refusal and finish == "stop":
+        stop_reason = "refusal"
+    return _message(
+        order,
+        status=status,
+        stop_reason=stop_reason,
+        raw_stop_reason=finish,
+        usage=_openai_usage(message, sdk.usage, "input_tokens", "output_tokens"),
+        metadata={"provider": "openai-chat", "id": sdk.id, "model": sdk.model, "end_marker": True},
+    )
+
+
+@pytest.mark.parametrize("rel", ALL_RECORDINGS)
+def test_chat_completion_round_trip(rel: str) -> None:
+    message = MESSAGES[rel]
+    sdk = to_openai.to_chat_completion(message, model="gpt-test")
+    assert isinstance(sdk, ChatCompletion)
+    back = to_openai.from_chat_completion(sdk)
+    assert back == chat_kept(message, sdk)
+    assert to_openai.from_chat_completion(json.loads(sdk.model_dump_json())) == back
+
+
+def _sdk_item(block: dict[str, Any]) -> dict[str, Any]:
+    dumped: dict[str, Any] = (
+        TypeAdapter(ResponseOutputItem)
+        .validate_python(block)
+        .model_dump(mode="json", exclude_none=True)
+    )
+    return dumped
+
+
+_RESPONSES_END = {  # status -> (status, stop reason, raw stop reason) read back
+    "length": ("length", "length", "max_output_tokens"),
+    "content_filtered": ("content_filtered", "content_filter", "content_filter"),
+    "incomplete": ("incomplete", "other", "incomplete"),
+    "error": ("error", "error", "failed"),
+    "cancelled": ("cancelled", "cancelled", "cancelled"),
+}
+
+
+def responses_kept(message: Message, sdk: Any) -> Message:
+    """Lost (the adapter's docstring): other providers' item ids and blocks, blocks the
+    SDK does not know, inferred markers (inferred again), citations but their annotation,
+    empty thinking, statuses and stop reasons the response cannot say, the raw usage,
+    metadata but the id, model and created_at."""
+    native = message.metadata.get("provider") == "openai-responses"
+    order: list[ContentPart | ToolCall] = []
+    for i, item in enumerate(message.stream_order()):
+        if isinstance(item, ToolCall):
+            kind = item.metadata.get("type")
+            if kind not in CLIENT_CALL_INPUTS and kind != "custom_tool_call":
+                item_id = item.metadata.get("item_id") or f"fc_{i}"
+                update = {"call_id": item.call_id or f"call_{i}", "metadata": {"item_id": item_id}}
+                item = item.model_copy(update=update)
+            order.append(item)
+        elif item.type == "unsupported":
+            if native:
+                try:
+                    block = _sdk_item(item.options["block"])
+                except ValueError:
+                    continue  # an item newer than the SDK's models
+                order.append(item.model_copy(update={"options": {**item.options, "block": block}}))
+        elif item.type == "thinking":
+            encrypted = item.options.get("encrypted_content")
+            if not item.content and not isinstance(encrypted, str):
+                continue
+            options = {"id": item.options["id"] if native else f"rs_{i}",
+                       "type": item.options["type"] if native else "summary_text"}  # fmt: skip
+            if isinstance(encrypted, str):
+                options["encrypted_content"] = encrypted
+            order.append(ContentPart.thinking(item.content or "", **options))
+        elif item.type == "text":
+            options = {"id": item.options.get("id") or f"msg_{i}"}
+            for key in ("refusal", "logprobs"):
+                if key in item.options:
+                    options[key] = item.options[key]
+            if utterance(item) is not None and not utterance_inferred(item):
+                options["utterance"] = item.options["utterance"]
+            citations = item.citations if native else [
+                Citation(
+                    source=CitationSource(type="web", title=c.source.title or "", url=c.source.url),
+                    start_index=c.start_index or 0,
+                    end_index=c.end_index or 0,
+                    metadata={"annotation": {"type": "url_citation", "url": c.source.url,
+                              "title": c.source.title or "", "start_index": c.start_index or 0,
+                              "end_index": c.end_index or 0}},
+                )
+                for c in item.citations
+                if c.source is not None and c.source.url
+            ]  # fmt: skip
+            order.append(ContentPart(type="text", content=item.content, options=options,
+                                     citations=citations))  # fmt: skip
+    metadata: dict[str, Any] = {
+        "provider": "openai-responses",
+        "id": sdk.id,
+        "model": sdk.model,
+        "created_at": sdk.created_at,
+        "response_status": sdk.status,
+    }
+    if message.status == "complete":
+        calls = any(isinstance(x, ToolCall) for x in order)
+        refused = any(isinstance(x, ContentPart) and x.options.get("refusal") for x in order)
+        stop = "tool_use" if calls else "refusal" if refused else "stop"
+        status, raw_stop = "complete", "completed"
+    else:
+        status, stop, raw_stop = _RESPONSES_END[message.status]
+    if status == "error":
+        metadata["error"] = {"type": "failed", "message": "response failed"}
+    metadata["end_marker"] = status != "error"
+    return _message(
+        order,
+        status=status,
+        stop_reason=stop,
+        raw_stop_reason=raw_stop,
+        usage=_openai_usage(message, sdk.usage, *_COUNTS),
+        metadata=metadata,
+    )
+
+
+@pytest.mark.parametrize("rel", ALL_RECORDINGS)
+def test_response_round_trip(rel: str) -> None:
+    message = MESSAGES[rel]
+    sdk = to_openai.to_response(message, model="gpt-test")
+    assert isinstance(sdk, Response)
+    back = to_openai.from_response(sdk)
+    assert back == responses_kept(message, sdk)
+    assert to_openai.from_response(json.loads(sdk.model_dump_json())) == back

@@ -180,9 +180,9 @@ def from_message(message: AnthropicMessage | BetaMessage | dict[str, Any]) -> Me
     for index, block in enumerate(data.get("content") or []):
         events.extend(_block_events(index, block))
     stop = data.get("stop_reason")
-    if stop is not None:
-        delta = {"stop_reason": stop, "stop_sequence": data.get("stop_sequence")}
-        events.append({"type": "message_delta", "delta": delta, "usage": data["usage"]})
+    delta = {"stop_reason": stop, "stop_sequence": data.get("stop_sequence")}
+    events.append({"type": "message_delta", "delta": delta, "usage": data["usage"]})
+    if stop is not None:  # else a turn that has not ended: a stream cut before its end
         events.append({"type": "message_stop"})
     return fold_message(sse(events), provider="anthropic")
 

@@ -15,10 +15,11 @@ ChatCompletion:
 - part options, citations, thinking signatures, and opaque provider blocks;
 - the status and stop reason beyond what `finish_reason` says (`stop`, `length`,
   `tool_calls`, `content_filter`): a cut, cancelled, failed or paused turn reads as `stop`;
-- tool call metadata; a call without an id gets `call_<n>`;
+- tool call metadata; a call without an id gets `call_<n>`; a custom (free-text) tool
+  call reads back as a function call whose arguments are `{"input": <its text>}`;
 - usage: cache writes, the raw usage (it becomes the completion's), and a count that was
   not reported reads 0;
-- metadata other than the id, model and creation time (`created`).
+- metadata other than the id and model.
 
 Response:
 - thinking and text from another provider than OpenAI Responses lose their item ids
@@ -28,8 +29,9 @@ Response:
 - a thinking part without text and without encrypted content is left out;
 - the status: cancelled, failed or cut turns, and the stop reason beyond what the
   response's status says; usage as for ChatCompletion;
-- metadata other than the id, model and `created_at`; a call's metadata other than its
-  item id and an item the caller runs (computer, shell, apply_patch).
+- metadata other than the id, model and `created_at` (the time now for a message
+  without one); a failed turn's error details; a call's metadata other than its item id,
+  but for a custom tool call or an item the caller runs (computer, shell, apply_patch).
 """
 
 from __future__ import annotations
@@ -147,11 +149,22 @@ def from_chat_completion(
     delta.pop("audio", None)  # the fold skips audio
     calls = delta.get("tool_calls")
     if isinstance(calls, list):
-        delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(calls)]
+        delta["tool_calls"] = [_as_function(call, i) for i, call in enumerate(calls)]
     chunk: dict[str, Any] = {k: v for k, v in data.items() if k not in ("choices", "object")}
     chunk["object"] = "chat.completion.chunk"
     chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": picked.get("finish_reason")}]
     return fold_message(sse([chunk], done=True), provider="openai-chat")
+
+
+def _as_function(call: dict[str, Any], index: int) -> dict[str, Any]:
+    """A tool call as a streamed chunk's: a custom (free-text) tool's, which the fold
+    skips, as a function call whose arguments are `{"input": <its text>}`."""
+    custom = call.get("custom")
+    if call.get("type") == "custom" and isinstance(custom, dict):
+        arguments = json.dumps({"input": custom.get("input", "")}, ensure_ascii=False)
+        function = {"name": custom.get("name", ""), "arguments": arguments}
+        return {"index": index, "id": call.get("id"), "type": "function", "function": function}
+    return {**call, "index": index}
 
 
 # --- Response ----------------------------------------------------------------------------
