@@ -10,6 +10,8 @@ object's JSON dict as it reads the object.
 from __future__ import annotations
 
 import json
+import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,7 +23,8 @@ from pydantic_ai.messages import ModelResponse
 from support import ALL_RECORDINGS, read
 
 import streamfold
-from streamfold import ContentPart, Message, ToolCall, Usage
+from streamfold import ContentPart, Message, StreamfoldError, ToolCall, Usage
+from streamfold.errors import InteropError, UsageError
 from streamfold.interop import anthropic as to_anthropic
 from streamfold.interop import langchain as to_langchain
 from streamfold.interop import openai as to_openai
@@ -432,3 +435,87 @@ def test_response_round_trip(rel: str) -> None:
     back = to_openai.from_response(sdk)
     assert back == responses_kept(message, sdk)
     assert to_openai.from_response(json.loads(sdk.model_dump_json())) == back
+
+
+# --- what the readers refuse -----------------------------------------------------------------
+
+Reader = tuple[str, Callable[[Message], Any], Callable[[Any], Message], Callable[[Any], Any]]
+READERS: list[Reader] = [
+    ("chat", to_openai.to_chat_completion, to_openai.from_chat_completion,
+     lambda sdk: sdk.model_dump(mode="json")),
+    ("responses", to_openai.to_response, to_openai.from_response,
+     lambda sdk: sdk.model_dump(mode="json")),
+    ("anthropic", to_anthropic.to_message, to_anthropic.from_message,
+     lambda sdk: sdk.model_dump(mode="json")),
+    ("pydantic-ai", to_pydantic_ai.to_model_response, to_pydantic_ai.from_model_response,
+     lambda sdk: TypeAdapter(ModelResponse).dump_python(sdk, mode="json")),
+    ("langchain", to_langchain.to_ai_message, to_langchain.from_ai_message,
+     lambda sdk: sdk.model_dump(mode="json")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "write", "read_back", "as_json"), READERS)
+def test_a_reader_names_what_it_expected_and_what_arrived(
+    name: str, write: Any, read_back: Any, as_json: Any
+) -> None:
+    for wrong in (42, "text", [1], None, MESSAGES["anthropic/text-basic.sse"]):
+        with pytest.raises(InteropError) as caught:
+            read_back(wrong)
+        assert caught.value.got.startswith(("a ", "an ")), caught.value
+        assert "expected" in str(caught.value)
+    with pytest.raises(InteropError) as caught:
+        read_back({"unrelated": True})
+    assert "a dict with keys ['unrelated']" in str(caught.value)
+    for wrong in (None, {"role": "assistant"}, "hi"):
+        with pytest.raises(InteropError, match="expected a streamfold Message"):
+            write(wrong)
+    assert isinstance(caught.value, UsageError)
+
+
+JSON_VALUES: list[Any] = [None, True, 0, -1, 2**70, 1.5, "", "x", [], [None], {}, {"type": "x"}]
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.extend(_paths(item, (*path, key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(_paths(item, (*path, index)))
+    return found
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _replaced(value[path[0]], path[1:], new)
+    return copy
+
+
+HOSTILE = [
+    "anthropic/web-search-thinking-citations.sse",
+    "openai-responses/web-search-annotations.sse",
+    "openai-chat/tool-calls-parallel.sse",
+    "gemini/function-call-thought-signature.sse",
+]
+
+
+@pytest.mark.parametrize(("name", "write", "read_back", "as_json"), READERS)
+def test_any_field_changed_to_any_json_value_is_read_or_refused_typed(
+    name: str, write: Any, read_back: Any, as_json: Any
+) -> None:
+    # The dict a reader gets may come from anywhere: each field of a real one changed to
+    # each kind of JSON value gives a Message or a streamfold error, never another one.
+    rng = random.Random(20)
+    for rel in HOSTILE:
+        data = as_json(write(MESSAGES[rel]))
+        paths = _paths(data)
+        for path in rng.sample(paths, min(len(paths), 60)):
+            for new in JSON_VALUES:
+                try:
+                    result = read_back(_replaced(data, path, new))
+                except StreamfoldError:
+                    continue
+                assert isinstance(result, Message)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import pydantic
 
@@ -36,7 +36,22 @@ def described(value: object) -> str:
     if isinstance(value, Mapping):
         keys = sorted(str(k) for k in list(value)[:8])
         return f"a dict with keys {keys}"
-    return f"a {type(value).__name__}"
+    name = type(value).__name__
+    return f"{'an' if name[:1] in 'aeiouAEIOU' else 'a'} {name}"
+
+
+def invalid(function: str, name: str, value: object, exc: pydantic.ValidationError) -> InteropError:
+    """The error for a dict that the target library's model refuses: its first problem."""
+    return InteropError(function, name, f"{described(value)}: {_first(exc)}")
+
+
+def dict_field(function: str, value: object, what: str) -> dict[str, Any]:
+    """A field that must be a dict (absent: empty), as a new dict."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InteropError(function, f"{what} as a dict", described(value))
+    return dict(value)
 
 
 def read_model(function: str, model: type[Model], value: object) -> Model:
@@ -49,7 +64,7 @@ def read_model(function: str, model: type[Model], value: object) -> Model:
     try:
         return model.model_validate(dict(value))
     except pydantic.ValidationError as exc:
-        raise InteropError(function, name, f"{described(value)}: {_first(exc)}") from None
+        raise invalid(function, name, value, exc) from None
 
 
 def _first(exc: pydantic.ValidationError) -> str:
@@ -60,18 +75,29 @@ def _first(exc: pydantic.ValidationError) -> str:
     return f"{where}: {head['msg']}{more}"
 
 
+def saved_end(
+    function: str, ours: dict[str, Any], status: Status, stop_reason: StopReason | None
+) -> tuple[Status, StopReason | None]:
+    """The status and stop reason a writer saved in the target's free dict (else the ones
+    read from the target's own fields), checked: the dict may come from anywhere."""
+    saved_status = ours.get("status", status)
+    saved_stop = ours.get("stop_reason", stop_reason)
+    if saved_status not in get_args(Status):
+        raise InteropError(
+            function, f"a status ({', '.join(get_args(Status))})", repr(saved_status)[:80]
+        )
+    if saved_stop is not None and saved_stop not in get_args(StopReason):
+        raise InteropError(
+            function, f"a stop reason ({', '.join(get_args(StopReason))})", repr(saved_stop)[:80]
+        )
+    return saved_status, saved_stop
+
+
 def check_message(function: str, message: object) -> Message:
     """The Message an adapter writes from; anything else is an InteropError."""
     if not isinstance(message, Message):
         raise InteropError(function, "a streamfold Message", described(message))
     return message
-
-
-def text_of(value: object, function: str, what: str) -> str:
-    """A field that must be text (an SDK dict read as JSON can hold anything)."""
-    if not isinstance(value, str):
-        raise InteropError(function, f"{what} as a string", described(value))
-    return value
 
 
 def is_tool_activity(item: ContentPart | ToolCall) -> bool:

@@ -44,9 +44,22 @@ from ..message import Message, Status, StopReason, ToolCall, Usage
 from ..parts import Citation, ContentPart
 from ..providers.anthropic import _STOP as ANTHROPIC_STOP
 from ..providers.openai_chat import _FINISH as CHAT_FINISH
-from ._common import build_message, check_message, described, is_tool_activity
+from ._common import (
+    build_message,
+    check_message,
+    described,
+    dict_field,
+    invalid,
+    is_tool_activity,
+    saved_end,
+)
 
 __all__ = ["from_ai_message", "to_ai_message"]
+
+_OURS = "response_metadata['streamfold']"
+
+# What LangChain's own code raises on content it did not check (besides ValidationError).
+_LANGCHAIN_ERRORS = (TypeError, ValueError, KeyError, AttributeError)
 
 # A provider's finish reason as LangChain's chat models pass it on (OpenAI's or Anthropic's).
 _FINISH: dict[str, tuple[StopReason, Status]] = {**CHAT_FINISH, **ANTHROPIC_STOP}
@@ -183,24 +196,30 @@ def from_ai_message(message: AIMessage | dict[str, Any]) -> Message:
         try:
             message = AIMessage.model_validate(dict(message))
         except ValidationError as exc:
-            raise InteropError(
-                "from_ai_message", "a LangChain AIMessage", f"a dict: {exc}"
-            ) from None
+            raise invalid("from_ai_message", "a LangChain AIMessage", message, exc) from None
+        except _LANGCHAIN_ERRORS as exc:  # its validators raise these on some shapes
+            got = f"{described(message)}: {exc!r}"[:300]
+            raise InteropError("from_ai_message", "a LangChain AIMessage", got) from None
     response = message.response_metadata or {}
-    ours = response.get("streamfold")
-    ours = ours if isinstance(ours, dict) else {}
+    ours = dict_field("from_ai_message", response.get("streamfold"), _OURS)
     raw_stop = response.get("finish_reason", response.get("stop_reason"))
     raw_stop = raw_stop if isinstance(raw_stop, str) else None
     stop, status = _FINISH.get(raw_stop or "", (None, "complete"))
-    status = ours.get("status", status)
-    stop = ours.get("stop_reason", stop)
-    metadata: dict[str, Any] = dict(ours.get("metadata") or {})
+    status, stop = saved_end("from_ai_message", ours, status, stop)
+    metadata = dict_field("from_ai_message", ours.get("metadata"), f"{_OURS}['metadata']")
     if message.id is not None:
         metadata["id"] = message.id
     if isinstance(response.get("model_name"), str):
         metadata["model"] = response["model_name"]
+    try:
+        blocks = message.content_blocks
+    except _LANGCHAIN_ERRORS as exc:
+        # LangChain's own reading of content it did not check when the message was built.
+        raise InteropError(
+            "from_ai_message", "content LangChain can read as content blocks", f"{exc!r}"[:200]
+        ) from None
     order: list[ContentPart | ToolCall] = []
-    for block in message.content_blocks:
+    for block in blocks:
         item = _item(dict(block))
         if item is not None:
             order.append(item)
@@ -234,7 +253,7 @@ def _usage(message: AIMessage, ours: dict[str, Any]) -> Usage | None:
 
 def _item(block: dict[str, Any]) -> ContentPart | ToolCall | None:
     kind = block.get("type")
-    extras: dict[str, Any] = dict(block.get("extras") or {})
+    extras = dict_field("from_ai_message", block.get("extras"), f"a {kind} block's extras")
     if kind == "non_standard":
         value = block.get("value")
         if isinstance(value, dict) and isinstance(value.get("part"), dict):
@@ -256,7 +275,11 @@ def _item(block: dict[str, Any]) -> ContentPart | ToolCall | None:
         extras["id"] = block["id"]
     if kind == "reasoning":
         return ContentPart(type="thinking", content=block.get("reasoning", ""), options=extras)
-    citations = [_from_citation(a) for a in block.get("annotations", [])]
+    annotations = block.get("annotations", [])
+    if not isinstance(annotations, list):
+        raise InteropError("from_ai_message", "a text block's annotations as a list",
+                           described(annotations))  # fmt: skip
+    citations = [_from_citation(a) for a in annotations]
     return ContentPart(
         type="text",
         content=block.get("text", ""),

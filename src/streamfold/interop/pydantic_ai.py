@@ -47,7 +47,15 @@ from pydantic import TypeAdapter, ValidationError
 from ..errors import InteropError
 from ..message import Message, Status, StopReason, ToolCall, Usage
 from ..parts import Citation, ContentPart
-from ._common import build_message, check_message, described, is_tool_activity
+from ._common import (
+    build_message,
+    check_message,
+    described,
+    dict_field,
+    invalid,
+    is_tool_activity,
+    saved_end,
+)
 
 __all__ = ["from_model_response", "to_model_response"]
 
@@ -69,6 +77,9 @@ _FINISH_BACK: dict[str, tuple[Status, StopReason]] = {
     "error": ("error", "error"),
 }
 _STATE = {"incomplete": "incomplete", "cancelled": "interrupted", "error": "interrupted"}
+
+_NAME = "a pydantic-ai ModelResponse"
+_OURS = "provider_details['streamfold']"
 
 # Message metadata that has a field of its own on a ModelResponse.
 _OWN_FIELDS = ("provider", "model", "id")
@@ -217,25 +228,19 @@ def from_model_response(response: ModelResponse | dict[str, Any]) -> Message:
     if not isinstance(response, ModelResponse):
         if not isinstance(response, Mapping):
             raise InteropError(
-                "from_model_response",
-                "a pydantic-ai ModelResponse (or a dict of its JSON form)",
-                described(response),
+                "from_model_response", f"{_NAME} (or a dict of its JSON form)", described(response)
             )
         try:
             response = _RESPONSE.validate_python(dict(response))
         except ValidationError as exc:
-            raise InteropError(
-                "from_model_response", "a pydantic-ai ModelResponse", f"a dict: {exc}"
-            ) from None
+            raise invalid("from_model_response", _NAME, response, exc) from None
     details = response.provider_details or {}
-    ours = details.get("streamfold")
-    ours = ours if isinstance(ours, dict) else {}
+    ours = dict_field("from_model_response", details.get("streamfold"), _OURS)
     status, stop = _FINISH_BACK.get(response.finish_reason or "", ("complete", None))
     if response.state in ("incomplete", "interrupted"):
         status = "incomplete"
-    status = ours.get("status", status)
-    stop = ours.get("stop_reason", stop)
-    metadata: dict[str, Any] = dict(ours.get("metadata") or {})
+    status, stop = saved_end("from_model_response", ours, status, stop)
+    metadata = dict_field("from_model_response", ours.get("metadata"), f"{_OURS}['metadata']")
     for key, value in (
         ("provider", response.provider_name),
         ("model", response.model_name),
