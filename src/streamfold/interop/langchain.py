@@ -204,8 +204,9 @@ def from_ai_message(message: AIMessage | dict[str, Any]) -> Message:
     ours = dict_field("from_ai_message", response.get("streamfold"), _OURS)
     raw_stop = response.get("finish_reason", response.get("stop_reason"))
     raw_stop = raw_stop if isinstance(raw_stop, str) else None
-    stop, status = _FINISH.get(raw_stop or "", (None, "complete"))
-    status, stop = saved_end("from_ai_message", ours, status, stop)
+    unknown: tuple[StopReason | None, Status] = (None, "complete")
+    stop_read, status_read = _FINISH.get(raw_stop or "", unknown)
+    status, stop = saved_end("from_ai_message", ours, status_read, stop_read)
     metadata = dict_field("from_ai_message", ours.get("metadata"), f"{_OURS}['metadata']")
     if message.id is not None:
         metadata["id"] = message.id

@@ -236,6 +236,8 @@ def from_model_response(response: ModelResponse | dict[str, Any]) -> Message:
             raise invalid("from_model_response", _NAME, response, exc) from None
     details = response.provider_details or {}
     ours = dict_field("from_model_response", details.get("streamfold"), _OURS)
+    status: Status
+    stop: StopReason | None
     status, stop = _FINISH_BACK.get(response.finish_reason or "", ("complete", None))
     if response.state in ("incomplete", "interrupted"):
         status = "incomplete"
