@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +22,7 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response, ResponseOutputItem
 from pydantic import TypeAdapter
 from pydantic_ai.messages import ModelResponse
-from support import ALL_RECORDINGS, read
+from support import ALL_RECORDINGS, IMPORTED_FROM, read
 
 import streamfold
 from streamfold import ContentPart, Message, StreamfoldError, ToolCall, Usage
@@ -519,3 +521,31 @@ def test_any_field_changed_to_any_json_value_is_read_or_refused_typed(
                 except StreamfoldError:
                     continue
                 assert isinstance(result, Message)
+
+
+# --- the extras --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("adapter", "library", "extra"),
+    [
+        ("openai", "openai", "openai"),
+        ("anthropic", "anthropic", "anthropic"),
+        ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
+        ("langchain", "langchain_core", "langchain"),
+    ],
+)
+def test_an_adapter_without_its_library_names_the_extra(
+    adapter: str, library: str, extra: str
+) -> None:
+    # A None in sys.modules makes the library's import fail, as if it were not installed.
+    code = (
+        f"import sys; sys.modules[{library!r}] = None\n"
+        "import streamfold, streamfold.serve\n"
+        f"try:\n    import streamfold.interop.{adapter}\n"
+        "except ImportError as exc:\n    print(exc)\n"
+    )
+    env = {"PYTHONPATH": IMPORTED_FROM}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"pip install 'streamfold[{extra}]'" in done.stdout
