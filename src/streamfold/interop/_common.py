@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, get_args
 
 import pydantic
@@ -15,6 +15,7 @@ from ..message import TURN_GOES_ON, Message, Status, StopReason, ToolCall, Usage
 from ..parts import ContentPart, put_utterance, utterance
 
 Model = TypeVar("Model", bound=pydantic.BaseModel)
+T = TypeVar("T")
 
 # Opaque parts that are tool activity the provider ran (as the decoders flag them when they
 # open): the text before one is narration, as before a ToolCall.
@@ -56,15 +57,33 @@ def dict_field(function: str, value: object, what: str) -> dict[str, Any]:
 
 def read_model(function: str, model: type[Model], value: object) -> Model:
     """`value` as the SDK's `model`: the object itself, or a dict of its JSON form."""
-    if isinstance(value, model):
-        return value
     name = f"{model.__module__.split('.')[0]} {model.__name__}"
+    return read_object(function, name, model, value, model.model_validate)
+
+
+def read_object(
+    function: str,
+    name: str,
+    kind: type[T],
+    value: object,
+    validate: Callable[[dict[str, Any]], T],
+    errors: tuple[type[Exception], ...] = (),
+) -> T:
+    """`value` as the library's `kind`: the object itself, or a dict `validate` reads.
+
+    `errors`: what the library's validators raise besides a ValidationError, on shapes
+    they do not check; named in the InteropError like a validation error.
+    """
+    if isinstance(value, kind):
+        return value
     if not isinstance(value, Mapping):
         raise InteropError(function, f"{name} (or a dict of its JSON form)", described(value))
     try:
-        return model.model_validate(dict(value))
+        return validate(dict(value))
     except pydantic.ValidationError as exc:
         raise invalid(function, name, value, exc) from None
+    except errors as exc:
+        raise InteropError(function, name, f"{described(value)}: {exc!r}"[:300]) from None
 
 
 def _first(exc: pydantic.ValidationError) -> str:

@@ -27,7 +27,6 @@ What a round trip (`from_ai_message(to_ai_message(message))`) loses:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 try:
@@ -49,8 +48,8 @@ from ._common import (
     check_message,
     described,
     dict_field,
-    invalid,
     is_tool_activity,
+    read_object,
     saved_end,
 )
 
@@ -188,18 +187,14 @@ def _block(part: ContentPart) -> dict[str, Any]:
 
 def from_ai_message(message: AIMessage | dict[str, Any]) -> Message:
     """A LangChain `AIMessage` (or its dict) as a Message."""
-    if not isinstance(message, AIMessage):
-        if not isinstance(message, Mapping):
-            raise InteropError(
-                "from_ai_message", "a LangChain AIMessage (or its dict)", described(message)
-            )
-        try:
-            message = AIMessage.model_validate(dict(message))
-        except ValidationError as exc:
-            raise invalid("from_ai_message", "a LangChain AIMessage", message, exc) from None
-        except _LANGCHAIN_ERRORS as exc:  # its validators raise these on some shapes
-            got = f"{described(message)}: {exc!r}"[:300]
-            raise InteropError("from_ai_message", "a LangChain AIMessage", got) from None
+    message = read_object(
+        "from_ai_message",
+        "a LangChain AIMessage",
+        AIMessage,
+        message,
+        AIMessage.model_validate,
+        _LANGCHAIN_ERRORS,
+    )
     response = message.response_metadata or {}
     ours = dict_field("from_ai_message", response.get("streamfold"), _OURS)
     raw_stop = response.get("finish_reason", response.get("stop_reason"))

@@ -32,7 +32,6 @@ What a round trip (`from_model_response(to_model_response(message))`) loses:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 try:
@@ -42,18 +41,16 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 
     raise missing_library("pydantic_ai", "pydantic-ai-slim", "pydantic-ai") from None
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
-from ..errors import InteropError
 from ..message import Message, Status, StopReason, ToolCall, Usage
 from ..parts import Citation, ContentPart
 from ._common import (
     build_message,
     check_message,
-    described,
     dict_field,
-    invalid,
     is_tool_activity,
+    read_object,
     saved_end,
 )
 
@@ -225,15 +222,9 @@ def _opaque(
 
 def from_model_response(response: ModelResponse | dict[str, Any]) -> Message:
     """A pydantic-ai `ModelResponse` (or its JSON dict) as a Message."""
-    if not isinstance(response, ModelResponse):
-        if not isinstance(response, Mapping):
-            raise InteropError(
-                "from_model_response", f"{_NAME} (or a dict of its JSON form)", described(response)
-            )
-        try:
-            response = _RESPONSE.validate_python(dict(response))
-        except ValidationError as exc:
-            raise invalid("from_model_response", _NAME, response, exc) from None
+    response = read_object(
+        "from_model_response", _NAME, ModelResponse, response, _RESPONSE.validate_python
+    )
     details = response.provider_details or {}
     ours = dict_field("from_model_response", details.get("streamfold"), _OURS)
     status: Status
