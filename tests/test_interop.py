@@ -231,17 +231,32 @@ def _openai_usage(message: Message, sdk_usage: Any, *zeroed: str) -> Usage | Non
 
 def chat_kept(message: Message, sdk: Any) -> Message:
     """Lost (the adapter's docstring): the order of thinking, text, refusal and calls; part
-    options, citations, signatures, opaque blocks; statuses `finish_reason` cannot say;
-    call metadata; cache writes and the raw usage; metadata but the id and model."""
+    options, citations but a web page's, signatures, opaque blocks; statuses
+    `finish_reason` cannot say; call metadata; cache writes and the raw usage; metadata but
+    the id and model."""
     thinking = [p.content for p in message.content if p.type == "thinking" and p.content]
     texts = [p for p in message.content if p.type == "text" and p.content]
-    answer = [p.content or "" for p in texts if p.options.get("refusal") is not True]
+    answer = [p for p in texts if p.options.get("refusal") is not True]
     refusal = [p.content or "" for p in texts if p.options.get("refusal") is True]
+    citations: list[Citation] = []
+    offset = 0
+    for part in answer:
+        citations.extend(
+            Citation(
+                source=CitationSource(type="web", url=c.source.url, title=c.source.title or None),
+                start_index=(c.start_index or 0) + offset,
+                end_index=(c.end_index or 0) + offset,
+            )
+            for c in part.citations
+            if c.source is not None and c.source.url is not None
+        )
+        offset += len(part.content or "") + 2
     order: list[ContentPart | ToolCall] = []
     if thinking:
         order.append(ContentPart.thinking("\n\n".join(thinking)))
     if answer:
-        order.append(ContentPart.text("\n\n".join(answer)))
+        joined = "\n\n".join(p.content or "" for p in answer)
+        order.append(ContentPart(type="text", content=joined, citations=citations))
     if refusal:
         order.append(ContentPart.text("\n\n".join(refusal), refusal=True))
     for i, call in enumerate(message.tool_calls):

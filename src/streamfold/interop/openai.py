@@ -12,7 +12,9 @@ What a round trip (`from_*(to_*(message))`) loses, because the target has no pla
 ChatCompletion:
 - the parts' order: thinking (joined by a blank line, as DeepSeek's `reasoning_content`),
   then the text (joined by a blank line), then a refusal, then the tool calls;
-- part options, citations, thinking signatures, and opaque provider blocks;
+- part options, thinking signatures, and opaque provider blocks; citations but a web
+  page's URL, title and span (`url_citation`, the span moved into the joined text; a span
+  not known reads 0 to 0);
 - the status and stop reason beyond what `finish_reason` says (`stop`, `length`,
   `tool_calls`, `content_filter`): a cut, cancelled, failed or paused turn reads as `stop`;
 - tool call metadata; a call without an id gets `call_<n>`; a custom (free-text) tool
@@ -85,16 +87,24 @@ def to_chat_completion(message: Message, *, model: str = "") -> ChatCompletion:
     texts: list[str] = []
     refusals: list[str] = []
     thinking: list[str] = []
+    annotations: list[dict[str, Any]] = []
     for part in message.content:
         if part.type == "thinking" and part.content:
             thinking.append(part.content)
+        elif part.type == "text" and part.content and part.options.get("refusal") is True:
+            refusals.append(part.content)
         elif part.type == "text" and part.content:
-            (refusals if part.options.get("refusal") is True else texts).append(part.content)
+            # The parts join with a blank line: a citation's span moves with its part.
+            offset = sum(len(text) + 2 for text in texts)
+            annotations.extend(_url_citations(part, offset))
+            texts.append(part.content)
     body: dict[str, Any] = {
         "role": "assistant",
         "content": "\n\n".join(texts) or None,
         "refusal": "\n\n".join(refusals) or None,
     }
+    if annotations:
+        body["annotations"] = annotations
     if thinking:
         # DeepSeek's field for reasoning text; OpenAI itself does not return reasoning.
         body["reasoning_content"] = "\n\n".join(thinking)
@@ -120,6 +130,23 @@ def to_chat_completion(message: Message, *, model: str = "") -> ChatCompletion:
     if message.usage is not None:
         result["usage"] = _chat_usage(message.usage)
     return ChatCompletion.model_validate(result)
+
+
+def _url_citations(part: ContentPart, offset: int) -> list[dict[str, Any]]:
+    """A text part's web citations as Chat `url_citation` annotations (the only kind)."""
+    return [
+        {
+            "type": "url_citation",
+            "url_citation": {
+                "url": c.source.url,
+                "title": c.source.title or "",
+                "start_index": (c.start_index or 0) + offset,
+                "end_index": (c.end_index or 0) + offset,
+            },
+        }
+        for c in part.citations
+        if c.source is not None and c.source.url is not None
+    ]
 
 
 def _chat_usage(usage: Usage) -> dict[str, Any]:
