@@ -14,7 +14,7 @@ ChatCompletion:
   then the text (joined by a blank line), then a refusal, then the tool calls;
 - part options, thinking signatures, and opaque provider blocks; citations but a web
   page's URL, title and span (`url_citation`, the span moved into the joined text; a span
-  not known reads 0 to 0);
+  not known reads as an empty one where its part starts);
 - the status and stop reason beyond what `finish_reason` says (`stop`, `length`,
   `tool_calls`, `content_filter`): a cut, cancelled, failed or paused turn reads as `stop`;
 - tool call metadata; a call without an id gets `call_<n>`; a custom (free-text) tool
