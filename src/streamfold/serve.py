@@ -188,7 +188,8 @@ class ApiError(Exception):
 
 
 # --- Message -> non-streaming response shapes -----------------------------------------
-# OpenAI's and Anthropic's are the SDK objects of streamfold.interop; Gemini's is here.
+# OpenAI's and Anthropic's are the SDK objects of streamfold.interop, sent as the fields
+# the adapter set (a null the API sends stays); Gemini's is here.
 
 
 def _args_object(call: ToolCall) -> dict[str, Any]:
@@ -199,22 +200,21 @@ def chat_completion(message: Message, model: str) -> dict[str, Any]:
     """The Message as an OpenAI ChatCompletion."""
     from .interop.openai import to_chat_completion
 
-    return to_chat_completion(message, model=model).model_dump(mode="json", exclude_none=True)
+    return to_chat_completion(message, model=model).model_dump(mode="json", exclude_unset=True)
 
 
 def response_object(message: Message, model: str) -> dict[str, Any]:
     """The Message as an OpenAI Responses `Response`."""
     from .interop.openai import to_response
 
-    return to_response(message, model=model).model_dump(mode="json", exclude_none=True)
+    return to_response(message, model=model).model_dump(mode="json", exclude_unset=True)
 
 
 def anthropic_message(message: Message, model: str) -> dict[str, Any]:
     """The Message as an Anthropic Messages API `Message`."""
     from .interop.anthropic import to_message
 
-    # None kept: the API sends `stop_reason: null` and `stop_sequence: null`.
-    return to_message(message, model=model).model_dump(mode="json")
+    return to_message(message, model=model).model_dump(mode="json", exclude_unset=True)
 
 
 _GEMINI_FINISH = {
