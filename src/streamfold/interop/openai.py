@@ -25,15 +25,18 @@ ChatCompletion:
 
 Response:
 - thinking and text from another provider than OpenAI Responses lose their item ids
-  (items get `rs_<n>` / `msg_<n>` ids), opaque blocks from another provider are left out;
+  (items get `rs_<n>` / `msg_<n>` ids), opaque blocks from another provider, and items
+  newer than the SDK's models, are left out; an item's fields the SDK's model drops;
 - inferred narration / answer markers are inferred again (Responses carries only
   `phase`, the provider's own marker); citations keep only their annotation;
 - a thinking part without text and without encrypted content is left out;
-- the status: cancelled, failed or cut turns, and the stop reason beyond what the
-  response's status says; usage as for ChatCompletion;
+- the stop reason beyond what the response's status says (a completed one reads as
+  `tool_use` after a call, else `refusal` or `stop`; a cut one as `other`); a failed
+  turn's error details;
+- usage: the raw usage becomes the response's, a count that was not reported reads 0;
 - metadata other than the id, model and `created_at` (the time now for a message
-  without one); a failed turn's error details; a call's metadata other than its item id,
-  but for a custom tool call or an item the caller runs (computer, shell, apply_patch).
+  without one); a call's metadata other than its item id, but for a custom tool call or
+  an item the caller runs (computer, shell, apply_patch).
 """
 
 from __future__ import annotations
