@@ -132,3 +132,14 @@ def test_nothing_but_main_imports_the_cli() -> None:
         name for name, targets in import_graph().items() if "streamfold.cli" in targets
     )
     assert importers == ["streamfold.__main__"]
+
+
+def test_only_the_edges_import_the_adapters() -> None:
+    # The adapters need optional libraries: the core never imports them; serve does.
+    importers = sorted(
+        name
+        for name, targets in import_graph().items()
+        if not name.startswith("streamfold.interop")
+        and any(t.startswith("streamfold.interop") for t in targets)
+    )
+    assert importers == ["streamfold.serve"]

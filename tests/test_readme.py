@@ -33,6 +33,7 @@ def test_every_example_is_run_here() -> None:
         '"tests/fixtures/real/anthropic/thinking-then-tool-use.sse")',
         "CP = streamfold.ContentPart",
         "class LineChat(streamfold.Decoder):",
+        "from streamfold.interop.pydantic_ai import from_model_response, to_model_response",
         "from streamfold.relay import Relay",
         "# app.py",
     ]
@@ -102,6 +103,14 @@ def test_the_recording_example(monkeypatch: pytest.MonkeyPatch) -> None:
     message = namespace["message"]
     assert [type(p).__name__ for p in message.stream_order()] == ["ContentPart", "ToolCall"]
     assert message.stop_reason == "tool_use" and not is_narration(message.content[0])
+
+
+def test_the_adapters_example() -> None:
+    rec = "anthropic/web-search-thinking-citations.sse"
+    namespace: dict[str, Any] = {"streamfold": streamfold, "recording": read(rec)}
+    exec(_block("from streamfold.interop.pydantic_ai import"), namespace)
+    kinds = [part.part_kind for part in namespace["response"].parts]
+    assert {"thinking", "text", "builtin-tool-call", "builtin-tool-return"} <= set(kinds)
 
 
 def test_the_message_delta_example() -> None:

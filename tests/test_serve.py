@@ -291,6 +291,48 @@ async def test_openai_responses_sdk(base_url: str, rec: str, closing: Closing) -
     assert whole.status == "completed"
 
 
+# --- non-streaming answers: the interop adapters' objects ------------------------------
+
+WHOLE = [
+    *(("/v1/messages", rec) for rec in ANTHROPIC),
+    *(("/v1/chat/completions", rec) for rec in CHAT),
+    *(("/v1/responses", rec) for rec in RESPONSES),
+]
+
+
+@pytest.mark.parametrize(("path", "rec"), WHOLE)
+def test_a_non_streaming_answer_is_the_adapters_object(base_url: str, path: str, rec: str) -> None:
+    # The SDK clients parse an answer without validating it; here the SDK's models judge
+    # the body strictly, and reading it back gives what the adapter gives for the fold.
+    from streamfold.interop import anthropic as sf_anthropic
+    from streamfold.interop import openai as sf_openai
+
+    request = {"model": "m", "max_tokens": 5, "messages": [], "input": "hi", "stream": False}
+    answer = httpx.post(f"{base_url}{path}", json=request, headers=_pick(rec))
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    direct = fold_message(read(rec))
+    if path == "/v1/messages":
+        from anthropic.types.beta import BetaMessage
+
+        expected = sf_anthropic.to_message(direct, model="m")
+        assert type(expected).model_validate(body) == expected  # a beta block makes a BetaMessage
+        assert isinstance(expected, BetaMessage) == (rec == "anthropic/mcp-tool-use-thinking.sse")
+        assert sf_anthropic.from_message(body) == sf_anthropic.from_message(expected)
+    elif path == "/v1/chat/completions":
+        from openai.types.chat import ChatCompletion
+
+        ChatCompletion.model_validate(body)
+        expected_chat = sf_openai.to_chat_completion(direct, model="m")
+        assert sf_openai.from_chat_completion(body) == sf_openai.from_chat_completion(expected_chat)
+    else:
+        from openai.types.responses import Response
+
+        Response.model_validate(body, strict=True)
+        expected_response = sf_openai.to_response(direct, model="m")
+        assert sf_openai.from_response(body) == sf_openai.from_response(expected_response)
+
+
 # --- gemini (google-genai's own client, base_url pointed at the server) ---------------
 
 GEMINI = [

@@ -21,6 +21,7 @@ from .encoding import EncodeError, Problem, ReplayWarning, check_replayable, enc
 from .errors import (
     EventJSONError,
     IncompleteMessageError,
+    InteropError,
     InvalidModelError,
     OptionsError,
     PartMergeError,
@@ -112,6 +113,7 @@ __all__ = [
     "GrowPart",
     "IncompleteMessageError",
     "IncrementalJSON",
+    "InteropError",
     "InvalidModelError",
     "Limits",
     "Message",

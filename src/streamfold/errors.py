@@ -106,6 +106,16 @@ class PartMergeError(UsageError):
     """Two content parts of different types were merged."""
 
 
+class InteropError(UsageError):
+    """An adapter (`streamfold.interop.*`) got something that is not the type it reads."""
+
+    def __init__(self, function: str, expected: str, got: str) -> None:
+        self.function = function
+        self.expected = expected
+        self.got = got
+        super().__init__(f"{function}: expected {expected}, got {got}")
+
+
 class IncompleteMessageError(UsageError):
     """A MessageDelta that has not finished was turned into a Message."""
 

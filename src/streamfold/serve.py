@@ -34,22 +34,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-import time
 from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 from typing import Any, Literal
 
 import jiter
 
-from .encoding import foreign
 from .errors import StreamfoldError, UsageError
 from .fold import fold_message
 from .framing import SSEDecoder
-from .message import Message, ToolCall, Usage
-from .parts import ContentPart, utterance, utterance_inferred
+from .interop._common import from_provider, meta_str, own_block, tokens
+from .message import Message, ToolCall
 from .providers.bedrock_invoke import invoke_stream
-from .providers.openai_responses import CLIENT_CALL_INPUTS, call_item
 from .record import EVENT_INTERVAL, check_speed
 from .recording import bundled_recordings
 
@@ -192,306 +188,33 @@ class ApiError(Exception):
 
 
 # --- Message -> non-streaming response shapes -----------------------------------------
-
-
-def _args_text(call: ToolCall) -> str:
-    if isinstance(call.arguments, dict):
-        return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
-    return call.arguments or ""
+# OpenAI's and Anthropic's are the SDK objects of streamfold.interop, sent as the fields
+# the adapter set (a null the API sends stays); Gemini's is here.
 
 
 def _args_object(call: ToolCall) -> dict[str, Any]:
     return call.arguments if isinstance(call.arguments, dict) else {}
 
 
-def _same(message: Message, provider: str) -> bool:
-    # (Claude folded from Bedrock's invoke stream is the Anthropic API's: see foreign().)
-    return message.metadata.get("provider") is not None and not foreign(message, provider)
-
-
-def _meta_str(message: Message, key: str, default: str) -> str:
-    value = message.metadata.get(key)
-    return value if isinstance(value, str) and value else default
-
-
-def _created(message: Message) -> int:
-    value = message.metadata.get("created")
-    return value if isinstance(value, int) else int(time.time())
-
-
-def _tokens(value: int | None) -> int:
-    return value or 0
-
-
-def _block(part: ContentPart, provider: str, message: Message) -> dict[str, Any] | None:
-    """An opaque provider block, when it came from the provider it is sent back to."""
-    block = part.options.get("block")
-    if part.type == "unsupported" and isinstance(block, dict) and _same(message, provider):
-        return block
-    return None
-
-
-_CHAT_FINISH = {
-    "stop": "stop",
-    "tool_use": "tool_calls",
-    "length": "length",
-    "content_filter": "content_filter",
-    "refusal": "content_filter",
-}
-
-
 def chat_completion(message: Message, model: str) -> dict[str, Any]:
     """The Message as an OpenAI ChatCompletion."""
-    if _same(message, "openai-chat") and message.raw_stop_reason:
-        finish = message.raw_stop_reason
-    else:
-        finish = _CHAT_FINISH.get(message.stop_reason or "stop", "stop")
-    body: dict[str, Any] = {"role": "assistant", "content": message.text, "refusal": None}
-    thinking = "".join(p.content or "" for p in message.content if p.type == "thinking")
-    if thinking:
-        # DeepSeek's field for reasoning text; OpenAI itself does not return reasoning.
-        body["reasoning_content"] = thinking
-    if message.tool_calls:
-        body["tool_calls"] = [
-            {
-                "id": call.call_id or f"call_{i}",
-                "type": "function",
-                "function": {"name": call.name or "", "arguments": _args_text(call)},
-            }
-            for i, call in enumerate(message.tool_calls)
-        ]
-    result: dict[str, Any] = {
-        "id": _meta_str(message, "id", "chatcmpl-streamfold"),
-        "object": "chat.completion",
-        "created": _created(message),
-        "model": _meta_str(message, "model", model),
-        "choices": [{"index": 0, "message": body, "finish_reason": finish, "logprobs": None}],
-    }
-    if message.usage is not None:
-        result["usage"] = _chat_usage(message.usage)
-    return result
+    from .interop.openai import to_chat_completion
 
-
-def _chat_usage(usage: Usage) -> dict[str, Any]:
-    return {
-        "prompt_tokens": _tokens(usage.input_tokens),
-        "completion_tokens": _tokens(usage.output_tokens),
-        "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": _tokens(usage.cache_read_tokens)},
-        "completion_tokens_details": {"reasoning_tokens": _tokens(usage.reasoning_tokens)},
-    }
-
-
-def _annotations(part: ContentPart) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for citation in part.citations:
-        raw = citation.metadata.get("raw")
-        if isinstance(raw, dict) and isinstance(raw.get("type"), str):
-            out.append(raw)
-        elif citation.source is not None and citation.source.url:
-            out.append(
-                {
-                    "type": "url_citation",
-                    "url": citation.source.url,
-                    "title": citation.source.title or "",
-                    "start_index": citation.start_index or 0,
-                    "end_index": citation.end_index or 0,
-                }
-            )
-    return out
-
-
-_RESPONSE_STATUS = {
-    "complete": "completed",
-    "length": "incomplete",
-    "content_filtered": "incomplete",
-    "error": "failed",
-    "cancelled": "cancelled",
-    "incomplete": "incomplete",
-}
-
-
-def _item_id(entry: ContentPart | ToolCall) -> str | None:
-    value = entry.metadata.get("id") if isinstance(entry, ToolCall) else entry.options.get("id")
-    return value if isinstance(value, str) else None
-
-
-def _open_item(
-    output: list[dict[str, Any]], kind: str, item_id: str | None, fresh: dict[str, Any]
-) -> dict[str, Any]:
-    """The output item a part belongs to: the last one if it has the part's id, else new."""
-    if item_id is not None and output:
-        last = output[-1]
-        if last.get("type") == kind and last.get("id") == item_id:
-            return last
-    output.append(fresh)
-    return fresh
+    return to_chat_completion(message, model=model).model_dump(mode="json", exclude_unset=True)
 
 
 def response_object(message: Message, model: str) -> dict[str, Any]:
-    """The Message as an OpenAI Responses `Response`.
+    """The Message as an OpenAI Responses `Response`."""
+    from .interop.openai import to_response
 
-    Parts that came from one output item (same `id` option, one after the other) go back
-    into one item: reasoning summaries and reasoning text into one reasoning item, text
-    and refusals into one message item.
-    """
-    output: list[dict[str, Any]] = []
-    for i, entry in enumerate(message.stream_order()):
-        item_id = _item_id(entry)
-        if isinstance(entry, ToolCall) and entry.metadata.get("type") in CLIENT_CALL_INPUTS:
-            output.append(call_item(entry))  # an item the caller runs, as it came
-            continue
-        if isinstance(entry, ToolCall):
-            output.append(
-                {
-                    "type": "function_call",
-                    "id": item_id or f"fc_{i}",
-                    "call_id": entry.call_id or f"call_{i}",
-                    "name": entry.name or "",
-                    "arguments": _args_text(entry),
-                    "status": "completed",
-                }
-            )
-            continue
-        block = _block(entry, "openai-responses", message)
-        if block is not None:
-            if block.get("id") == item_id or item_id is None:
-                output.append(block)  # a whole output item (a built-in tool call...)
-            else:
-                fresh = {"type": "message", "id": item_id, "role": "assistant",
-                         "status": "completed", "content": []}  # fmt: skip
-                _open_item(output, "message", item_id, fresh)["content"].append(block)
-            continue
-        if entry.type == "thinking":
-            fresh = {"type": "reasoning", "id": item_id or f"rs_{i}", "summary": []}
-            item = _open_item(output, "reasoning", item_id, fresh)
-            if entry.content:
-                if entry.options.get("type") == "reasoning_text":
-                    text = {"type": "reasoning_text", "text": entry.content}
-                    item.setdefault("content", []).append(text)
-                else:
-                    item["summary"].append({"type": "summary_text", "text": entry.content})
-            encrypted = entry.options.get("encrypted_content")
-            if isinstance(encrypted, str) and encrypted:
-                item["encrypted_content"] = encrypted
-        elif entry.type == "text":
-            fresh = {"type": "message", "id": item_id or f"msg_{i}", "role": "assistant",
-                     "status": "completed", "content": []}  # fmt: skip
-            item = _open_item(output, "message", item_id, fresh)
-            if entry.options.get("refusal") is True:
-                item["content"].append({"type": "refusal", "refusal": entry.content or ""})
-            else:
-                item["content"].append(
-                    {
-                        "type": "output_text",
-                        "text": entry.content or "",
-                        "annotations": _annotations(entry),
-                        "logprobs": [],
-                    }
-                )
-            marker = utterance(entry)
-            if marker is not None and not utterance_inferred(entry):  # only the provider's
-                item["phase"] = "commentary" if marker == "narration" else "final_answer"
-    status = _RESPONSE_STATUS[message.status]
-    incomplete = None
-    if message.status == "length":
-        incomplete = {"reason": "max_output_tokens"}
-    elif message.status == "content_filtered":
-        incomplete = {"reason": "content_filter"}
-    result: dict[str, Any] = {
-        "id": _meta_str(message, "id", "resp_streamfold"),
-        "object": "response",
-        "created_at": _created(message),
-        "model": _meta_str(message, "model", model),
-        "status": status,
-        "output": output,
-        "error": None,
-        "incomplete_details": incomplete,
-        "instructions": None,
-        "metadata": {},
-        "parallel_tool_calls": True,
-        "temperature": None,
-        "tool_choice": "auto",
-        "tools": [],
-        "top_p": None,
-    }
-    if message.usage is not None:
-        usage = message.usage
-        result["usage"] = {
-            "input_tokens": _tokens(usage.input_tokens),
-            "input_tokens_details": {"cached_tokens": _tokens(usage.cache_read_tokens)},
-            "output_tokens": _tokens(usage.output_tokens),
-            "output_tokens_details": {"reasoning_tokens": _tokens(usage.reasoning_tokens)},
-            "total_tokens": usage.total_tokens,
-        }
-    return result
-
-
-_ANTHROPIC_STOP = {
-    "stop": "end_turn",
-    "tool_use": "tool_use",
-    "length": "max_tokens",
-    "pause": "pause_turn",
-    "refusal": "refusal",
-    "content_filter": "refusal",
-}
+    return to_response(message, model=model).model_dump(mode="json", exclude_unset=True)
 
 
 def anthropic_message(message: Message, model: str) -> dict[str, Any]:
     """The Message as an Anthropic Messages API `Message`."""
-    content: list[dict[str, Any]] = []
-    for entry in message.stream_order():
-        if isinstance(entry, ToolCall):
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": entry.call_id or "toolu_streamfold",
-                    "name": entry.name or "",
-                    "input": _args_object(entry),
-                }
-            )
-            continue
-        block = _block(entry, "anthropic", message)
-        if block is not None:
-            content.append(block)
-        elif entry.type == "thinking":
-            signature = entry.options.get("signature")
-            content.append(
-                {
-                    "type": "thinking",
-                    "thinking": entry.content or "",
-                    "signature": signature if isinstance(signature, str) else "",
-                }
-            )
-        elif entry.type == "text":
-            text_block: dict[str, Any] = {"type": "text", "text": entry.content or ""}
-            cited = [
-                c.metadata["raw"]
-                for c in entry.citations
-                if isinstance(c.metadata.get("raw"), dict)
-            ]
-            text_block["citations"] = cited or None
-            content.append(text_block)
-    if _same(message, "anthropic") and message.raw_stop_reason:
-        stop: str | None = message.raw_stop_reason
-    else:
-        stop = _ANTHROPIC_STOP.get(message.stop_reason or "")
-    usage = message.usage or Usage()
-    return {
-        "id": _meta_str(message, "id", "msg_streamfold"),
-        "type": "message",
-        "role": "assistant",
-        "model": _meta_str(message, "model", model),
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": {
-            "input_tokens": _tokens(usage.input_tokens),
-            "output_tokens": _tokens(usage.output_tokens),
-            "cache_creation_input_tokens": usage.cache_write_tokens,
-            "cache_read_input_tokens": usage.cache_read_tokens,
-        },
-    }
+    from .interop.anthropic import to_message
+
+    return to_message(message, model=model).model_dump(mode="json", exclude_unset=True)
 
 
 _GEMINI_FINISH = {
@@ -525,7 +248,7 @@ def gemini_response(message: Message, model: str) -> dict[str, Any]:
             part = {"functionCall": call}
             signature = _gemini_signature(entry.metadata)
         else:
-            block = _block(entry, "gemini", message)
+            block = own_block(entry, "gemini", message)
             if block is not None:
                 parts.append(block)
                 continue
@@ -538,7 +261,7 @@ def gemini_response(message: Message, model: str) -> dict[str, Any]:
         if signature:
             part["thoughtSignature"] = signature
         parts.append(part)
-    if _same(message, "gemini") and message.raw_stop_reason:
+    if from_provider(message, "gemini") and message.raw_stop_reason:
         finish = message.raw_stop_reason
     else:
         finish = _GEMINI_FINISH.get(message.stop_reason or "stop", "STOP")
@@ -546,7 +269,7 @@ def gemini_response(message: Message, model: str) -> dict[str, Any]:
         "candidates": [
             {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
         ],
-        "modelVersion": _meta_str(message, "model", model),
+        "modelVersion": meta_str(message, "model", model),
     }
     response_id = message.metadata.get("id")
     if isinstance(response_id, str):
@@ -554,9 +277,9 @@ def gemini_response(message: Message, model: str) -> dict[str, Any]:
     if message.usage is not None:
         usage = message.usage
         meta: dict[str, Any] = {
-            "promptTokenCount": _tokens(usage.input_tokens),
-            "candidatesTokenCount": _tokens(usage.output_tokens),
-            "totalTokenCount": usage.total_tokens + _tokens(usage.reasoning_tokens),
+            "promptTokenCount": tokens(usage.input_tokens),
+            "candidatesTokenCount": tokens(usage.output_tokens),
+            "totalTokenCount": usage.total_tokens + tokens(usage.reasoning_tokens),
         }
         if usage.reasoning_tokens:
             meta["thoughtsTokenCount"] = usage.reasoning_tokens
