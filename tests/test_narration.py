@@ -116,7 +116,7 @@ def test_the_providers_own_marker_wins_and_is_explicit() -> None:
         for e in events
         if isinstance(e, PartStarted) and isinstance(e.part, ContentPart) and e.part.type == "text"
     ]
-    assert marks == [PartMarked(started.index, "narration", True)]
+    assert marks == [PartMarked(index=started.index, utterance="narration", explicit=True)]
     assert events.index(marks[0]) == events.index(started) + 1  # known at the start
 
 
@@ -133,7 +133,9 @@ def test_an_explicit_answer_is_not_overwritten_by_a_later_tool() -> None:
             EndMessage(),
         ]
     )
-    assert [e for e in events if isinstance(e, PartMarked)] == [PartMarked(0, "answer", True)]
+    assert [e for e in events if isinstance(e, PartMarked)] == [
+        PartMarked(index=0, utterance="answer", explicit=True)
+    ]
     assert utterance(final_message(events).content[0]) == "answer"
 
 
@@ -156,7 +158,7 @@ def test_cancelled_turn_leaves_its_answer_unmarked() -> None:
 
 def test_the_marker_is_an_event_the_moment_a_tool_starts() -> None:
     events = fold_bytes(read("anthropic/code-execution-bash-thinking.sse"))
-    mark = events.index(PartMarked(1, "narration", False))
+    mark = events.index(PartMarked(index=1, utterance="narration", explicit=False))
     # Before the server tool's start (slot 2), after the text's end (slot 1).
     tool_start = next(
         i for i, e in enumerate(events) if isinstance(e, PartStarted) and e.index == 2
@@ -166,7 +168,7 @@ def test_the_marker_is_an_event_the_moment_a_tool_starts() -> None:
     )
     assert text_end < mark < tool_start
     # The answer's marker at the end, before its part completes and the message does.
-    answer = events.index(PartMarked(4, "answer", False))
+    answer = events.index(PartMarked(index=4, utterance="answer", explicit=False))
     assert answer < len(events) - 1 and isinstance(events[-1], MessageCompleted)
 
 
@@ -188,7 +190,7 @@ def test_only_provider_markers_go_back_unless_asked() -> None:
 
 
 def test_part_marked_round_trips_through_json() -> None:
-    event = PartMarked(3, "narration", False)
+    event = PartMarked(index=3, utterance="narration", explicit=False)
     data = json.loads(json.dumps(event_to_json(event)))
     assert data == {"type": "part_marked", "index": 3, "utterance": "narration", "explicit": False}
     assert event_from_json(data) == event

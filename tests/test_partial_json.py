@@ -401,7 +401,18 @@ def test_partial_arguments_helper() -> None:
 
 
 def _without_changes(events: list[Any]) -> list[Any]:
-    return [e._replace(arguments_changes=()) if isinstance(e, PartDelta) else e for e in events]
+    return [
+        PartDelta(
+            index=e.index,
+            part_type=e.part_type,
+            content=e.content,
+            options=e.options,
+            citations=e.citations,
+        )
+        if isinstance(e, PartDelta)
+        else e
+        for e in events
+    ]
 
 
 def _pieces(data: bytes, size: int) -> list[bytes]:

@@ -20,6 +20,7 @@ from .display import DisplayItem, extract_display_items
 from .encoding import EncodeError, Problem, ReplayWarning, check_replayable, encode
 from .errors import (
     EventJSONError,
+    FrozenEventError,
     IncompleteMessageError,
     InteropError,
     InvalidModelError,
@@ -110,6 +111,7 @@ __all__ = [
     "Event",
     "EventJSONError",
     "Fold",
+    "FrozenEventError",
     "GrowPart",
     "IncompleteMessageError",
     "IncrementalJSON",

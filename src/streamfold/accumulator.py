@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Hashable, Iterable
-from functools import partial
 from typing import Any, Literal, assert_never
 
 from pydantic import Field
@@ -71,12 +70,6 @@ from .parts import (
     utterance_inferred,
 )
 from .state_schema import BoxState, Count, JsonObject, Key
-
-# The tuples built directly, skipping the named tuple's keyword-handling __new__: these
-# run once per delta, or once per part, of every stream.
-_tuple_new = tuple.__new__  # a PartDelta from its fields' tuple (per delta: no partial)
-_new_part_started = partial(tuple.__new__, PartStarted)
-_new_part_completed = partial(tuple.__new__, PartCompleted)
 
 
 def _is_flat(values: object) -> bool:
@@ -325,16 +318,12 @@ class _Slot:
         self.chunks.append(content)
         self.has_content = True
         scanner = self.scanner
-        return _tuple_new(
-            PartDelta,
-            (
-                self.index,
-                self.kind,
-                content,
-                None,
-                (),
-                "part_delta",
-                () if scanner is None or not content else _scan(self, scanner, content),
+        return PartDelta(
+            index=self.index,
+            part_type=self.kind,
+            content=content,
+            arguments_changes=(
+                () if scanner is None or not content else _scan(self, scanner, content)
             ),
         )
 
@@ -604,16 +593,14 @@ class Accumulator:
             slot.grow(delta)
             scanner = slot.scanner
             return [
-                _tuple_new(
-                    PartDelta,
-                    (
-                        slot.index,
-                        slot.kind,
-                        content,
-                        delta.options,
-                        delta.citations,
-                        "part_delta",
-                        () if scanner is None or not content else _scan(slot, scanner, content),
+                PartDelta(
+                    index=slot.index,
+                    part_type=slot.kind,
+                    content=content,
+                    options=delta.options,
+                    citations=delta.citations,
+                    arguments_changes=(
+                        () if scanner is None or not content else _scan(slot, scanner, content)
                     ),
                 )
             ]
@@ -687,8 +674,7 @@ class Accumulator:
         slot.has_content = True
         index = slot.index
         kind = slot.kind
-        new = tuple.__new__
-        out += [new(PartDelta, (index, kind, t, None, (), "part_delta", ())) for t in texts]
+        out += [PartDelta(index=index, part_type=kind, content=t) for t in texts]
         return True
 
     def apply_all(self, deltas: Iterable[Delta]) -> list[Event]:
@@ -818,14 +804,18 @@ class Accumulator:
         self._closed_keys.discard(delta.key)
         if isinstance(part, ToolCall) and part.index != slot.index:
             part = part.replaced(index=slot.index)
-        events.append(_new_part_started((slot.index, part, "part_started")))
+        events.append(PartStarted(index=slot.index, part=part))
         if isinstance(part, ContentPart) and part.type == "text":
             marker = utterance(part)
             if marker is None:
                 self._unmarked.append(slot.index)
             else:
                 # The provider's own marker: said at once, and never replaced.
-                events.append(PartMarked(slot.index, marker, not utterance_inferred(part)))
+                events.append(
+                    PartMarked(
+                        index=slot.index, utterance=marker, explicit=not utterance_inferred(part)
+                    )
+                )
         if (
             self.scan_arguments
             and isinstance(part, ToolCall)
@@ -867,7 +857,7 @@ class Accumulator:
                 options[INFERRED_OPTION] = True
         else:
             slot.done = slot.start = put_utterance(done, marker, inferred=not explicit)
-        return PartMarked(slot.index, marker, explicit)
+        return PartMarked(index=slot.index, utterance=marker, explicit=explicit)
 
     def _mark_waiting(self, marker: Utterance) -> list[Event]:
         """Mark every text part still waiting for a marker (inferred)."""
@@ -917,14 +907,11 @@ class Accumulator:
         self._closed_keys.add(key)
         slot.done = part
         slot.release(part)
-        return _new_part_completed(
-            (
-                slot.index,
-                part,
-                tuple(display_items_for(part, self.role)),
-                explicit,
-                "part_completed",
-            )
+        return PartCompleted(
+            index=slot.index,
+            part=part,
+            display_items=tuple(display_items_for(part, self.role)),
+            explicit=explicit,
         )
 
     def _update(self, delta: UpdateMessage) -> list[Event]:

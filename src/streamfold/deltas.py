@@ -1,7 +1,7 @@
 """Neutral deltas: what a provider decoder hands the accumulator.
 
-A decoder turns one provider event into a list of these (immutable named tuples: one is
-built per delta, so they must be cheap). They name a part by a
+A decoder turns one provider event into a list of these (one is built per delta, so
+they must be cheap). They name a part by a
 decoder-chosen `key` (Anthropic's block index, a Responses item id, a Chat tool-call
 index...); the accumulator gives each part its slot index in the message.
 """
@@ -9,7 +9,6 @@ index...); the accumulator gives each part its slot index in the message.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from functools import partial
 from typing import Any, Literal, NamedTuple
 
 from .message import Role, Status, StopReason, ToolCall, Usage
@@ -29,17 +28,45 @@ class OpenPart(NamedTuple):
     tool: bool = False
 
 
-class GrowPart(NamedTuple):
+class GrowPart:
     """More of an open part: content text (argument text for a tool call), options, citations.
 
     Options in `STREAMED_OPTIONS` (the signature) concatenate; others replace. For a tool
     call, options merge into its metadata.
     """
 
-    key: Hashable
-    content: str | None = None
-    options: Mapping[str, Any] | None = None
-    citations: tuple[Citation, ...] = ()
+    # A plain class, built by position: decoders make one for nearly every event, and it
+    # costs what the named tuple built with tuple.__new__ did interpreted (~85 ns) and a
+    # quarter of that compiled.
+    __slots__ = ("citations", "content", "key", "options")
+
+    def __init__(
+        self,
+        key: Hashable,
+        content: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        citations: tuple[Citation, ...] = (),
+    ) -> None:
+        self.key = key
+        self.content = content
+        self.options = options
+        self.citations = citations
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GrowPart):
+            return NotImplemented
+        return (self.key, self.content, self.options, self.citations) == (
+            other.key,
+            other.content,
+            other.options,
+            other.citations,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"GrowPart({self.key!r}, content={self.content!r}, options={self.options!r}, "
+            f"citations={self.citations!r})"
+        )
 
 
 class ClosePart(NamedTuple):
@@ -88,12 +115,6 @@ class Repair(NamedTuple):
     """A lenient decoder fixed an out-of-spec event; counted in metadata["repairs"]."""
 
     kind: str
-
-
-# Decoders build a GrowPart for nearly every event: the tuple made directly, as
-# `new_grow((key, content, None, ()))`, skips the named tuple's keyword handling and costs
-# a third as much.
-new_grow = partial(tuple.__new__, GrowPart)
 
 
 Delta = (

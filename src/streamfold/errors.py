@@ -85,6 +85,10 @@ class StateError(UsageError):
         return StateError(f"{prefix}.{self.field}" if self.field else prefix, self.problem)
 
 
+class FrozenEventError(UsageError, AttributeError):
+    """An attribute of an event was set or deleted: events are immutable."""
+
+
 class EventJSONError(UsageError):
     """An object that is not the JSON form of an event (`event_from_json`)."""
 

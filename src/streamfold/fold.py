@@ -20,7 +20,7 @@ from pydantic_core import to_json
 
 from ._model import _plain_json
 from .accumulator import Accumulator, AccumulatorState
-from .deltas import ClosePart, Delta, GrowPart, OpenPart, new_grow
+from .deltas import ClosePart, Delta, GrowPart, OpenPart
 from .errors import (
     StateError,
     StreamfoldError,
@@ -477,7 +477,7 @@ class StreamFolder:
                         event = take(text)
                     else:
                         # Not open in the accumulator: apply() decides, as after decode().
-                        deltas = [new_grow((key, text, None, ()))]
+                        deltas = [GrowPart(key, text)]
                 else:
                     payload = self._take_object(payload)
                     deltas = decode(payload, None)
@@ -788,7 +788,7 @@ class StreamFolder:
                 hit = decoder.object_text(payload)
                 if hit is not None:
                     self._take_lane_text(hit[1], len(hit[1]))
-                    return self._apply([new_grow((hit[0], hit[1], None, ()))], payload)
+                    return self._apply([GrowPart(hit[0], hit[1])], payload)
                 payload = self._take_object(payload)
             except StreamfoldError as exc:
                 raise self._attach(exc, payload) from None

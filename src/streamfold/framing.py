@@ -6,8 +6,7 @@ character, between CR and LF, mid-JSON) and returns the frames completed so far.
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from pydantic import Field
 
@@ -39,13 +38,40 @@ def sniff_format(head: bytes) -> StreamFormat | None:
     return "sse"
 
 
-class SSEEvent(NamedTuple):
+class SSEEvent:
     """One server-sent event. `data` is the raw UTF-8 bytes of its joined data lines."""
 
-    data: bytes
-    event: str | None = None
-    id: str | None = None
-    retry: int | None = None
+    # A plain class, built by position: one is made per event of every stream, and it costs
+    # what the named tuple built with tuple.__new__ did interpreted (~85 ns) and a quarter
+    # of that compiled.
+    __slots__ = ("data", "event", "id", "retry")
+
+    def __init__(
+        self,
+        data: bytes,
+        event: str | None = None,
+        id: str | None = None,
+        retry: int | None = None,
+    ) -> None:
+        self.data = data
+        self.event = event
+        self.id = id
+        self.retry = retry
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SSEEvent):
+            return NotImplemented
+        return (self.data, self.event, self.id, self.retry) == (
+            other.data,
+            other.event,
+            other.id,
+            other.retry,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"SSEEvent({self.data!r}, event={self.event!r}, id={self.id!r}, retry={self.retry!r})"
+        )
 
     @property
     def text(self) -> str:
@@ -53,9 +79,6 @@ class SSEEvent(NamedTuple):
         return self.data.decode("utf-8", "replace")
 
 
-# Building the tuple directly skips the named tuple's keyword-handling __new__: this runs
-# once per event of every stream.
-_new_event = partial(tuple.__new__, SSEEvent)
 _EVENT_NAMES: dict[bytes, str] = {}
 
 
@@ -181,7 +204,7 @@ class SSEDecoder:
                 else:
                     if pending:
                         joined = pending[0] if len(pending) == 1 else b"\n".join(pending)
-                        events.append(_new_event((joined, self._event, self._id, self._retry)))
+                        events.append(SSEEvent(joined, self._event, self._id, self._retry))
                         pending = self._data = []
                     self._event = None
                     self._retry = None
@@ -296,7 +319,7 @@ class SSEDecoder:
     def _dispatch(self, events: list[SSEEvent]) -> None:
         if self._data:
             data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
-            events.append(_new_event((data, self._event, self._id, self._retry)))
+            events.append(SSEEvent(data, self._event, self._id, self._retry))
         elif self._event is not None or self._retry is not None:
             # An event with no data is not dispatched (WHATWG), but its fields reset.
             pass

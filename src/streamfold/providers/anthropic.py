@@ -33,7 +33,6 @@ from ..deltas import (
     ReportError,
     SkipEvent,
     UpdateMessage,
-    new_grow,
 )
 from ..errors import StateError, StreamProtocolError
 from ..message import Status, StopReason, ToolCall, Usage
@@ -308,7 +307,7 @@ class AnthropicDecoder(Decoder):
             fast = self.object_text(payload)
             if fast is None:
                 return self._block_delta(payload)
-            return [new_grow((fast[0], fast[1], None, ()))]
+            return [GrowPart(fast[0], fast[1])]
         if kind == "content_block_start":
             return self._block_start(payload)
         if kind == "content_block_stop":

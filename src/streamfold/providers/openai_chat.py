@@ -29,7 +29,6 @@ from ..deltas import (
     ReportError,
     SkipEvent,
     UpdateMessage,
-    new_grow,
 )
 from ..errors import StateError
 from ..message import Status, StopReason, ToolCall, Usage
@@ -350,7 +349,7 @@ class OpenAIChatDecoder(Decoder):
         # An SSE event named error must carry an error object: the full path says so.
         fast = self.object_text(payload) if event != "error" else None
         if fast is not None:
-            return [new_grow((fast[0], fast[1], None, ()))]
+            return [GrowPart(fast[0], fast[1])]
         choices = payload.get("choices")
         usage = payload.get("usage")
         error = payload.get("error")

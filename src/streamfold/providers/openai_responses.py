@@ -40,7 +40,6 @@ from ..deltas import (
     ReportError,
     SkipEvent,
     UpdateMessage,
-    new_grow,
 )
 from ..errors import StateError, ToolArgumentsError
 from ..message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
@@ -435,7 +434,7 @@ class OpenAIResponsesDecoder(Decoder):
             hit = fast(self, payload)
             if hit is not None:
                 self._kind = kind
-                return [new_grow((hit[0], hit[1], None, ()))]
+                return [GrowPart(hit[0], hit[1])]
         deltas = self._dispatch(kind, payload)
         if self._noted:
             deltas[:0] = self._noted
@@ -1562,7 +1561,7 @@ class OpenAIResponsesDecoder(Decoder):
         logprobs = payload.get("logprobs")
         if isinstance(logprobs, list) and logprobs:
             state.logprobs.extend(logprobs)
-        deltas.append(new_grow((key, delta, None, ())))
+        deltas.append(GrowPart(key, delta))
         return deltas
 
     def _on_text_done(self, payload: dict[str, Any], kind: str) -> list[Delta]:
@@ -1662,7 +1661,7 @@ class OpenAIResponsesDecoder(Decoder):
         item, key, deltas = self._summary_part(payload, open_missing=True)
         delta = self._str(payload, "delta")
         item.parts[key].has_text = item.parts[key].has_text or bool(delta)
-        deltas.append(new_grow((key, delta, None, ())))
+        deltas.append(GrowPart(key, delta))
         return deltas
 
     def _on_summary_text_done(self, payload: dict[str, Any]) -> list[Delta]:
@@ -1696,7 +1695,7 @@ class OpenAIResponsesDecoder(Decoder):
         delta = self._str(payload, "delta")
         if item.kind == "builtin":
             # mcp_call arguments: shown while streaming; the final item replaces them.
-            return [new_grow(((item.id,), delta, None, ()))]
+            return [GrowPart((item.id,), delta)]
         if item.type != "function_call":
             self._note(
                 "delta_type_mismatch",
@@ -1708,7 +1707,7 @@ class OpenAIResponsesDecoder(Decoder):
                 return []  # no call to grow: dropped (and counted)
             item.input_chunks.append(delta)
         item.has_arguments = item.has_arguments or bool(delta)
-        return [new_grow(((item.id,), delta, None, ()))]
+        return [GrowPart((item.id,), delta)]
 
     def _on_arguments_done(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
@@ -1733,9 +1732,9 @@ class OpenAIResponsesDecoder(Decoder):
             if item.type != "function_call":
                 return []  # no call to grow: dropped (and counted)
             item.has_arguments = item.has_arguments or bool(delta)
-            return [new_grow(((item.id,), delta, None, ()))]
+            return [GrowPart((item.id,), delta)]
         item.input_chunks.append(delta)
-        return [new_grow(((item.id,), delta, None, ()))]
+        return [GrowPart((item.id,), delta)]
 
     def _on_custom_input_done(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
