@@ -21,6 +21,7 @@ from .events import Event, MessageCompleted
 from .fold import StreamFolder, _source
 from .limits import DEFAULT_LIMITS, Limits
 from .message import Message
+from .timing import Clock, StreamTiming
 
 # How long closing a source may take once the fold is over: a source whose close hangs
 # must not hang the consumer that left (the close runs shielded from cancellation).
@@ -48,8 +49,15 @@ class AsyncFold:
     without reading the rest.
     """
 
-    def __init__(self, chunks: AsyncIterable[Any] | Iterable[Any], folder: StreamFolder) -> None:
+    def __init__(
+        self,
+        chunks: AsyncIterable[Any] | Iterable[Any],
+        folder: StreamFolder,
+        timing: StreamTiming | None = None,
+    ) -> None:
         self.folder = folder
+        # When each chunk arrived (see streamfold.timing); it goes into the final message.
+        self.timing = StreamTiming() if timing is None else timing
         self._source: Any = chunks
         # The source's iterator, opened by the first read.
         self._reader: Any = None
@@ -113,6 +121,8 @@ class AsyncFold:
                 events = [] if self.folder.finished else self.folder.close()
             else:
                 events = self._fold_chunk(chunk)
+            # Before the events go: the last one holds the timing.
+            self.timing.observe(self.folder)
         except BaseException:
             await self._stop(cancel=False)
             raise
@@ -122,6 +132,8 @@ class AsyncFold:
 
     async def _read(self) -> Any:
         reader = self._reader
+        if reader is None:
+            self.timing.start()
         if self._sync:
             if reader is None:
                 reader = self._reader = iter(self._source)
@@ -154,6 +166,7 @@ class AsyncFold:
         self._over = True
         if cancel and not self.folder.finished:
             self.folder.cancel()
+            self.timing.observe(self.folder)
         self._ended()
         owners = [self._source]
         if self._reader is not None and self._reader is not self._source:
@@ -267,10 +280,13 @@ def afold(
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
     partial_arguments: bool = False,
+    started_at: float | None = None,
+    clock: Clock | None = None,
 ) -> AsyncFold:
     """Fold an async stream into events (bytes, str, dicts, SDK objects or MessageDeltas).
 
     `partial_arguments`: as for `fold`, tool-call PartDeltas carry `arguments_changes`.
+    `started_at`, `clock`: the timing's, as for `fold`.
     """
     source, provider = _source(chunks, provider)
     return AsyncFold(
@@ -282,6 +298,7 @@ def afold(
             limits=limits,
             partial_arguments=partial_arguments,
         ),
+        StreamTiming(clock, started_at),
     )
 
 
@@ -293,6 +310,8 @@ async def afold_message(
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
     partial_arguments: bool = False,
+    started_at: float | None = None,
+    clock: Clock | None = None,
 ) -> Message:
     """Fold an async stream and return only the final Message."""
     final: Message | None = None
@@ -303,6 +322,8 @@ async def afold_message(
         strict=strict,
         limits=limits,
         partial_arguments=partial_arguments,
+        started_at=started_at,
+        clock=clock,
     ):
         if isinstance(event, MessageCompleted):
             final = event.message

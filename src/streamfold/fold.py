@@ -54,6 +54,7 @@ from .providers import (
 from .providers.base import Decoder
 from .providers.messagedelta import MessageDeltaDecoder
 from .state_schema import BoxState, Bytes, Count, Json, JsonObject, validation_error
+from .timing import Clock, StreamTiming
 
 # How many events may pass before a stream that names no provider is given up on.
 _DETECT_WITHIN = 16
@@ -425,7 +426,9 @@ class StreamFolder:
         """True when decoded event dicts are being folded with the provider known."""
         return self._format == "objects" and self._decoder is not None and not self._closed
 
-    def fold_objects(self, source: Iterable[Any]) -> Generator[Event, None, None]:
+    def fold_objects(
+        self, source: Iterable[Any], timing: StreamTiming | None = None
+    ) -> Generator[Event, None, None]:
         """Feed every chunk of `source` and yield the events, until the message finishes.
 
         The same as `feed()` chunk by chunk, but each decoded event dict goes straight
@@ -433,6 +436,7 @@ class StreamFolder:
         several times the work). The common delta takes the decoder's lane
         (`Decoder.object_text`) and grows its open part through the accumulator's
         `text_taker`, one call each. Needs `folding_objects`; other chunks take `feed()`.
+        `timing` (the Fold's) is told of the events that are not the lane's common delta.
         """
         decoder = self._decoder
         if decoder is None or not self.folding_objects:
@@ -456,7 +460,10 @@ class StreamFolder:
                 return
             if type(payload) is not dict:
                 last_key = _NO_PART
-                yield from self.feed(payload)
+                events = self.feed(payload)
+                if timing is not None:
+                    timing.observe(self)
+                yield from events
                 continue
             self._position += 1
             event: Event | None = None
@@ -473,6 +480,8 @@ class StreamFolder:
                     if key is not last_key and key != last_key:  # (keys may be built anew)
                         take = text_taker(key)
                         last_key = key if take is not None else _NO_PART
+                        if timing is not None and text and take is not None:
+                            timing._text_arrived()
                     if take is not None:
                         event = take(text)
                     else:
@@ -502,9 +511,18 @@ class StreamFolder:
                     except StreamfoldError as exc:
                         raise self._attach(exc, payload) from None
                     if taken:
+                        if timing is not None and timing._first_token is None:
+                            timing._text_arrived()
                         yield out.pop()
                         continue
-            yield from self._apply(deltas, payload)
+            if timing is None:
+                yield from self._apply(deltas, payload)
+                continue
+            # Not the lane's delta: timed once folded, before its events go out.
+            events = self._apply(deltas, payload)
+            if timing._changed(acc):
+                timing._note(acc)
+            yield from events
 
     def close(self) -> list[Event]:
         """The input ended: flush the framing and finish the message."""
@@ -1052,9 +1070,13 @@ class Fold:
     body; CPython frees the loop's iterator then, even while the fold itself lives on).
     """
 
-    def __init__(self, chunks: Iterable[Any], folder: StreamFolder) -> None:
+    def __init__(
+        self, chunks: Iterable[Any], folder: StreamFolder, timing: StreamTiming | None = None
+    ) -> None:
         self._chunks = chunks
         self.folder = folder
+        # When each chunk arrived (see streamfold.timing); it goes into the final message.
+        self.timing = StreamTiming() if timing is None else timing
         # Held here until a loop takes it (`__iter__`); then only that loop holds it, so
         # leaving the loop closes it at once instead of when the garbage collector runs.
         self._events: Generator[Event, None, None] | None = self._run()
@@ -1090,6 +1112,7 @@ class Fold:
         if not self.folder.finished:
             # The events were never read: closing the generator ran none of its code.
             self.folder.cancel()
+            self.timing.observe(self.folder)
             _close_source(self._chunks)
 
     def _generator(self) -> Generator[Event, None, None] | None:
@@ -1100,21 +1123,29 @@ class Fold:
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
         acc = folder._acc  # its finished attribute: no property call per chunk
+        timing = self.timing
+        timing.start()
         try:
             source = iter(self._chunks)
             for chunk in source:
-                yield from folder.feed(chunk)
+                events = folder.feed(chunk)
+                if timing._changed(acc):
+                    timing._note(acc)  # before the events go: the last one holds the timing
+                yield from events
                 if acc.finished:
                     break
                 if type(chunk) is dict and folder.folding_objects:
                     # Decoded event dicts, the provider known: the rest in one loop.
-                    yield from folder.fold_objects(source)
+                    yield from folder.fold_objects(source, timing)
                     break
             if not folder.finished:
-                yield from folder.close()
+                events = folder.close()
+                timing.observe(folder)
+                yield from events
         except GeneratorExit:
             # The consumer stopped reading: what arrived is kept, marked cancelled.
             folder.cancel()
+            timing.observe(folder)
             raise
         finally:
             # The fold is over: release the source (an HTTP response, an SDK stream)
@@ -1150,6 +1181,8 @@ def fold(
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
     partial_arguments: bool = False,
+    started_at: float | None = None,
+    clock: Clock | None = None,
 ) -> Fold:
     """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects.
 
@@ -1159,6 +1192,10 @@ def fold(
     `partial_arguments`: scan each tool call's argument JSON as it streams; every
     PartDelta of a tool call then carries `arguments_changes` (see
     `streamfold.partial_json`), at a cost per delta that does not grow with the text.
+
+    Timing (`Fold.timing`, and `metadata["timing"]` in the final Message; see
+    `streamfold.timing`) is measured from `started_at` (a reading of `clock`, by default
+    `time.monotonic()`, taken when the request was sent), else from the first read.
     """
     source, provider = _source(chunks, provider)
     return Fold(
@@ -1170,6 +1207,7 @@ def fold(
             limits=limits,
             partial_arguments=partial_arguments,
         ),
+        StreamTiming(clock, started_at),
     )
 
 
@@ -1181,6 +1219,8 @@ def fold_message(
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
     partial_arguments: bool = False,
+    started_at: float | None = None,
+    clock: Clock | None = None,
 ) -> Message:
     """Fold a stream and return only the final Message."""
     final: Message | None = None
@@ -1191,6 +1231,8 @@ def fold_message(
         strict=strict,
         limits=limits,
         partial_arguments=partial_arguments,
+        started_at=started_at,
+        clock=clock,
     ):
         if isinstance(event, MessageCompleted):
             final = event.message

@@ -23,6 +23,7 @@ the same way.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -153,17 +154,24 @@ class Tee(Fold):
 
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
+        timing = self.timing
+        timing.start()
         with _Writer(self.path, self._timing) as writer:
             try:
                 for chunk in self._chunks:
                     # Written before it is folded: a chunk that breaks the fold is kept.
                     writer.write(chunk)
                     if not folder.finished:
-                        yield from folder.feed(chunk)
+                        events = folder.feed(chunk)
+                        timing.observe(folder)
+                        yield from events
                 if not folder.finished:
-                    yield from folder.close()
+                    events = folder.close()
+                    timing.observe(folder)
+                    yield from events
             except GeneratorExit:
                 folder.cancel()
+                timing.observe(folder)
                 raise
             finally:
                 _close_source(self._chunks)
@@ -317,10 +325,19 @@ def schedule(
     return [(0.0 if i == 0 else wait, piece) for i, piece in enumerate(split_frames(data, format))]
 
 
+def arrival_times(
+    data: bytes, format: StreamFormat, timing: list[tuple[int, float]] | None = None
+) -> list[float]:
+    """When each chunk of `schedule(data, format, timing=timing)` arrived at speed 1, in
+    seconds from the start: what a replay's timing reads (`streamfold.timing`)."""
+    return list(itertools.accumulate(wait for wait, _ in schedule(data, format, timing=timing)))
+
+
 __all__ = [
     "EVENT_INTERVAL",
     "AsyncTee",
     "Tee",
+    "arrival_times",
     "atee",
     "check_speed",
     "load_timing",
