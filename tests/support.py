@@ -27,6 +27,7 @@ from streamfold import (
     StreamfoldError,
     fold,
 )
+from streamfold.fold import Fold
 from streamfold.limits import Limits
 
 # Where the streamfold under test is imported from (src/, or an installed compiled wheel):
@@ -75,6 +76,26 @@ def untimed(message: Message | dict[str, Any] | str | bytes) -> dict[str, Any]:
         data = json.loads(json.dumps(message))
     data["metadata"].pop("timing", None)
     return data
+
+
+def replayed(rel: str) -> Fold:
+    """A recording folded as `streamfold replay` and the demo page fold it: event by event,
+    timed by its recorded arrival times (an event every EVENT_INTERVAL without a sidecar)."""
+    from streamfold.record import arrival_times, schedule
+    from streamfold.recording import detect_recording
+    from streamfold.timing import replay_clock
+
+    data = read(rel)
+    kind, _ = detect_recording(data)
+    assert kind is not None
+    clock, arrive = replay_clock(arrival_times(data, kind))
+
+    def chunks() -> Iterator[bytes]:
+        for n, (_, chunk) in enumerate(schedule(data, kind, speed=0)):
+            arrive(n)
+            yield chunk
+
+    return fold(chunks(), clock=clock, started_at=0.0)
 
 
 def golden_path(rel: str) -> Path:

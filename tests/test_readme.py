@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from server_support import serve_in_thread
-from support import REAL, read
+from support import REAL, read, untimed
 
 import streamfold
+import streamfold.telemetry
+import streamfold.timing
 from streamfold import MessageCompleted, fold_message, is_narration, utterance
 
 ROOT = Path(__file__).parent.parent
@@ -33,6 +35,8 @@ def test_every_example_is_run_here() -> None:
         '"tests/fixtures/real/anthropic/thinking-then-tool-use.sse")',
         "CP = streamfold.ContentPart",
         "class LineChat(streamfold.Decoder):",
+        "sent_at = time.monotonic()",
+        "from streamfold import telemetry",
         "from streamfold.relay import Relay",
         "# app.py",
     ]
@@ -93,6 +97,42 @@ def test_the_first_example_prints_the_text_live(
         assert printed.startswith("The capital of France is Paris")
     if rec.startswith("openai-chat"):
         assert printed == "" and message.tool_calls
+
+
+def test_the_timing_example(
+    base_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    import httpx
+
+    monkeypatch.setattr(streamfold.timing, "default_clock", time.monotonic)  # a real one
+    rec = "anthropic/code-execution-bash-thinking.sse"
+    path, body = _REQUESTS["anthropic"]
+    namespace: dict[str, Any] = {
+        "streamfold": streamfold,
+        "httpx": httpx,
+        "time": time,
+        "url": f"{base_url}{path}?recording={rec}",
+        "body": body,
+        "headers": {},
+    }
+    exec(_block("sent_at = time.monotonic()"), namespace)
+    timing = namespace["timing"]
+    run = namespace["run"]
+    assert timing == run.timing.as_dict()
+    first, total = timing["time_to_first_token_s"], timing["total_s"]
+    assert 0 < timing["time_to_first_byte_s"] <= first <= total  # the request counts
+    assert capsys.readouterr().out.split() == [str(first), str(run.timing.output_tokens_per_s)]
+
+
+def test_the_telemetry_example() -> None:
+    try:
+        exec(_block("from streamfold import telemetry"), {})
+        assert streamfold.telemetry.is_instrumented()
+        assert fold_message(read("anthropic/text-basic.sse")).status == "complete"
+    finally:
+        streamfold.telemetry.uninstrument()
 
 
 def test_the_recording_example(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,4 +223,5 @@ def test_the_relay_example(tmp_path: Path) -> None:
     finally:
         server.stop(kill=True)
     assert isinstance(last.event, MessageCompleted)
-    assert last.event.message == fold_message(read(rec))
+    # The relay folds with a StreamFolder, which keeps no timing (streamfold.timing).
+    assert untimed(last.event.message) == untimed(fold_message(read(rec)))

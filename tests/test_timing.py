@@ -15,12 +15,12 @@ from typing import Any
 import anyio
 import jiter
 import pytest
-from support import ALL_RECORDINGS, REAL, read
+from support import ALL_RECORDINGS, REAL, read, replayed
 
 import streamfold.timing
 from streamfold import MessageCompleted, PartCompleted, PartDelta, PartStarted, afold, fold
 from streamfold.cli import main
-from streamfold.record import arrival_times, load_timing, schedule, split_frames, tee
+from streamfold.record import load_timing, schedule, split_frames, tee
 from streamfold.recording import detect_recording
 from streamfold.timing import StreamTiming, replay_clock
 
@@ -183,15 +183,7 @@ def test_replay_display_ends_with_the_recorded_timing(capsys: pytest.CaptureFixt
     assert main(["replay", str(REAL / rel), "--display", "--speed", "0"]) == 0
     last = json.loads(capsys.readouterr().out.splitlines()[-1])
     # No sidecar: an event every EVENT_INTERVAL (20 ms); the first text is the fourth event.
-    data = read(rel)
-    clock, arrive = replay_clock(arrival_times(data, "sse"))
-
-    def chunks() -> Iterator[bytes]:
-        for n, (_, chunk) in enumerate(schedule(data, "sse", speed=0)):
-            arrive(n)
-            yield chunk
-
-    run = fold(chunks(), clock=clock, started_at=0.0)
+    run = replayed(rel)
     list(run)
     assert last == {
         "type": "timing",

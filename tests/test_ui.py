@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
-from support import REAL, final_message, fold_bytes, read
+from support import REAL, final_message, fold_bytes, read, replayed
 from test_recordings import READY
 
 from streamfold import (
@@ -30,8 +29,6 @@ from streamfold import (
     afold,
     fold,
 )
-from streamfold.record import arrival_times, schedule
-from streamfold.timing import replay_clock
 from streamfold.ui import (
     DATA_BLOCK,
     UI_MESSAGE_STREAM_HEADERS,
@@ -402,28 +399,14 @@ def client() -> TestClient:
     return TestClient(Starlette(routes=ui_routes(REAL, speed=0)))
 
 
-def _replayed_sse(rel: str) -> bytes:
-    """What the demo route sends: the recording event by event, its timing the recorded
-    arrival times (an event every EVENT_INTERVAL without a sidecar), whatever the speed."""
-    data = read(rel)
-    clock, arrive = replay_clock(arrival_times(data, "sse"))
-
-    def chunks() -> Iterator[bytes]:
-        for n, (_, chunk) in enumerate(schedule(data, "sse", speed=0)):
-            arrive(n)
-            yield chunk
-
-    events = fold(chunks(), clock=clock, started_at=0.0)
-    return b"".join(encode_sse(to_ui_message_stream(events)))
-
-
 def test_stream_route(client: TestClient) -> None:
     rel = "anthropic/thinking-then-tool-use.sse"
     response = client.get("/ui-stream", params={"recording": rel, "speed": "0"})
     assert response.status_code == 200
     for key, value in UI_MESSAGE_STREAM_HEADERS.items():
         assert response.headers[key] == value
-    expected = _replayed_sse(rel)
+    # Folded as the route folds it: the timing is the recording's, whatever the speed.
+    expected = b"".join(encode_sse(to_ui_message_stream(replayed(rel))))
     assert response.content == expected
     assert b'"timing":{"timeToFirstToken":0.06,' in expected  # the fourth event, 60 ms in
     posted = client.post("/ui-stream", json={"recording": rel, "messages": []})
