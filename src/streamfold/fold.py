@@ -480,7 +480,13 @@ class StreamFolder:
                     if key is not last_key and key != last_key:  # (keys may be built anew)
                         take = text_taker(key)
                         last_key = key if take is not None else _NO_PART
-                        if timing is not None and text and take is not None:
+                        # A part's first lane text: maybe the stream's first token.
+                        if (
+                            timing is not None
+                            and timing._first_token is None
+                            and text
+                            and take is not None
+                        ):
                             timing._text_arrived()
                     if take is not None:
                         event = take(text)
