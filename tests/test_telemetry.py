@@ -23,8 +23,8 @@ from streamfold.timing import replay_clock
 STEP = 0.125
 
 
-@pytest.fixture
-def otel() -> Iterator[tuple[InMemorySpanExporter, InMemoryMetricReader]]:
+def _instrument() -> tuple[InMemorySpanExporter, InMemoryMetricReader]:
+    """instrument() with the SDK's providers, each with its in-memory exporter / reader."""
     spans = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
@@ -32,8 +32,13 @@ def otel() -> Iterator[tuple[InMemorySpanExporter, InMemoryMetricReader]]:
     telemetry.instrument(
         tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[reader])
     )
+    return spans, reader
+
+
+@pytest.fixture
+def otel() -> Iterator[tuple[InMemorySpanExporter, InMemoryMetricReader]]:
     try:
-        yield spans, reader
+        yield _instrument()
     finally:
         telemetry.uninstrument()
 
@@ -141,13 +146,7 @@ def test_a_span_and_metrics_per_fold(
 
 
 def test_nothing_is_recorded_when_not_instrumented() -> None:
-    spans = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    reader = InMemoryMetricReader()
-    telemetry.instrument(
-        tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[reader])
-    )
+    spans, reader = _instrument()
     assert telemetry.is_instrumented()
     telemetry.uninstrument()
     assert not telemetry.is_instrumented()

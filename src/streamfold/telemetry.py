@@ -49,7 +49,7 @@ __all__ = ["instrument", "is_instrumented", "uninstrument"]
 SCOPE = "streamfold"
 
 # The convention's bucket advice (gen-ai-metrics.md).
-TOKEN_BUCKETS = [
+TOKEN_BUCKETS: list[float] = [
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
 ]  # fmt: skip
 DURATION_BUCKETS = [
@@ -58,6 +58,34 @@ DURATION_BUCKETS = [
 PER_CHUNK_BUCKETS = [
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
 ]  # fmt: skip
+
+# The _Instruments field of each metric: its name, unit, description and buckets.
+HISTOGRAMS: dict[str, tuple[str, str, str, list[float]]] = {
+    "token_usage": (
+        "gen_ai.client.token.usage",
+        "{token}",
+        "Number of input and output tokens used.",
+        TOKEN_BUCKETS,
+    ),
+    "duration": (
+        "gen_ai.client.operation.duration",
+        "s",
+        "GenAI operation duration.",
+        DURATION_BUCKETS,
+    ),
+    "time_to_first_chunk": (
+        "gen_ai.client.operation.time_to_first_chunk",
+        "s",
+        "Time to receive the first chunk of the response stream.",
+        DURATION_BUCKETS,
+    ),
+    "time_per_output_chunk": (
+        "gen_ai.client.operation.time_per_output_chunk",
+        "s",
+        "Mean time per output token after the first, per stream.",
+        PER_CHUNK_BUCKETS,
+    ),
+}
 
 # streamfold's providers as `gen_ai.provider.name` names them (the well-known values);
 # one without a well-known value keeps its own name.
@@ -186,33 +214,13 @@ def instrument(*, tracer_provider: Any = None, meter_provider: Any = None) -> No
         ) from None
     tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
     meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
-    instruments = _Instruments(
-        tracer=tracer,
-        token_usage=meter.create_histogram(
-            "gen_ai.client.token.usage",
-            unit="{token}",
-            description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
-        ),
-        duration=meter.create_histogram(
-            "gen_ai.client.operation.duration",
-            unit="s",
-            description="GenAI operation duration.",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        ),
-        time_to_first_chunk=meter.create_histogram(
-            "gen_ai.client.operation.time_to_first_chunk",
-            unit="s",
-            description="Time to receive the first chunk of the response stream.",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        ),
-        time_per_output_chunk=meter.create_histogram(
-            "gen_ai.client.operation.time_per_output_chunk",
-            unit="s",
-            description="Mean time per output token after the first, per stream.",
-            explicit_bucket_boundaries_advisory=PER_CHUNK_BUCKETS,
-        ),
-    )
+    histograms = {
+        field: meter.create_histogram(
+            name, unit=unit, description=description, explicit_bucket_boundaries_advisory=buckets
+        )
+        for field, (name, unit, description, buckets) in HISTOGRAMS.items()
+    }
+    instruments = _Instruments(tracer=tracer, **histograms)
     _timing._on_finish = instruments.record
 
 
