@@ -29,7 +29,6 @@ from streamfold.accumulator import Accumulator
 from streamfold.deltas import ClosePart, Delta, EndMessage, GrowPart, OpenPart
 from streamfold.limits import Limits
 from streamfold.providers.base import Decoder
-from streamfold.timing import StreamTiming
 
 
 def _dicts(rel: str) -> list[Any]:
@@ -44,20 +43,14 @@ def _dicts(rel: str) -> list[Any]:
 
 def _stepwise(chunks: list[Any], provider: str | None, **options: Any) -> tuple[Any, ...]:
     folder = StreamFolder(provider, **options)
-    timing = StreamTiming()  # as the fold times it: the final message holds it
-    timing.start()
     events: list[str] = []
     try:
         for chunk in chunks:
-            fed = folder.feed(chunk)
-            timing.observe(folder)
-            events.extend(map(repr, fed))
+            events.extend(map(repr, folder.feed(chunk)))
             if folder.finished:
                 break
         else:
-            closed = folder.close()
-            timing.observe(folder)
-            events.extend(map(repr, closed))
+            events.extend(map(repr, folder.close()))
     except StreamfoldError as exc:
         details = {k: repr(v) for k, v in vars(exc).items()}
         return events, type(exc).__name__, str(exc), details

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from server_support import serve_in_thread
-from support import REAL, read, untimed
+from support import REAL, read
 
 import streamfold
 import streamfold.telemetry
@@ -223,5 +223,4 @@ def test_the_relay_example(tmp_path: Path) -> None:
     finally:
         server.stop(kill=True)
     assert isinstance(last.event, MessageCompleted)
-    # The relay folds with a StreamFolder, which keeps no timing (streamfold.timing).
-    assert untimed(last.event.message) == untimed(fold_message(read(rec)))
+    assert last.event.message == fold_message(read(rec))

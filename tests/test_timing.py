@@ -18,7 +18,15 @@ import pytest
 from support import ALL_RECORDINGS, REAL, read, replayed
 
 import streamfold.timing
-from streamfold import MessageCompleted, PartCompleted, PartDelta, PartStarted, afold, fold
+from streamfold import (
+    MessageCompleted,
+    PartCompleted,
+    PartDelta,
+    PartStarted,
+    ToolCall,
+    afold,
+    fold,
+)
 from streamfold.cli import main
 from streamfold.record import load_timing, schedule, split_frames, tee
 from streamfold.recording import detect_recording
@@ -50,6 +58,18 @@ def _timed(chunks: list[Any]) -> tuple[Iterator[Any], Any]:
     return arriving(), clock
 
 
+def _gives_content(event: Any) -> bool:
+    """A delta with text, or a part that completed holding content it never streamed (a
+    tool call's input sent whole, or empty: `{}`)."""
+    if isinstance(event, PartDelta):
+        return bool(event.content)
+    if isinstance(event, PartCompleted):
+        if isinstance(event.part, ToolCall):
+            return event.part.arguments not in (None, "")
+        return bool(event.part.content)
+    return False
+
+
 def _by_events(chunks: list[Any]) -> dict[str, Any]:
     """The timing read off the events as each chunk gives them (n * STEP each)."""
     events_of: list[tuple[float, Any]] = []
@@ -57,7 +77,8 @@ def _by_events(chunks: list[Any]) -> dict[str, Any]:
     run = fold(stream, clock=clock, started_at=0.0)
     for event in run:
         events_of.append((clock(), event))
-    first_token = next((t for t, e in events_of if isinstance(e, PartDelta) and e.content), None)
+    first_token = next((t for t, e in events_of if _gives_content(e)), None)
+
     starts = {e.index: t for t, e in events_of if isinstance(e, PartStarted)}
     ends = {e.index: t for t, e in events_of if isinstance(e, PartCompleted)}
     final = next(e.message for _, e in events_of if isinstance(e, MessageCompleted))

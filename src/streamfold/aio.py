@@ -49,15 +49,8 @@ class AsyncFold:
     without reading the rest.
     """
 
-    def __init__(
-        self,
-        chunks: AsyncIterable[Any] | Iterable[Any],
-        folder: StreamFolder,
-        timing: StreamTiming | None = None,
-    ) -> None:
+    def __init__(self, chunks: AsyncIterable[Any] | Iterable[Any], folder: StreamFolder) -> None:
         self.folder = folder
-        # When each chunk arrived (see streamfold.timing); it goes into the final message.
-        self.timing = StreamTiming() if timing is None else timing
         self._source: Any = chunks
         # The source's iterator, opened by the first read.
         self._reader: Any = None
@@ -85,6 +78,11 @@ class AsyncFold:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    @property
+    def timing(self) -> StreamTiming:
+        """When the chunks arrived, so far (see streamfold.timing)."""
+        return self.folder.timing
 
     def snapshot(self) -> Message:
         """The message so far."""
@@ -121,8 +119,6 @@ class AsyncFold:
                 events = [] if self.folder.finished else self.folder.close()
             else:
                 events = self._fold_chunk(chunk)
-            # Before the events go: the last one holds the timing.
-            self.timing.observe(self.folder)
         except BaseException:
             await self._stop(cancel=False)
             raise
@@ -133,7 +129,7 @@ class AsyncFold:
     async def _read(self) -> Any:
         reader = self._reader
         if reader is None:
-            self.timing.start()
+            self.folder.timing.start()  # the wait for the first chunk counts
         if self._sync:
             if reader is None:
                 reader = self._reader = iter(self._source)
@@ -166,7 +162,6 @@ class AsyncFold:
         self._over = True
         if cancel and not self.folder.finished:
             self.folder.cancel()
-            self.timing.observe(self.folder)
         self._ended()
         owners = [self._source]
         if self._reader is not None and self._reader is not self._source:
@@ -297,8 +292,8 @@ def afold(
             strict=strict,
             limits=limits,
             partial_arguments=partial_arguments,
+            timing=StreamTiming(clock, started_at),
         ),
-        StreamTiming(clock, started_at),
     )
 
 

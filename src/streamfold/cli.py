@@ -208,10 +208,8 @@ def run(
 
     `arrivals`: the recorded arrival time of each chunk, which the timing then reads
     (else the clock's: how the replay came, at its speed)."""
-    folder = StreamFolder(provider)
     clock, arrive = replay_clock(list(arrivals or ()))
-    timing = StreamTiming(started_at=0.0, clock=clock) if arrivals else StreamTiming()
-    timing.start()
+    folder = StreamFolder(provider, timing=StreamTiming(clock, 0.0) if arrivals else None)
     sink.start(title, total_bytes)
     try:
         for n, (wait, chunk) in enumerate(chunks):
@@ -219,22 +217,17 @@ def run(
                 sleep(wait)
             if arrivals:
                 arrive(n)
-            events = folder.feed(chunk)
-            timing.observe(folder)
-            for event in events:
+            for event in folder.feed(chunk):
                 sink.handle(event)
             sink.progress(len(chunk))
             if folder.finished:
                 break
         closing = folder.close()
-        timing.observe(folder)
         _check_held_events(folder)
         for event in closing:
             sink.handle(event)
     except KeyboardInterrupt:
-        events = folder.cancel()
-        timing.observe(folder)
-        for event in events:
+        for event in folder.cancel():
             sink.handle(event)
         raise
     finally:

@@ -1,6 +1,7 @@
 """The synchronous pipeline: chunks (bytes, str, dicts, SDK objects) in, events out.
 
-framing -> JSON -> provider decoder -> accumulator. Pure: no I/O, no clock.
+framing -> JSON -> provider decoder -> accumulator. Pure: no I/O; the clock is read only
+by the timing (streamfold.timing), after a chunk that moved something.
 """
 
 from __future__ import annotations
@@ -179,8 +180,13 @@ class StreamFolder:
         role: Role = "assistant",
         limits: Limits = DEFAULT_LIMITS,
         partial_arguments: bool = False,
+        timing: StreamTiming | None = None,
     ) -> None:
         self._decoder_options: dict[str, Any] = {"choice": choice, "strict": strict}
+        # When the chunks arrived (streamfold.timing): noted after each feed() that moved
+        # something, held by the final message. Not saved: a restored fold starts a new one
+        # (another process has another clock).
+        self.timing = StreamTiming() if timing is None else timing
         self._limits = limits
         self._bytes = 0
         self._provider = canonical_provider(provider) if provider else None
@@ -378,6 +384,13 @@ class StreamFolder:
         A stream that breaks inside a chunk of bytes: the events before the fault are
         returned, and the next feed() or close() raises its StreamProtocolError.
         """
+        events = self._feed(chunk)
+        timing = self.timing
+        if timing._changed(self._acc):
+            timing._note(self._acc)  # before the events go: the last one holds the timing
+        return events
+
+    def _feed(self, chunk: Any) -> list[Event]:
         if self._closed:
             if self._fault is not None:
                 raise self._fault
@@ -426,9 +439,7 @@ class StreamFolder:
         """True when decoded event dicts are being folded with the provider known."""
         return self._format == "objects" and self._decoder is not None and not self._closed
 
-    def fold_objects(
-        self, source: Iterable[Any], timing: StreamTiming | None = None
-    ) -> Generator[Event, None, None]:
+    def fold_objects(self, source: Iterable[Any]) -> Generator[Event, None, None]:
         """Feed every chunk of `source` and yield the events, until the message finishes.
 
         The same as `feed()` chunk by chunk, but each decoded event dict goes straight
@@ -436,12 +447,13 @@ class StreamFolder:
         several times the work). The common delta takes the decoder's lane
         (`Decoder.object_text`) and grows its open part through the accumulator's
         `text_taker`, one call each. Needs `folding_objects`; other chunks take `feed()`.
-        `timing` (the Fold's) is told of the events that are not the lane's common delta.
+        The timing is told of the events that are not the lane's common delta.
         """
         decoder = self._decoder
         if decoder is None or not self.folding_objects:
             raise UsageError("StreamFolder.fold_objects: expected a fold of decoded dicts")
         acc = self._acc
+        timing = self.timing
         decode = decoder.decode
         # The decoder's own lane for the common delta dicts (Decoder.object_text), if any.
         lane = type(decoder).object_text is not Decoder.object_text
@@ -460,10 +472,7 @@ class StreamFolder:
                 return
             if type(payload) is not dict:
                 last_key = _NO_PART
-                events = self.feed(payload)
-                if timing is not None:
-                    timing.observe(self)
-                yield from events
+                yield from self.feed(payload)
                 continue
             self._position += 1
             event: Event | None = None
@@ -481,12 +490,7 @@ class StreamFolder:
                         take = text_taker(key)
                         last_key = key if take is not None else _NO_PART
                         # A part's first lane text: maybe the stream's first token.
-                        if (
-                            timing is not None
-                            and timing._first_token is None
-                            and text
-                            and take is not None
-                        ):
+                        if timing._first_token is None and text and take is not None:
                             timing._text_arrived()
                     if take is not None:
                         event = take(text)
@@ -517,13 +521,10 @@ class StreamFolder:
                     except StreamfoldError as exc:
                         raise self._attach(exc, payload) from None
                     if taken:
-                        if timing is not None and timing._first_token is None:
+                        if timing._first_token is None and delta.content:
                             timing._text_arrived()
                         yield out.pop()
                         continue
-            if timing is None:
-                yield from self._apply(deltas, payload)
-                continue
             # Not the lane's delta: timed once folded, before its events go out.
             events = self._apply(deltas, payload)
             if timing._changed(acc):
@@ -569,6 +570,7 @@ class StreamFolder:
         if self._acc._skipped and not self._acc.finished:
             self._check_understood()
         events.extend(self._acc.close())
+        self.timing._note(self._acc)
         return events
 
     def _check_understood(self) -> None:
@@ -605,7 +607,9 @@ class StreamFolder:
                     if isinstance(delta, parts):
                         # One at a time: a delta that fails keeps the events before it.
                         events.extend(self._acc.apply(delta))
-        return events + self._acc.cancel()
+        events += self._acc.cancel()
+        self.timing._note(self._acc)
+        return events
 
     # --- bytes -------------------------------------------------------------------------
 
@@ -1076,13 +1080,9 @@ class Fold:
     body; CPython frees the loop's iterator then, even while the fold itself lives on).
     """
 
-    def __init__(
-        self, chunks: Iterable[Any], folder: StreamFolder, timing: StreamTiming | None = None
-    ) -> None:
+    def __init__(self, chunks: Iterable[Any], folder: StreamFolder) -> None:
         self._chunks = chunks
         self.folder = folder
-        # When each chunk arrived (see streamfold.timing); it goes into the final message.
-        self.timing = StreamTiming() if timing is None else timing
         # Held here until a loop takes it (`__iter__`); then only that loop holds it, so
         # leaving the loop closes it at once instead of when the garbage collector runs.
         self._events: Generator[Event, None, None] | None = self._run()
@@ -1102,6 +1102,11 @@ class Fold:
             raise StopIteration
         return next(events)
 
+    @property
+    def timing(self) -> StreamTiming:
+        """When the chunks arrived, so far (see streamfold.timing)."""
+        return self.folder.timing
+
     def snapshot(self) -> Message:
         """The message so far (status cancelled if the consumer stopped early)."""
         return self.folder.snapshot()
@@ -1118,7 +1123,6 @@ class Fold:
         if not self.folder.finished:
             # The events were never read: closing the generator ran none of its code.
             self.folder.cancel()
-            self.timing.observe(self.folder)
             _close_source(self._chunks)
 
     def _generator(self) -> Generator[Event, None, None] | None:
@@ -1129,29 +1133,22 @@ class Fold:
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
         acc = folder._acc  # its finished attribute: no property call per chunk
-        timing = self.timing
-        timing.start()
+        folder.timing.start()  # the wait for the first chunk counts
         try:
             source = iter(self._chunks)
             for chunk in source:
-                events = folder.feed(chunk)
-                if timing._changed(acc):
-                    timing._note(acc)  # before the events go: the last one holds the timing
-                yield from events
+                yield from folder.feed(chunk)
                 if acc.finished:
                     break
                 if type(chunk) is dict and folder.folding_objects:
                     # Decoded event dicts, the provider known: the rest in one loop.
-                    yield from folder.fold_objects(source, timing)
+                    yield from folder.fold_objects(source)
                     break
             if not folder.finished:
-                events = folder.close()
-                timing.observe(folder)
-                yield from events
+                yield from folder.close()
         except GeneratorExit:
             # The consumer stopped reading: what arrived is kept, marked cancelled.
             folder.cancel()
-            timing.observe(folder)
             raise
         finally:
             # The fold is over: release the source (an HTTP response, an SDK stream)
@@ -1212,8 +1209,8 @@ def fold(
             strict=strict,
             limits=limits,
             partial_arguments=partial_arguments,
+            timing=StreamTiming(clock, started_at),
         ),
-        StreamTiming(clock, started_at),
     )
 
 

@@ -154,24 +154,18 @@ class Tee(Fold):
 
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
-        timing = self.timing
-        timing.start()
+        folder.timing.start()  # the wait for the first chunk counts, as in fold()
         with _Writer(self.path, self._timing) as writer:
             try:
                 for chunk in self._chunks:
                     # Written before it is folded: a chunk that breaks the fold is kept.
                     writer.write(chunk)
                     if not folder.finished:
-                        events = folder.feed(chunk)
-                        timing.observe(folder)
-                        yield from events
+                        yield from folder.feed(chunk)
                 if not folder.finished:
-                    events = folder.close()
-                    timing.observe(folder)
-                    yield from events
+                    yield from folder.close()
             except GeneratorExit:
                 folder.cancel()
-                timing.observe(folder)
                 raise
             finally:
                 _close_source(self._chunks)

@@ -1,9 +1,10 @@
 """Stream timing: when each chunk of a fold arrived, and what that says about the stream.
 
-`fold` and `afold` keep a `StreamTiming` (their `timing` attribute) and put its
-`as_dict()` into the final Message as `metadata["timing"]`. Seconds, all measured on one
-monotonic clock from the moment the fold started (its first read of the input, or the
-`started_at` it was given: a `time.monotonic()` taken before the request was sent):
+Every fold keeps a `StreamTiming` (the `timing` attribute of `fold`, `afold` and
+`StreamFolder`) and puts its `as_dict()` into the final Message as `metadata["timing"]`.
+Seconds, all on one monotonic clock, from the moment the fold started (the first read of
+`fold` / `afold`, a StreamFolder's first chunk, or the `started_at` it was given: a
+`time.monotonic()` taken before the request was sent):
 
 - `time_to_first_byte_s`: the first chunk arrived;
 - `time_to_first_token_s`: the first chunk that gave any part content (text, thinking,
@@ -16,7 +17,8 @@ monotonic clock from the moment the fold started (its first read of the input, o
 
 A time is that of the chunk the fold was reading when the thing happened, read once per
 chunk at most and only when something above changed: the clock costs nothing per delta.
-A replay (`streamfold replay`, `streamfold serve`) reads the recorded arrival times.
+A replay (`streamfold replay`, the demo page) reads the recorded arrival times. A fold
+restored from a saved state starts a new timing (another process has another clock).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .fold import StreamFolder
     from .message import Message
 
 Clock = Callable[[], float]
@@ -141,20 +142,8 @@ class StreamTiming:
     # --- written by the fold ------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the clock (once; `fold` and `afold` do it at their first read). For a loop
-        of your own over `StreamFolder.feed`: `start()`, then `observe(folder)` after each
-        feed() and close()."""
-        self._begin()
-
-    def observe(self, folder: StreamFolder) -> None:
-        """Note what the chunk just fed to `folder` (or its close or cancel) changed; once
-        the message finished, it holds this timing as `metadata["timing"]`."""
-        acc = folder._acc
-        if self._changed(acc):
-            self._note(acc)
-
-    def _begin(self) -> None:
-        """The fold reads its input for the first time (unless given `started_at`)."""
+        """Start the clock, unless started (or given `started_at`). `fold` and `afold` do it
+        before their first read; a StreamFolder fed by hand starts at its first chunk."""
         if self._start is None:
             self._start = self._clock()
 
@@ -174,6 +163,8 @@ class StreamTiming:
         now = self._clock()
         if self._first_byte is None:
             self._first_byte = now
+            if self._start is None:
+                self._start = now
         slots = acc._slots
         for index in range(self._seen, len(slots)):
             self._starts.append(now)
@@ -182,7 +173,10 @@ class StreamTiming:
         self._seen = len(slots)
         self._open = len(acc._open)
         if self._waiting:
-            if self._first_token is None and any(slots[i].size for i in self._waiting):
+            filled = self._first_token is None and any(
+                _has_content(slots[index]) for index in self._waiting
+            )
+            if filled:
                 self._first_token = now
             waiting = []
             for index in self._waiting:
@@ -208,6 +202,17 @@ class StreamTiming:
             self._first_token = self._clock()
             if self._first_byte is None:
                 self._first_byte = self._first_token
+
+
+def _has_content(slot: Any) -> bool:
+    """Whether an accumulator slot got any content: its size while open; once complete,
+    its built part's (what a fold restored from a saved state knows of it too)."""
+    done = slot.done
+    if done is None:
+        return bool(slot.size)
+    if slot.kind == "tool_call":
+        return done.arguments not in (None, "")  # ({} too: a call whose input was empty)
+    return bool(done.content)
 
 
 def replay_clock(times: list[float]) -> tuple[Clock, Callable[[int], None]]:
