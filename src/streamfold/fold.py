@@ -386,8 +386,15 @@ class StreamFolder:
         """
         events = self._feed(chunk)
         timing = self.timing
-        if timing._changed(self._acc):
-            timing._note(self._acc)  # before the events go: the last one holds the timing
+        acc = self._acc
+        # StreamTiming._changed, inline (once per chunk): then the clock, rarely.
+        if (
+            timing._first_token is None
+            or acc.finished
+            or len(acc._slots) != timing._seen
+            or len(acc._open) != timing._open
+        ):
+            timing._note(acc)  # before the events go: the last one holds the timing
         return events
 
     def _feed(self, chunk: Any) -> list[Event]:
