@@ -442,6 +442,67 @@ def live(
     return out
 
 
+def telemetry_cost(
+    repeats: int,
+    providers: tuple[str, ...] = PROVIDERS,
+    n: int = 1000,
+    log: Callable[[str], None] = print,
+    warmup_s: float = WARMUP_S,
+) -> list[dict[str, Any]]:
+    """µs per fold of each provider's mixed stream of `n` deltas: OpenTelemetry off (never
+    instrumented, then after `uninstrument()`) and on (`instrument()` with the SDK's
+    providers and in-memory reader / exporter: a span and four histograms per fold)."""
+    from streamfold import telemetry
+
+    sdk = _installed("opentelemetry.sdk")
+    out = []
+    for provider in providers:
+        stream = generate(provider, "mixed", n)
+        run = functools.partial(streamfold_sse, provider, stream.sse)
+        entry: dict[str, Any] = {"provider": provider, "n": n}
+
+        def timed(run: Runner = run) -> float:
+            warm = _warm_up(run, warmup_s)
+            loops = max(1, int(MIN_SAMPLE_S / max(warm, 1e-9)))
+            return statistics.median(_time(run, loops) for _ in range(repeats)) * 1e6
+
+        entry["off_us"] = timed()
+        if sdk:
+            from opentelemetry.sdk.metrics import MeterProvider
+            from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+            from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+                InMemorySpanExporter,
+            )
+
+            tracer_provider = TracerProvider()
+            tracer_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+            meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+            telemetry.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+            try:
+                entry["on_us"] = timed()
+            finally:
+                telemetry.uninstrument()
+        entry["off_again_us"] = timed()
+        out.append(entry)
+    log(f"  {len(out)} telemetry cells")
+    return out
+
+
+def telemetry_report(entries: list[dict[str, Any]]) -> str:
+    """The OpenTelemetry table: µs per fold, off, on, and off again after uninstrument()."""
+    lines = ["OpenTelemetry, µs per fold (mixed stream), off / instrument() / uninstrument():"]
+    lines.append(f"  {'provider':18}{'N':>8}{'off':>10}{'on':>10}{'off again':>11}")
+    for e in entries:
+        on = e.get("on_us")
+        lines.append(
+            f"  {e['provider']:18}{e['n']:>8}{e['off_us']:>10,.1f}"
+            f"{_fmt(on, ',.1f', 10)}{e['off_again_us']:>11,.1f}"
+        )
+    return "\n".join(lines)
+
+
 def live_report(entries: list[dict[str, Any]]) -> str:
     """The live-connection table: ns per delta, floor and streamfold, and their ratio."""
     lines = ["One SSE event per chunk (a live connection), mixed workload:"]
@@ -630,6 +691,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--streams", type=int, help="concurrent streams (default 10000; quick 1000)"
     )
     parser.add_argument("--no-concurrency", action="store_true")
+    parser.add_argument("--no-telemetry", action="store_true", help="no OpenTelemetry cells")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument(
         "--smoke", action="store_true", help="tiny loops everywhere (the test suite's run)"
@@ -703,6 +765,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
         print("\n" + live_report(live_entries))
 
+    otel: list[dict[str, Any]] = []
+    if not args.no_telemetry:
+        log("telemetry")
+        otel = telemetry_cost(
+            args.repeats, tuple(args.provider or PROVIDERS), 40 if args.smoke else 1000, log, warmup
+        )
+        print("\n" + telemetry_report(otel))
+
     conc: dict[str, Any] | None = None
     if not args.no_concurrency:
         log(f"concurrency: {streams} streams")
@@ -752,6 +822,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "targets": [{"target": w, "met": m, "detail": d} for w, m, d in goals],
         "recordings": real,
         "live": live_entries,
+        "telemetry": otel,
         "concurrency": conc,
     }
     if args.json:

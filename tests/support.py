@@ -27,6 +27,7 @@ from streamfold import (
     StreamfoldError,
     fold,
 )
+from streamfold.fold import Fold
 from streamfold.limits import Limits
 
 # Where the streamfold under test is imported from (src/, or an installed compiled wheel):
@@ -64,6 +65,39 @@ def read(rel: str) -> bytes:
     return (REAL / rel).read_bytes()
 
 
+def untimed(message: Message | dict[str, Any] | str | bytes) -> dict[str, Any]:
+    """A Message as JSON without its metadata["timing"] (when its chunks arrived: a replay
+    reads the recorded times, a live fold the clock; tests/test_timing.py checks them)."""
+    if isinstance(message, Message):
+        data: dict[str, Any] = json.loads(message.model_dump_json())
+    elif isinstance(message, str | bytes):
+        data = json.loads(message)
+    else:
+        data = json.loads(json.dumps(message))
+    data["metadata"].pop("timing", None)
+    return data
+
+
+def replayed(rel: str) -> Fold:
+    """A recording folded as `streamfold replay` and the demo page fold it: event by event,
+    timed by its recorded arrival times (an event every EVENT_INTERVAL without a sidecar)."""
+    from streamfold.record import arrival_times, schedule
+    from streamfold.recording import detect_recording
+    from streamfold.timing import replay_clock
+
+    data = read(rel)
+    kind, _ = detect_recording(data)
+    assert kind is not None
+    clock, arrive = replay_clock(arrival_times(data, kind))
+
+    def chunks() -> Iterator[bytes]:
+        for n, (_, chunk) in enumerate(schedule(data, kind, speed=0)):
+            arrive(n)
+            yield chunk
+
+    return fold(chunks(), clock=clock, started_at=0.0)
+
+
 def golden_path(rel: str) -> Path:
     return GOLDEN / (rel + ".json")
 
@@ -71,7 +105,7 @@ def golden_path(rel: str) -> Path:
 def assert_golden(rel: str, message: Message) -> None:
     """Compare a folded Message with its committed golden JSON (or write it when updating)."""
     path = golden_path(rel)
-    actual = json.loads(message.model_dump_json())
+    actual = untimed(message)
     if UPDATE:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(actual, indent=2, ensure_ascii=False) + "\n")

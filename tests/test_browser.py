@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from browser_support import ARTIFACTS, missing, open_page
 from server_support import serve_in_thread
-from support import REAL, fold_bytes, read
+from support import REAL, fold_bytes, read, replayed
 
 from streamfold import MessageCompleted, utterance
 
@@ -79,6 +79,13 @@ def test_page_renders_a_replay_live(base_url: str, tmp_path: Path) -> None:
         assert page.query_selector("details.part.block") is not None  # the server blocks
         finish = page.inner_text("#finish")
         assert "stop" in finish and "claude" in finish
+        # The recording's own timing, whatever the speed of the replay.
+        timing = replayed(RECORDING)
+        list(timing)
+        first, rate = timing.timing.time_to_first_token_s, timing.timing.output_tokens_per_s
+        assert first is not None and rate is not None
+        assert "first token" in finish and f"{first:.2f} s" in finish
+        assert "tokens/s" in finish and f"{rate:.1f}" in finish
         assert errors == []
 
         page.screenshot(path=str(ARTIFACTS / "ui-demo.png"), full_page=True)

@@ -47,7 +47,7 @@ from streamfold.parts import UTTERANCES
 
 CP = ContentPart
 # What a fold records about itself, which merge_deltas has no word for.
-BOOKKEEPING = frozenset({"provider", "end_marker"})
+BOOKKEEPING = frozenset({"provider", "end_marker", "timing"})
 
 
 def _no_marker_inferred(part: Any) -> Any:
@@ -90,7 +90,9 @@ def test_message_deltas_fold_to_the_message_merge_deltas_gives() -> None:
     final = events[-1]
     assert isinstance(final, MessageCompleted)
     assert seed_message(final.message) == seed_message(to_message(merge_deltas(ISSUE_DELTAS)))
-    assert final.message.metadata == {"provider": "streamfold", "end_marker": True}
+    assert set(final.message.metadata) == BOOKKEEPING
+    assert final.message.metadata["provider"] == "streamfold"
+    assert final.message.metadata["end_marker"] is True
     assert [type(e).__name__ for e in events] == [
         "PartStarted",
         "PartDelta",

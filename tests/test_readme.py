@@ -14,6 +14,8 @@ from server_support import serve_in_thread
 from support import REAL, read
 
 import streamfold
+import streamfold.telemetry
+import streamfold.timing
 from streamfold import MessageCompleted, fold_message, is_narration, utterance
 
 ROOT = Path(__file__).parent.parent
@@ -34,6 +36,8 @@ def test_every_example_is_run_here() -> None:
         "CP = streamfold.ContentPart",
         "class LineChat(streamfold.Decoder):",
         "from streamfold.interop.pydantic_ai import from_model_response, to_model_response",
+        "sent_at = time.monotonic()",
+        "from streamfold import telemetry",
         "from streamfold.relay import Relay",
         "# app.py",
     ]
@@ -94,6 +98,42 @@ def test_the_first_example_prints_the_text_live(
         assert printed.startswith("The capital of France is Paris")
     if rec.startswith("openai-chat"):
         assert printed == "" and message.tool_calls
+
+
+def test_the_timing_example(
+    base_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    import httpx
+
+    monkeypatch.setattr(streamfold.timing, "default_clock", time.monotonic)  # a real one
+    rec = "anthropic/code-execution-bash-thinking.sse"
+    path, body = _REQUESTS["anthropic"]
+    namespace: dict[str, Any] = {
+        "streamfold": streamfold,
+        "httpx": httpx,
+        "time": time,
+        "url": f"{base_url}{path}?recording={rec}",
+        "body": body,
+        "headers": {},
+    }
+    exec(_block("sent_at = time.monotonic()"), namespace)
+    timing = namespace["timing"]
+    run = namespace["run"]
+    assert timing == run.timing.as_dict()
+    first, total = timing["time_to_first_token_s"], timing["total_s"]
+    assert 0 < timing["time_to_first_byte_s"] <= first <= total  # the request counts
+    assert capsys.readouterr().out.split() == [str(first), str(run.timing.output_tokens_per_s)]
+
+
+def test_the_telemetry_example() -> None:
+    try:
+        exec(_block("from streamfold import telemetry"), {})
+        assert streamfold.telemetry.is_instrumented()
+        assert fold_message(read("anthropic/text-basic.sse")).status == "complete"
+    finally:
+        streamfold.telemetry.uninstrument()
 
 
 def test_the_recording_example(monkeypatch: pytest.MonkeyPatch) -> None:

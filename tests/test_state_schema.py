@@ -392,7 +392,7 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
             StreamFolder,
             FoldState,
             {"_acc": "accumulator", "_framer": "sse", "_decoder_options": "choice"},
-            set(),
+            {"timing"},  # when chunks arrived, on this process's clock: a restore starts anew
         ),
         (framing.SSEDecoder, framing.SSEState, {}, {"_parked"}),  # joined to the buffer
         (framing.NDJSONDecoder, framing.NDJSONState, {}, {"_parked"}),

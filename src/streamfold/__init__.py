@@ -85,6 +85,7 @@ from .providers import (
 )
 from .providers.messagedelta import events_to_deltas
 from .recording import Recording, load_recording
+from .timing import PartTiming, StreamTiming
 from .ui import (
     UI_MESSAGE_STREAM_HEADERS,
     aencode_sse,
@@ -129,6 +130,7 @@ __all__ = [
     "PartMarked",
     "PartMergeError",
     "PartStarted",
+    "PartTiming",
     "PartialJSONError",
     "Problem",
     "ProviderErrored",
@@ -143,6 +145,7 @@ __all__ = [
     "StreamFolder",
     "StreamLimitError",
     "StreamProtocolError",
+    "StreamTiming",
     "StreamfoldError",
     "ToolArgumentsError",
     "ToolCall",

@@ -21,6 +21,7 @@ from .events import Event, MessageCompleted
 from .fold import StreamFolder, _source
 from .limits import DEFAULT_LIMITS, Limits
 from .message import Message
+from .timing import Clock, StreamTiming
 
 # How long closing a source may take once the fold is over: a source whose close hangs
 # must not hang the consumer that left (the close runs shielded from cancellation).
@@ -80,6 +81,11 @@ class AsyncFold:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    @property
+    def timing(self) -> StreamTiming:
+        """When the chunks arrived, so far (see streamfold.timing)."""
+        return self.folder.timing
+
     def snapshot(self) -> Message:
         """The message so far."""
         return self.folder.snapshot()
@@ -124,6 +130,8 @@ class AsyncFold:
 
     async def _read(self) -> Any:
         reader = self._reader
+        if reader is None:
+            self.folder.timing.start()  # the wait for the first chunk counts
         if self._sync:
             if reader is None:
                 reader = self._reader = iter(self._source)
@@ -269,10 +277,13 @@ def afold(
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
     partial_arguments: bool = False,
+    started_at: float | None = None,
+    clock: Clock | None = None,
 ) -> AsyncFold:
     """Fold an async stream into events (bytes, str, dicts, SDK objects or MessageDeltas).
 
     `partial_arguments`: as for `fold`, tool-call PartDeltas carry `arguments_changes`.
+    `started_at`, `clock`: the timing's, as for `fold`.
     """
     source, provider = _source(chunks, provider)
     return AsyncFold(
@@ -283,6 +294,7 @@ def afold(
             strict=strict,
             limits=limits,
             partial_arguments=partial_arguments,
+            timing=StreamTiming(clock, started_at),
         ),
     )
 
@@ -295,6 +307,8 @@ async def afold_message(
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
     partial_arguments: bool = False,
+    started_at: float | None = None,
+    clock: Clock | None = None,
 ) -> Message:
     """Fold an async stream and return only the final Message."""
     final: Message | None = None
@@ -305,6 +319,8 @@ async def afold_message(
         strict=strict,
         limits=limits,
         partial_arguments=partial_arguments,
+        started_at=started_at,
+        clock=clock,
     ):
         if isinstance(event, MessageCompleted):
             final = event.message

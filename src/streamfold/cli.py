@@ -37,8 +37,9 @@ from .framing import StreamFormat
 from .message import ToolCall
 from .parts import ContentPart
 from .providers import PROVIDERS, canonical_provider
-from .record import check_speed, load_timing, schedule
+from .record import arrival_times, check_speed, load_timing, schedule
 from .recording import bundled_recordings
+from .timing import StreamTiming, replay_clock
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -78,6 +79,10 @@ class _JsonlSink:
         self.out.flush()
 
 
+# What `replay --display` ends with (metadata["timing"]'s keys; see streamfold.timing).
+_TIMING_SUMMARY = ("time_to_first_token_s", "output_tokens_per_s", "total_s")
+
+
 class _DisplaySink(_JsonlSink):
     """Each part's display items once final: a text part's wait for its marker."""
 
@@ -92,6 +97,13 @@ class _DisplaySink(_JsonlSink):
             self._write(self.done.marked(event.index, event.utterance, event.explicit))
         elif isinstance(event, ProviderErrored | MessageCompleted):
             self._write(self.done.flush())
+        if isinstance(event, MessageCompleted):
+            # Last, how fast the stream came: a line of its own, after every display item.
+            timing = event.message.metadata.get("timing")
+            if isinstance(timing, dict):
+                line = {key: timing.get(key) for key in _TIMING_SUMMARY}
+                self.out.write(_dumps({"type": "timing", **line}) + "\n")
+                self.out.flush()
 
     def _write(self, parts: Sequence[ContentPart | ToolCall]) -> None:
         for part in parts:
@@ -190,14 +202,21 @@ def run(
     title: str = "",
     total_bytes: int = 0,
     sleep: Callable[[float], None] = time.sleep,
+    arrivals: Sequence[float] | None = None,
 ) -> None:
-    """Fold paced (wait, chunk) pairs into `sink`, keeping what arrived if interrupted."""
-    folder = StreamFolder(provider)
+    """Fold paced (wait, chunk) pairs into `sink`, keeping what arrived if interrupted.
+
+    `arrivals`: the recorded arrival time of each chunk, which the timing then reads
+    (else the clock's: how the replay came, at its speed)."""
+    clock, arrive = replay_clock(list(arrivals or ()))
+    folder = StreamFolder(provider, timing=StreamTiming(clock, 0.0) if arrivals else None)
     sink.start(title, total_bytes)
     try:
-        for wait, chunk in chunks:
+        for n, (wait, chunk) in enumerate(chunks):
             if wait > 0:
                 sleep(wait)
+            if arrivals:
+                arrive(n)
             for event in folder.feed(chunk):
                 sink.handle(event)
             sink.progress(len(chunk))
@@ -233,6 +252,8 @@ def replay(
     """Replay a recording into the terminal view or one of the JSON outputs."""
     stream = out or sys.stdout
     steps = schedule(source.data, source.format, speed=speed, timing=source.timing)
+    # The timing reads the recorded arrival times (the pace at speed 1), whatever the speed.
+    arrivals = arrival_times(source.data, source.format, source.timing)
     heading = title if title is not None else f"{source.name} · {source.provider}"
     sink = make_sink(mode, stream)
     if not _is_live(sink) and _isatty(sys.stderr) and not _isatty(stream):
@@ -245,6 +266,7 @@ def replay(
             sink,
             title=heading,
             total_bytes=len(source.data),
+            arrivals=arrivals,
         )
     except StreamfoldError as exc:
         raise UsageError(f"{source.name}: {exc}") from None

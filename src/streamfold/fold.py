@@ -1,6 +1,7 @@
 """The synchronous pipeline: chunks (bytes, str, dicts, SDK objects) in, events out.
 
-framing -> JSON -> provider decoder -> accumulator. Pure: no I/O, no clock.
+framing -> JSON -> provider decoder -> accumulator. Pure: no I/O; the clock is read only
+by the timing (streamfold.timing), after a chunk that moved something.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from .providers import (
 from .providers.base import Decoder
 from .providers.messagedelta import MessageDeltaDecoder
 from .state_schema import BoxState, Bytes, Count, Json, JsonObject, validation_error
+from .timing import Clock, StreamTiming
 
 # How many events may pass before a stream that names no provider is given up on.
 _DETECT_WITHIN = 16
@@ -178,8 +180,13 @@ class StreamFolder:
         role: Role = "assistant",
         limits: Limits = DEFAULT_LIMITS,
         partial_arguments: bool = False,
+        timing: StreamTiming | None = None,
     ) -> None:
         self._decoder_options: dict[str, Any] = {"choice": choice, "strict": strict}
+        # When the chunks arrived (streamfold.timing): noted after each feed() that moved
+        # something, held by the final message. Not saved: a restored fold starts a new one
+        # (another process has another clock).
+        self.timing = StreamTiming() if timing is None else timing
         self._limits = limits
         self._bytes = 0
         self._provider = canonical_provider(provider) if provider else None
@@ -377,6 +384,20 @@ class StreamFolder:
         A stream that breaks inside a chunk of bytes: the events before the fault are
         returned, and the next feed() or close() raises its StreamProtocolError.
         """
+        events = self._feed(chunk)
+        timing = self.timing
+        acc = self._acc
+        # StreamTiming._changed, inline (once per chunk): then the clock, rarely.
+        if (
+            timing._first_token is None
+            or acc.finished
+            or len(acc._slots) != timing._seen
+            or len(acc._open) != timing._open
+        ):
+            timing._note(acc)  # before the events go: the last one holds the timing
+        return events
+
+    def _feed(self, chunk: Any) -> list[Event]:
         if self._closed:
             if self._fault is not None:
                 raise self._fault
@@ -433,11 +454,13 @@ class StreamFolder:
         several times the work). The common delta takes the decoder's lane
         (`Decoder.object_text`) and grows its open part through the accumulator's
         `text_taker`, one call each. Needs `folding_objects`; other chunks take `feed()`.
+        The timing is told of the events that are not the lane's common delta.
         """
         decoder = self._decoder
         if decoder is None or not self.folding_objects:
             raise UsageError("StreamFolder.fold_objects: expected a fold of decoded dicts")
         acc = self._acc
+        timing = self.timing
         decode = decoder.decode
         # The decoder's own lane for the common delta dicts (Decoder.object_text), if any.
         lane = type(decoder).object_text is not Decoder.object_text
@@ -473,6 +496,9 @@ class StreamFolder:
                     if key is not last_key and key != last_key:  # (keys may be built anew)
                         take = text_taker(key)
                         last_key = key if take is not None else _NO_PART
+                        # A part's first lane text: maybe the stream's first token.
+                        if timing._first_token is None and text and take is not None:
+                            timing._text_arrived()
                     if take is not None:
                         event = take(text)
                     else:
@@ -502,9 +528,15 @@ class StreamFolder:
                     except StreamfoldError as exc:
                         raise self._attach(exc, payload) from None
                     if taken:
+                        if timing._first_token is None and delta.content:
+                            timing._text_arrived()
                         yield out.pop()
                         continue
-            yield from self._apply(deltas, payload)
+            # Not the lane's delta: timed once folded, before its events go out.
+            events = self._apply(deltas, payload)
+            if timing._changed(acc):
+                timing._note(acc)
+            yield from events
 
     def close(self) -> list[Event]:
         """The input ended: flush the framing and finish the message."""
@@ -545,6 +577,7 @@ class StreamFolder:
         if self._acc._skipped and not self._acc.finished:
             self._check_understood()
         events.extend(self._acc.close())
+        self.timing._note(self._acc)
         return events
 
     def _check_understood(self) -> None:
@@ -581,7 +614,9 @@ class StreamFolder:
                     if isinstance(delta, parts):
                         # One at a time: a delta that fails keeps the events before it.
                         events.extend(self._acc.apply(delta))
-        return events + self._acc.cancel()
+        events += self._acc.cancel()
+        self.timing._note(self._acc)
+        return events
 
     # --- bytes -------------------------------------------------------------------------
 
@@ -1074,6 +1109,11 @@ class Fold:
             raise StopIteration
         return next(events)
 
+    @property
+    def timing(self) -> StreamTiming:
+        """When the chunks arrived, so far (see streamfold.timing)."""
+        return self.folder.timing
+
     def snapshot(self) -> Message:
         """The message so far (status cancelled if the consumer stopped early)."""
         return self.folder.snapshot()
@@ -1100,6 +1140,7 @@ class Fold:
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
         acc = folder._acc  # its finished attribute: no property call per chunk
+        folder.timing.start()  # the wait for the first chunk counts
         try:
             source = iter(self._chunks)
             for chunk in source:
@@ -1150,6 +1191,8 @@ def fold(
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
     partial_arguments: bool = False,
+    started_at: float | None = None,
+    clock: Clock | None = None,
 ) -> Fold:
     """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects.
 
@@ -1159,6 +1202,10 @@ def fold(
     `partial_arguments`: scan each tool call's argument JSON as it streams; every
     PartDelta of a tool call then carries `arguments_changes` (see
     `streamfold.partial_json`), at a cost per delta that does not grow with the text.
+
+    Timing (`Fold.timing`, and `metadata["timing"]` in the final Message; see
+    `streamfold.timing`) is measured from `started_at` (a reading of `clock`, by default
+    `time.monotonic()`, taken when the request was sent), else from the first read.
     """
     source, provider = _source(chunks, provider)
     return Fold(
@@ -1169,6 +1216,7 @@ def fold(
             strict=strict,
             limits=limits,
             partial_arguments=partial_arguments,
+            timing=StreamTiming(clock, started_at),
         ),
     )
 
@@ -1181,6 +1229,8 @@ def fold_message(
     strict: bool = False,
     limits: Limits = DEFAULT_LIMITS,
     partial_arguments: bool = False,
+    started_at: float | None = None,
+    clock: Clock | None = None,
 ) -> Message:
     """Fold a stream and return only the final Message."""
     final: Message | None = None
@@ -1191,6 +1241,8 @@ def fold_message(
         strict=strict,
         limits=limits,
         partial_arguments=partial_arguments,
+        started_at=started_at,
+        clock=clock,
     ):
         if isinstance(event, MessageCompleted):
             final = event.message

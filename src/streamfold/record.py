@@ -23,6 +23,7 @@ the same way.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -153,6 +154,7 @@ class Tee(Fold):
 
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
+        folder.timing.start()  # the wait for the first chunk counts, as in fold()
         with _Writer(self.path, self._timing) as writer:
             try:
                 for chunk in self._chunks:
@@ -317,10 +319,19 @@ def schedule(
     return [(0.0 if i == 0 else wait, piece) for i, piece in enumerate(split_frames(data, format))]
 
 
+def arrival_times(
+    data: bytes, format: StreamFormat, timing: list[tuple[int, float]] | None = None
+) -> list[float]:
+    """When each chunk of `schedule(data, format, timing=timing)` arrived at speed 1, in
+    seconds from the start: what a replay's timing reads (`streamfold.timing`)."""
+    return list(itertools.accumulate(wait for wait, _ in schedule(data, format, timing=timing)))
+
+
 __all__ = [
     "EVENT_INTERVAL",
     "AsyncTee",
     "Tee",
+    "arrival_times",
     "atee",
     "check_speed",
     "load_timing",

@@ -109,7 +109,8 @@ def finish_reason(message: Message) -> str:
 
 
 def message_metadata(message: Message) -> dict[str, Any]:
-    """The `messageMetadata` sent with `finish`: status, stop reason, usage, model, ids."""
+    """The `messageMetadata` sent with `finish`: status, stop reason, usage, model, ids,
+    timing."""
     meta: dict[str, Any] = {"status": message.status}
     if message.stop_reason is not None:
         meta["stopReason"] = message.stop_reason
@@ -124,6 +125,14 @@ def message_metadata(message: Message) -> dict[str, Any]:
     error = message.metadata.get("error")
     if error is not None:
         meta["error"] = error
+    timing = message.metadata.get("timing")
+    if isinstance(timing, dict):
+        # Seconds, and output tokens a second (see streamfold.timing); None when unknown.
+        meta["timing"] = {
+            "timeToFirstToken": timing.get("time_to_first_token_s"),
+            "outputTokensPerSecond": timing.get("output_tokens_per_s"),
+            "total": timing.get("total_s"),
+        }
     return meta
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -23,8 +23,16 @@ from pathlib import Path
 from ..aio import afold
 from ..errors import UsageError
 from ..framing import StreamFormat
-from ..record import TIMING_SUFFIX, check_speed, load_timing, schedule, timing_path
+from ..record import (
+    TIMING_SUFFIX,
+    arrival_times,
+    check_speed,
+    load_timing,
+    schedule,
+    timing_path,
+)
 from ..recording import bundled_recordings, detect_recording
+from ..timing import replay_clock
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
 from .guard import RequestRefused, read_json
 
@@ -144,17 +152,23 @@ def _speed(raw: str | None, default: float) -> float:
 
 
 async def _paced(
-    recording: DemoRecording, speed: float, data: bytes | None = None
+    recording: DemoRecording,
+    speed: float,
+    data: bytes | None = None,
+    arrive: Callable[[int], None] | None = None,
 ) -> AsyncIterator[bytes]:
-    """The recording's bytes (`data` if already read) in chunks, paced as `speed` says."""
+    """The recording's bytes (`data` if already read) in chunks, paced as `speed` says;
+    `arrive(n)` is told before chunk n goes (a replay clock's, see streamfold.timing)."""
     import anyio
 
     if data is None:
         data = recording.read()
     timing = recording.timing()
-    for wait, chunk in schedule(data, recording.format, speed=speed, timing=timing):
+    for n, (wait, chunk) in enumerate(schedule(data, recording.format, speed=speed, timing=timing)):
         if wait > 0:
             await anyio.sleep(wait)
+        if arrive is not None:
+            arrive(n)
         yield chunk
 
 
@@ -205,7 +219,11 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
             return _error(400, str(exc))
         except LookupError as exc:
             return _error(404, str(exc))
-        events = afold(_paced(recording, pace, data), recording.provider)
+        # The timing in the finish bar is the recording's, whatever the speed.
+        clock, arrive = replay_clock(arrival_times(data, recording.format, recording.timing()))
+        events = afold(
+            _paced(recording, pace, data, arrive), recording.provider, clock=clock, started_at=0.0
+        )
         body_bytes = aencode_sse(ato_ui_message_stream(events))
         headers = {**UI_MESSAGE_STREAM_HEADERS, "x-streamfold-recording": recording.name}
         return StreamingResponse(body_bytes, headers=headers)

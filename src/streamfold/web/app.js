@@ -376,6 +376,13 @@ export class MessageView {
       if (meta.usage.reasoningTokens) items.push(["reasoning", meta.usage.reasoningTokens]);
       if (meta.usage.cacheReadTokens) items.push(["cache read", meta.usage.cacheReadTokens]);
     }
+    const timing = meta.timing || {};
+    if (timing.timeToFirstToken != null) {
+      items.push(["first token", `${timing.timeToFirstToken.toFixed(2)} s`]);
+    }
+    if (timing.outputTokensPerSecond != null) {
+      items.push(["tokens/s", timing.outputTokensPerSecond.toFixed(1)]);
+    }
     if (meta.model) items.push(["model", meta.model]);
     if (meta.provider) items.push(["provider", meta.provider]);
     this.finish.replaceChildren(...items.map(([k, v]) => {

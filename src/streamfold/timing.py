@@ -1,0 +1,229 @@
+"""Stream timing: when each chunk of a fold arrived, and what that says about the stream.
+
+Every fold keeps a `StreamTiming` (the `timing` attribute of `fold`, `afold` and
+`StreamFolder`) and puts its `as_dict()` into the final Message as `metadata["timing"]`.
+Seconds, all on one monotonic clock, from the moment the fold started (the first read of
+`fold` / `afold`, a StreamFolder's first chunk, or the `started_at` it was given: a
+`time.monotonic()` taken before the request was sent):
+
+- `time_to_first_byte_s`: the first chunk arrived;
+- `time_to_first_token_s`: the first chunk that gave any part content (text, thinking,
+  tool-call arguments);
+- `parts`: for each part (by index), `start_s` and `end_s`: the chunks that opened and
+  completed it;
+- `total_s`: the chunk that finished the message (or the end of the input);
+- `output_tokens_per_s`: the usage's output tokens over the time from the first token to
+  the end (None without usage, or when they are the same moment).
+
+A time is that of the chunk the fold was reading when the thing happened, read once per
+chunk at most and only when something above changed: the clock costs nothing per delta.
+A replay (`streamfold replay`, the demo page) reads the recorded arrival times. A fold
+restored from a saved state starts a new timing (another process has another clock).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .message import Message
+
+Clock = Callable[[], float]
+
+default_clock: Clock = time.monotonic
+"""The clock a fold reads unless given one. A test suite that compares the Messages of
+different runs sets a constant one (`lambda: 0.0`): every timing is then the same."""
+
+# Told of every fold that finishes, with its timing and final message, while
+# `streamfold.telemetry.instrument()` is on; None (one check a fold) while it is off.
+_on_finish: Callable[[StreamTiming, Message], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartTiming:
+    """When a part started and ended, in seconds from the fold's start (end None: open)."""
+
+    index: int
+    start_s: float
+    end_s: float | None
+
+
+class StreamTiming:
+    """A fold's timing so far; read-only (the fold writes it). See the module docstring."""
+
+    __slots__ = (
+        "_clock",
+        "_end",
+        "_ends",
+        "_first_byte",
+        "_first_token",
+        "_open",
+        "_output_tokens",
+        "_seen",
+        "_start",
+        "_starts",
+        "_waiting",
+    )
+
+    def __init__(self, clock: Clock | None = None, started_at: float | None = None) -> None:
+        self._clock = default_clock if clock is None else clock
+        self._start = started_at
+        self._first_byte: float | None = None
+        self._first_token: float | None = None
+        self._end: float | None = None
+        self._starts: list[float] = []
+        self._ends: list[float | None] = []
+        # The parts seen (slots), the open ones among them, and those still without an end.
+        self._seen = 0
+        self._open = 0
+        self._waiting: list[int] = []
+        self._output_tokens: int | None = None
+
+    # --- read ---------------------------------------------------------------------------
+
+    @property
+    def time_to_first_byte_s(self) -> float | None:
+        return self._since(self._first_byte)
+
+    @property
+    def time_to_first_token_s(self) -> float | None:
+        return self._since(self._first_token)
+
+    @property
+    def total_s(self) -> float | None:
+        return self._since(self._end)
+
+    @property
+    def parts(self) -> tuple[PartTiming, ...]:
+        return tuple(
+            PartTiming(index, self._since(start) or 0.0, self._since(end))
+            for index, (start, end) in enumerate(zip(self._starts, self._ends, strict=True))
+        )
+
+    @property
+    def output_tokens(self) -> int | None:
+        """The usage's output tokens, once the message finished with usage."""
+        return self._output_tokens
+
+    @property
+    def output_tokens_per_s(self) -> float | None:
+        tokens, first, end = self._output_tokens, self._first_token, self._end
+        if tokens is None or first is None or end is None or end <= first:
+            return None
+        return round(tokens / (end - first), 3)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The timing as `metadata["timing"]` holds it (JSON; seconds rounded to µs)."""
+        return {
+            "time_to_first_byte_s": self.time_to_first_byte_s,
+            "time_to_first_token_s": self.time_to_first_token_s,
+            "total_s": self.total_s,
+            "output_tokens": self._output_tokens,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "parts": [
+                {"index": p.index, "start_s": p.start_s, "end_s": p.end_s} for p in self.parts
+            ],
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"StreamTiming(time_to_first_token_s={self.time_to_first_token_s}, "
+            f"total_s={self.total_s}, output_tokens_per_s={self.output_tokens_per_s})"
+        )
+
+    def _since(self, moment: float | None) -> float | None:
+        if moment is None or self._start is None:
+            return None
+        return round(max(0.0, moment - self._start), 6)
+
+    # --- written by the fold ------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the clock, unless started (or given `started_at`). `fold` and `afold` do it
+        before their first read; a StreamFolder fed by hand starts at its first chunk."""
+        if self._start is None:
+            self._start = self._clock()
+
+    def _changed(self, acc: Any) -> bool:
+        """Whether the chunk just folded may have moved anything timed (O(1): two lengths
+        and two flags; the fold asks after each chunk, before `_note`)."""
+        return (
+            self._first_token is None
+            or acc.finished
+            or len(acc._slots) != self._seen
+            or len(acc._open) != self._open
+        )
+
+    def _note(self, acc: Any) -> None:
+        """Read the clock for the chunk just folded and note what it started, filled,
+        completed or finished (the accumulator's parts, by their slots)."""
+        now = self._clock()
+        if self._first_byte is None:
+            self._first_byte = now
+            if self._start is None:
+                self._start = now
+        slots = acc._slots
+        for index in range(self._seen, len(slots)):
+            self._starts.append(now)
+            self._ends.append(None)
+            self._waiting.append(index)
+        self._seen = len(slots)
+        self._open = len(acc._open)
+        if self._waiting:
+            filled = self._first_token is None and any(
+                _has_content(slots[index]) for index in self._waiting
+            )
+            if filled:
+                self._first_token = now
+            waiting = []
+            for index in self._waiting:
+                if slots[index].done is None:
+                    waiting.append(index)
+                else:
+                    self._ends[index] = now
+            self._waiting = waiting
+        if acc.finished and self._end is None:
+            self._end = now
+            final = acc._final
+            if final is not None:
+                usage = final.usage
+                if usage is not None:
+                    self._output_tokens = usage.output_tokens
+                final.metadata["timing"] = self.as_dict()
+                if _on_finish is not None:
+                    _on_finish(self, final)
+
+    def _text_arrived(self) -> None:
+        """The dict lane grew a part by text: the first token, if none came before."""
+        if self._first_token is None:
+            self._first_token = self._clock()
+            if self._first_byte is None:
+                self._first_byte = self._first_token
+
+
+def _has_content(slot: Any) -> bool:
+    """Whether an accumulator slot got any content: its size while open; once complete,
+    its built part's (what a fold restored from a saved state knows of it too)."""
+    done = slot.done
+    if done is None:
+        return bool(slot.size)
+    if slot.kind == "tool_call":
+        return done.arguments not in (None, "")  # ({} too: a call whose input was empty)
+    return bool(done.content)
+
+
+def replay_clock(times: list[float]) -> tuple[Clock, Callable[[int], None]]:
+    """A clock that reads recorded arrival times: `(clock, arrive)`, where `arrive(i)`
+    says chunk `i` is being folded and `clock()` then gives `times[i]` (0.0 before any)."""
+    current = [0.0]
+
+    def clock() -> float:
+        return current[0]
+
+    def arrive(index: int) -> None:
+        current[0] = times[index]
+
+    return clock, arrive
