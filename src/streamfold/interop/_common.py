@@ -11,6 +11,7 @@ import pydantic
 
 from ..encoding import foreign
 from ..errors import InteropError
+from ..fold import fold_message
 from ..message import TURN_GOES_ON, Message, Status, StopReason, ToolCall, Usage
 from ..parts import ContentPart, put_utterance, utterance
 
@@ -226,6 +227,16 @@ def own_block(part: ContentPart, provider: str, message: Message) -> dict[str, A
     if part.type == "unsupported" and isinstance(block, dict) and from_provider(message, provider):
         return block
     return None
+
+
+def fold_events(
+    events: Sequence[Mapping[str, Any]], provider: str, *, done: bool = False
+) -> Message:
+    """The Message the provider's decoder folds from these wire events, without `timing`:
+    an object read back had no stream whose arrival could be timed."""
+    message = fold_message(sse(events, done=done), provider=provider)
+    message.metadata.pop("timing", None)
+    return message
 
 
 def sse(events: Sequence[Mapping[str, Any]], *, done: bool = False) -> str:

@@ -42,9 +42,16 @@ import json
 from pydantic import TypeAdapter, ValidationError
 
 from ..errors import InteropError
-from ..fold import fold_message
 from ..message import Message, ToolCall, Usage
-from ._common import check_message, from_provider, meta_str, own_block, read_model, sse, tokens
+from ._common import (
+    check_message,
+    fold_events,
+    from_provider,
+    meta_str,
+    own_block,
+    read_model,
+    tokens,
+)
 
 __all__ = ["from_message", "to_message"]
 
@@ -184,7 +191,7 @@ def from_message(message: AnthropicMessage | BetaMessage | dict[str, Any]) -> Me
     events.append({"type": "message_delta", "delta": delta, "usage": data["usage"]})
     if stop is not None:  # else a turn that has not ended: a stream cut before its end
         events.append({"type": "message_stop"})
-    return fold_message(sse(events), provider="anthropic")
+    return fold_events(events, "anthropic")
 
 
 def _block_events(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:

@@ -56,7 +56,6 @@ import json
 from pydantic import TypeAdapter, ValidationError
 
 from ..errors import InteropError
-from ..fold import fold_message
 from ..message import Message, ToolCall, Usage
 from ..parts import ContentPart, utterance, utterance_inferred
 from ..providers.openai_chat import chat_tool_call
@@ -64,10 +63,10 @@ from ..providers.openai_responses import CLIENT_CALL_INPUTS, call_item
 from ._common import (
     check_message,
     created,
+    fold_events,
     meta_str,
     own_block,
     read_model,
-    sse,
     tokens,
 )
 
@@ -183,7 +182,7 @@ def from_chat_completion(
     chunk: dict[str, Any] = {k: v for k, v in data.items() if k not in ("choices", "object")}
     chunk["object"] = "chat.completion.chunk"
     chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": picked.get("finish_reason")}]
-    return fold_message(sse([chunk], done=True), provider="openai-chat")
+    return fold_events([chunk], "openai-chat", done=True)
 
 
 def _as_function(call: dict[str, Any], index: int) -> dict[str, Any]:
@@ -414,4 +413,4 @@ def from_response(response: Response | dict[str, Any]) -> Message:
     final = _FINAL_EVENT.get(str(data.get("status")))
     if final is not None:
         events.append({"type": final, "sequence_number": len(events), "response": data})
-    return fold_message(sse(events), provider="openai-responses")
+    return fold_events(events, "openai-responses")
