@@ -15,11 +15,11 @@ from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar
 
 import jiter
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 from pydantic_core import to_json
 
 from ._model import _plain_json
-from .accumulator import Accumulator, AccumulatorState
+from .accumulator import Accumulator
 from .deltas import ClosePart, Delta, GrowPart, OpenPart, new_grow
 from .errors import (
     StateError,
@@ -27,19 +27,18 @@ from .errors import (
     StreamLimitError,
     StreamProtocolError,
     UsageError,
-    preview,
 )
 from .events import Event, MessageCompleted
-from .eventstream import EventStreamState
+from .eventstream_state import EventStreamState
+from .fold_state import FoldState, HeldEvent, HeldFault, LimitsState
 from .framing import (
     NDJSONDecoder,
-    NDJSONState,
     SSEDecoder,
     SSEEvent,
-    SSEState,
     StreamFormat,
     sniff_format,
 )
+from .framing_state import NDJSONState, SSEState
 from .limits import DEFAULT_LIMITS, Limits
 from .message import Message, MessageDelta, Role
 from .parts import ContentPart
@@ -53,7 +52,7 @@ from .providers import (
 )
 from .providers.base import Decoder
 from .providers.messagedelta import MessageDeltaDecoder
-from .state_schema import BoxState, Bytes, Count, Json, JsonObject, validation_error
+from .state_schema import validation_error
 
 # How many events may pass before a stream that names no provider is given up on.
 _DETECT_WITHIN = 16
@@ -75,86 +74,6 @@ _MALFORMED = (
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Metadata a fold records whether or not it understood any event of its stream.
 _UNLEARNED_METADATA = frozenset({"provider", "skipped_events", "truncated_tail"})
-
-
-class LimitsState(BoxState):
-    """The fold's Limits (every field of it)."""
-
-    max_bytes: Count
-    max_parts: Count
-    max_part_chars: Count
-    max_tool_argument_chars: Count
-    max_depth: Count
-
-
-class HeldEvent(BoxState):
-    """An event held until the provider is known: its payload and SSE event name."""
-
-    payload: JsonObject
-    event: str | None = None
-
-
-class HeldFault(BoxState):
-    """A fault met inside a chunk of bytes: the fold raises it at its next feed() or close()."""
-
-    reason: str
-    provider: str | None = None
-    position: Count | None = None
-    raw_bytes: Bytes | None = None  # the raw event, when it was bytes
-    raw: Json = None  # else the raw event as JSON (or its preview, when JSON cannot hold it)
-
-    @classmethod
-    def of(cls, error: StreamProtocolError) -> HeldFault:
-        """The state of a held fault."""
-        raw = error.raw
-        if type(raw) is bytes:
-            return cls(
-                reason=error.reason, provider=error.provider, position=error.position, raw_bytes=raw
-            )
-        try:
-            return cls(
-                reason=error.reason, provider=error.provider, position=error.position, raw=raw
-            )
-        except ValidationError:
-            return cls(
-                reason=error.reason,
-                provider=error.provider,
-                position=error.position,
-                raw=preview(raw),
-            )
-
-    def rebuilt(self) -> StreamProtocolError:
-        """The fault this state describes."""
-        raw = self.raw_bytes if self.raw_bytes is not None else self.raw
-        return StreamProtocolError(
-            self.reason, provider=self.provider, raw=raw, position=self.position
-        )
-
-
-class FoldState(BoxState):
-    """What a StreamFolder needs to resume: its own fields and each box's state.
-
-    `decoder` is the state of the decoder of `provider` (its model is that decoder
-    class's `state_model`, picked by the name from the registry); the framer's is the
-    one field of `sse`, `ndjson`, `eventstream` that `format` names.
-    """
-
-    provider: str | None = None
-    choice: Count = 0
-    strict: bool = False
-    limits: LimitsState
-    bytes: Count = 0
-    format: StreamFormat | None = None
-    sse: SSEState | None = None
-    ndjson: NDJSONState | None = None
-    eventstream: EventStreamState | None = None
-    head: Bytes = b""
-    undetected: list[HeldEvent] = Field(default_factory=list)
-    position: Count = 0
-    closed: bool = False
-    fault: HeldFault | None = None
-    decoder: dict[str, Any] | None = None
-    accumulator: AccumulatorState
 
 
 class StreamFolder:
