@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import math
 import re
-import weakref
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar
 
@@ -71,7 +70,7 @@ _MALFORMED = (
     OverflowError,  # an integer past any float, where the SDK or a decoder wants one
 )
 # A lone surrogate: text no UTF-8 wire can carry (jiter refuses it in bytes).
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = re.compile("[\\ud800-\\udfff]")  # escapes: mypyc takes no surrogate literal
 # Metadata a fold records whether or not it understood any event of its stream.
 _UNLEARNED_METADATA = frozenset({"provider", "skipped_events", "truncated_tail"})
 
@@ -417,10 +416,10 @@ class StreamFolder:
                     and delta.content is not None
                 ):
                     try:
-                        taken = grow(delta.key, delta.content, out)
+                        grown = grow(delta.key, delta.content, out)
                     except StreamfoldError as exc:
                         raise self._attach(exc, payload) from None
-                    if taken:
+                    if grown:
                         yield out.pop()
                         continue
             yield from self._apply(deltas, payload)
@@ -836,7 +835,6 @@ class StreamFolder:
                     )
                 return []
             self._use_provider(provider)
-            assert self._decoder is not None
             held, self._undetected = self._undetected, []
             events: list[Event] = []
             for old_payload, old_event in held:
@@ -962,6 +960,27 @@ def _sdk_payload(obj: Any) -> dict[str, Any]:
     return payload
 
 
+class _LoopEvents:
+    """A fold's events as a `for` loop holds them: when the loop lets go (a break, an
+    exception in its body), the events end, and the fold is cancelled at once.
+
+    The events' own generator cannot do this in the compiled build: a compiled generator
+    runs no `finally` when it is freed, and takes no weak reference.
+    """
+
+    def __init__(self, events: Generator[Event, None, None]) -> None:
+        self._events = events
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        return next(self._events)
+
+    def __del__(self) -> None:
+        self._events.close()  # nothing to do once they have ended
+
+
 class Fold:
     """Iterate the events of a stream; `snapshot()` reads the message so far at any time.
 
@@ -974,24 +993,15 @@ class Fold:
     def __init__(self, chunks: Iterable[Any], folder: StreamFolder) -> None:
         self._chunks = chunks
         self.folder = folder
-        # Held here until a loop takes it (`__iter__`); then only that loop holds it, so
-        # leaving the loop closes it at once instead of when the garbage collector runs.
-        self._events: Generator[Event, None, None] | None = self._run()
-        self._taken: weakref.ref[Generator[Event, None, None]] | None = None
+        self._events = self._run()
 
     def __iter__(self) -> Iterator[Event]:
-        events = self._generator()
-        if events is None:
-            return iter(())  # a loop took the events and let go of them: the fold is over
-        self._events = None
-        self._taken = weakref.ref(events)
-        return events
+        # The loop holds the events through their own object, which ends them when the
+        # loop lets go of it: at once, instead of when the garbage collector runs.
+        return _LoopEvents(self._events)
 
     def __next__(self) -> Event:
-        events = self._generator()
-        if events is None:
-            raise StopIteration
-        return next(events)
+        return next(self._events)
 
     def snapshot(self) -> Message:
         """The message so far (status cancelled if the consumer stopped early)."""
@@ -1003,18 +1013,11 @@ class Fold:
 
     def close(self) -> None:
         """Stop early: the message keeps everything received, with status cancelled."""
-        events = self._generator()
-        if events is not None:
-            events.close()
+        self._events.close()
         if not self.folder.finished:
             # The events were never read: closing the generator ran none of its code.
             self.folder.cancel()
             _close_source(self._chunks)
-
-    def _generator(self) -> Generator[Event, None, None] | None:
-        if self._events is not None:
-            return self._events
-        return None if self._taken is None else self._taken()
 
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
