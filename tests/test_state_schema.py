@@ -359,6 +359,9 @@ def test_an_unchanged_state_resumes_identically() -> None:
 
 
 def _box_attributes(cls: type) -> set[str]:
+    compiled = getattr(cls, "__mypyc_attrs__", None)
+    if compiled is not None:  # compiled with mypyc: every attribute, inherited ones too
+        return set(compiled) - {"__weakref__", "__dict__"}
     if dataclasses.is_dataclass(cls):
         return {f.name for f in dataclasses.fields(cls)}
     names: set[str] = set()
