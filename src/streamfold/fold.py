@@ -14,6 +14,7 @@ from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar
 
 import jiter
+from mypy_extensions import mypyc_attr
 from pydantic import ValidationError
 from pydantic_core import to_json
 
@@ -981,6 +982,8 @@ class _LoopEvents:
         self._events.close()  # nothing to do once they have ended
 
 
+# Compiled, it still takes the interpreted Tee (record.py), which folds as it records.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Fold:
     """Iterate the events of a stream; `snapshot()` reads the message so far at any time.
 

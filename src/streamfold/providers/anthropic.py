@@ -597,8 +597,10 @@ class AnthropicDecoder(Decoder):
         """The hot event prefix for the block whose index follows the head at `pos`."""
         at = pos + len(_HOT_HEAD)
         comma = buffer.find(b",", at, at + _HOT_INDEX_SPAN)
+        if comma < 0:  # (before slicing: compiled, a slice to -1 past its start fails)
+            return None
         digits = buffer[at:comma]
-        if comma < 0 or not digits.isdigit() or (digits[:1] == b"0" and len(digits) > 1):
+        if not digits.isdigit() or (digits[:1] == b"0" and len(digits) > 1):
             return None
         index = int(digits)
         blk = self._blocks.get(index)
