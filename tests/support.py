@@ -157,7 +157,11 @@ def coalesce(events: list[Event]) -> list[tuple[Any, ...]]:
 
 @contextlib.contextmanager
 def hot_lane_off() -> Iterator[None]:
-    """Every decoder's SSE hot lane switched off: the framer and decode() take all."""
+    """Every decoder's SSE hot lane switched off: the framer and decode() take all.
+
+    A compiled fold reads `sse_hot_head` natively, past the class attribute set here: the
+    lane is also told to start never (hot_lane_from), which a compiled fold does read.
+    """
     from streamfold.providers import anthropic, openai_chat, openai_responses
 
     classes = [
@@ -169,7 +173,8 @@ def hot_lane_off() -> Iterator[None]:
     try:
         for cls in classes:
             cls.sse_hot_head = None
-        yield
+        with hot_lane_from(sys.maxsize):
+            yield
     finally:
         for cls, head in zip(classes, saved, strict=True):
             if head is None:
@@ -177,6 +182,21 @@ def hot_lane_off() -> Iterator[None]:
                     del cls.sse_hot_head
             else:
                 cls.sse_hot_head = head
+
+
+def attributes(obj: object) -> dict[str, Any]:
+    """An object's attributes by name, in either build (a compiled class has no __dict__;
+    mypyc lists its attributes in __mypyc_attrs__)."""
+    names = getattr(type(obj), "__mypyc_attrs__", None)
+    if names is None:
+        return dict(vars(obj))
+    missing = object()
+    found = {
+        name: getattr(obj, name, missing)
+        for name in names
+        if name not in ("__dict__", "__weakref__")
+    }
+    return {name: value for name, value in found.items() if value is not missing}
 
 
 def fold_outcome(chunks: list[Any], provider: str | None, **options: Any) -> tuple[Any, ...]:

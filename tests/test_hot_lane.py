@@ -26,6 +26,7 @@ from support import (
     count_grow_texts,
     decoded_payloads,
     hot_lane_from,
+    hot_lane_off,
     read,
     recordings,
     split_at,
@@ -256,6 +257,26 @@ def test_the_lane_starts_after_the_shipped_number_of_events(
     # The first try is at the start of the event after the first HOT_LANE_AFTER.
     assert long[: tries[0]].count(b"\n\n") == HOT_LANE_AFTER
     assert len(events) > HOT_LANE_AFTER
+
+
+def test_hot_lane_off_leaves_the_lane_untried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lane-against-full-path tests compare two paths only if hot_lane_off switches
+    the lane off, in the compiled build (which reads sse_hot_head natively) too."""
+    tries: list[int] = []
+    original = anthropic.AnthropicDecoder.sse_shortcut
+
+    def counting(self: anthropic.AnthropicDecoder, buffer: bytes, pos: int, *rest: Any) -> int:
+        tries.append(pos)
+        return original(self, buffer, pos, *rest)
+
+    monkeypatch.setattr(anthropic.AnthropicDecoder, "sse_shortcut", counting)
+    long = read("anthropic/thinking-signature.sse")
+    with hot_lane_off():
+        list(fold([long], "anthropic"))
+    assert tries == []
+    with hot_lane_from(0, 0):  # the control: the same stream takes the lane at once
+        list(fold([long], "anthropic"))
+    assert tries
 
 
 def test_the_lane_starts_at_once_when_many_events_are_at_hand(

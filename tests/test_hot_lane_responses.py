@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from support import (
     HOT_LANE_OPTIONS,
     INDEX,
+    attributes,
     count_grow_texts,
     decoded_payloads,
     fold_outcome,
@@ -344,7 +345,7 @@ def _outcome(chunks: list[bytes], provider: str | None, **options: Any) -> tuple
             events.append(repr(event))
     except StreamfoldError as exc:
         error = (type(exc).__name__, str(exc), {k: repr(v) for k, v in vars(exc).items()})
-    decoder = vars(run.folder._decoder) if run.folder._decoder is not None else {}
+    decoder = attributes(run.folder._decoder) if run.folder._decoder is not None else {}
     state = {
         # A set's order depends on what was added and removed, not on what it holds.
         k: repr(sorted(v) if isinstance(v, set) else v)

@@ -359,6 +359,9 @@ def test_an_unchanged_state_resumes_identically() -> None:
 
 
 def _box_attributes(cls: type) -> set[str]:
+    compiled = getattr(cls, "__mypyc_attrs__", None)
+    if compiled is not None:  # compiled with mypyc: every attribute, inherited ones too
+        return set(compiled) - {"__weakref__", "__dict__"}
     if dataclasses.is_dataclass(cls):
         return {f.name for f in dataclasses.fields(cls)}
     names: set[str] = set()
@@ -373,17 +376,32 @@ def _box_attributes(cls: type) -> set[str]:
 def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
     """(box, its state model, attribute -> field where the names differ, attributes not
     saved: the fold's settings given to from_state, caches and values derived again)."""
-    from streamfold import accumulator, eventstream, framing
-    from streamfold.fold import FoldState
+    from streamfold import (
+        accumulator,
+        accumulator_state,
+        eventstream,
+        eventstream_state,
+        framing,
+        framing_state,
+    )
+    from streamfold.fold_state import FoldState
     from streamfold.providers import (
         anthropic,
+        anthropic_state,
         bedrock,
         bedrock_invoke,
+        bedrock_invoke_state,
+        bedrock_state,
         gemini,
+        gemini_state,
         messagedelta,
+        messagedelta_state,
         ollama,
+        ollama_state,
         openai_chat,
+        openai_chat_state,
         openai_responses,
+        openai_responses_state,
     )
 
     settings_ = {"choice", "strict", "limits"}  # limits: the fold's, set by the fold
@@ -394,63 +412,63 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
             {"_acc": "accumulator", "_framer": "sse", "_decoder_options": "choice"},
             {"timing"},  # when chunks arrived, on this process's clock: a restore starts anew
         ),
-        (framing.SSEDecoder, framing.SSEState, {}, {"_parked"}),  # joined to the buffer
-        (framing.NDJSONDecoder, framing.NDJSONState, {}, {"_parked"}),
-        (eventstream.EventStreamFramer, eventstream.EventStreamState, {}, set()),
+        (framing.SSEDecoder, framing_state.SSEState, {}, {"_parked"}),  # joined to the buffer
+        (framing.NDJSONDecoder, framing_state.NDJSONState, {}, {"_parked"}),
+        (eventstream.EventStreamFramer, eventstream_state.EventStreamState, {}, set()),
         (
             accumulator.Accumulator,
-            accumulator.AccumulatorState,
+            accumulator_state.AccumulatorState,
             {},
             {"limits", "provider", "strict"},
         ),
         (
             accumulator._Slot,
-            accumulator.SlotState,
+            accumulator_state.SlotState,
             {"start": "part", "done": "complete", "scanner": "scanning"},
             {"index", "kind", "limit", "size", "has_content"},
         ),
         (
             anthropic.AnthropicDecoder,
-            anthropic.AnthropicState,
+            anthropic_state.AnthropicState,
             {},
             {"_hot", "_hot_head", "_early_chars", *settings_},  # held sizes: from early
         ),
-        (anthropic._Block, anthropic.AnthropicBlockState, {}, set()),
-        (bedrock.BedrockDecoder, bedrock.BedrockState, {}, {"_hot_head", *settings_}),
-        (bedrock._Block, bedrock.BedrockBlockState, {}, set()),
+        (anthropic._Block, anthropic_state.AnthropicBlockState, {}, set()),
+        (bedrock.BedrockDecoder, bedrock_state.BedrockState, {}, {"_hot_head", *settings_}),
+        (bedrock._Block, bedrock_state.BedrockBlockState, {}, set()),
         (
             bedrock_invoke.BedrockInvokeDecoder,
-            bedrock_invoke.BedrockInvokeState,
+            bedrock_invoke_state.BedrockInvokeState,
             {},
             {"_hot_head", *settings_},
         ),
-        (gemini.GeminiDecoder, gemini.GeminiState, {}, {"_hot_head", "_pending", *settings_}),
-        (gemini._TextPart, gemini.GeminiTextState, {}, {"byte_ends", "char_ends"}),
-        (gemini._StreamedCall, gemini.GeminiCallState, {}, set()),
-        (gemini._ArgsWriter, gemini.GeminiArgsState, {}, set()),
-        (gemini._Growable, gemini.GeminiGrowable, {}, set()),
-        (ollama.OllamaDecoder, ollama.OllamaState, {}, {"_hot_head", *settings_}),
+        (gemini.GeminiDecoder, gemini_state.GeminiState, {}, {"_hot_head", "_pending", *settings_}),
+        (gemini._TextPart, gemini_state.GeminiTextState, {}, {"byte_ends", "char_ends"}),
+        (gemini._StreamedCall, gemini_state.GeminiCallState, {}, set()),
+        (gemini._ArgsWriter, gemini_state.GeminiArgsState, {}, set()),
+        (gemini._Growable, gemini_state.GeminiGrowable, {}, set()),
+        (ollama.OllamaDecoder, ollama_state.OllamaState, {}, {"_hot_head", *settings_}),
         (
             messagedelta.MessageDeltaDecoder,
-            messagedelta.MessageDeltaState,
+            messagedelta_state.MessageDeltaState,
             {},
             {"_hot_head", *settings_},
         ),
         (
             openai_chat.OpenAIChatDecoder,
-            openai_chat.OpenAIChatState,
+            openai_chat_state.OpenAIChatState,
             {},
             {"_hot_credit", "_hot_head", "_hot_seen", "_hot_shapes", "_hot_version", *settings_},
         ),
-        (openai_chat._Call, openai_chat.ChatCallState, {}, set()),
+        (openai_chat._Call, openai_chat_state.ChatCallState, {}, set()),
         (
             openai_responses.OpenAIResponsesDecoder,
-            openai_responses.OpenAIResponsesState,
+            openai_responses_state.OpenAIResponsesState,
             {},
             {"_hot", "_hot_head", "_hot_misses", "_kind", "_noted", "_early_chars", *settings_},
         ),
-        (openai_responses._Item, openai_responses.ResponsesItemState, {}, set()),
-        (openai_responses._Part, openai_responses.ResponsesPartState, {}, set()),
+        (openai_responses._Item, openai_responses_state.ResponsesItemState, {}, set()),
+        (openai_responses._Part, openai_responses_state.ResponsesPartState, {}, set()),
     ]
 
 

@@ -5,16 +5,31 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 
-# The pipeline modules a wheel build compiles (hatch_build.py reads this list): those of the
-# per-delta path that hold no pydantic model. mypyc compiles a model's class body but writes
-# its annotations loosely (`str | None` as `type`, `Count` as plain `int`), so pydantic would
-# validate a saved state against the wrong types: framing, eventstream, accumulator, fold and
-# the decoders join once their state models live in modules of their own, and
-# providers.base with them (a compiled class takes no interpreted subclass).
+# The pipeline modules a wheel build compiles (hatch_build.py reads this list): every module
+# on the per-delta path. What stays interpreted: the pydantic models (parts, message, _model,
+# state, state_schema and each box's saved-state model in its *_state module: mypyc writes a
+# model's annotations loosely, `str | None` as `type`, `Count` as a plain `int`, so pydantic
+# would validate against the wrong types), and the edges (aio, cli, serve, relay, web, ui,
+# live, recording), where the time is the network's. providers.base is compiled with
+# allow_interpreted_subclasses, so the decoders users register still subclass it.
 COMPILED_MODULES = (
     "streamfold.partial_json",
     "streamfold.deltas",
     "streamfold.events",
+    "streamfold.limits",
+    "streamfold.framing",
+    "streamfold.eventstream",
+    "streamfold.accumulator",
+    "streamfold.fold",
+    "streamfold.providers.base",
+    "streamfold.providers.anthropic",
+    "streamfold.providers.bedrock",
+    "streamfold.providers.bedrock_invoke",
+    "streamfold.providers.gemini",
+    "streamfold.providers.messagedelta",
+    "streamfold.providers.ollama",
+    "streamfold.providers.openai_chat",
+    "streamfold.providers.openai_responses",
 )
 
 

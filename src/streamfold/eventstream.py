@@ -16,7 +16,7 @@ from typing import Any
 import jiter
 
 from .errors import StateError, StreamProtocolError, UsageError
-from .state_schema import BoxState, Bytes
+from .eventstream_state import EventStreamState
 
 _PRELUDE = 12
 _CRC = 4
@@ -88,14 +88,6 @@ def _parse_headers(data: bytes, raw: bytes) -> dict[str, HeaderValue]:
     if pos != end:
         raise _error("expected the headers to fill their declared length exactly", raw)
     return headers
-
-
-class EventStreamState(BoxState):
-    """What an EventStreamFramer needs to resume: the unfinished message."""
-
-    buffer: Bytes = b""
-    closed: bool = False
-    truncated: bool = False
 
 
 class EventStreamFramer:

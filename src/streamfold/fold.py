@@ -11,16 +11,16 @@ import contextlib
 import dataclasses
 import math
 import re
-import weakref
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar
 
 import jiter
-from pydantic import Field, ValidationError
+from mypy_extensions import mypyc_attr
+from pydantic import ValidationError
 from pydantic_core import to_json
 
 from ._model import _plain_json
-from .accumulator import Accumulator, AccumulatorState
+from .accumulator import Accumulator
 from .deltas import ClosePart, Delta, GrowPart, OpenPart
 from .errors import (
     StateError,
@@ -28,19 +28,18 @@ from .errors import (
     StreamLimitError,
     StreamProtocolError,
     UsageError,
-    preview,
 )
 from .events import Event, MessageCompleted
-from .eventstream import EventStreamState
+from .eventstream_state import EventStreamState
+from .fold_state import FoldState, HeldEvent, HeldFault, LimitsState
 from .framing import (
     NDJSONDecoder,
-    NDJSONState,
     SSEDecoder,
     SSEEvent,
-    SSEState,
     StreamFormat,
     sniff_format,
 )
+from .framing_state import NDJSONState, SSEState
 from .limits import DEFAULT_LIMITS, Limits
 from .message import Message, MessageDelta, Role
 from .parts import ContentPart
@@ -54,7 +53,7 @@ from .providers import (
 )
 from .providers.base import Decoder
 from .providers.messagedelta import MessageDeltaDecoder
-from .state_schema import BoxState, Bytes, Count, Json, JsonObject, validation_error
+from .state_schema import validation_error
 from .timing import Clock, StreamTiming
 
 # How many events may pass before a stream that names no provider is given up on.
@@ -74,89 +73,9 @@ _MALFORMED = (
     OverflowError,  # an integer past any float, where the SDK or a decoder wants one
 )
 # A lone surrogate: text no UTF-8 wire can carry (jiter refuses it in bytes).
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = re.compile("[\\ud800-\\udfff]")  # escapes: mypyc takes no surrogate literal
 # Metadata a fold records whether or not it understood any event of its stream.
 _UNLEARNED_METADATA = frozenset({"provider", "skipped_events", "truncated_tail"})
-
-
-class LimitsState(BoxState):
-    """The fold's Limits (every field of it)."""
-
-    max_bytes: Count
-    max_parts: Count
-    max_part_chars: Count
-    max_tool_argument_chars: Count
-    max_depth: Count
-
-
-class HeldEvent(BoxState):
-    """An event held until the provider is known: its payload and SSE event name."""
-
-    payload: JsonObject
-    event: str | None = None
-
-
-class HeldFault(BoxState):
-    """A fault met inside a chunk of bytes: the fold raises it at its next feed() or close()."""
-
-    reason: str
-    provider: str | None = None
-    position: Count | None = None
-    raw_bytes: Bytes | None = None  # the raw event, when it was bytes
-    raw: Json = None  # else the raw event as JSON (or its preview, when JSON cannot hold it)
-
-    @classmethod
-    def of(cls, error: StreamProtocolError) -> HeldFault:
-        """The state of a held fault."""
-        raw = error.raw
-        if type(raw) is bytes:
-            return cls(
-                reason=error.reason, provider=error.provider, position=error.position, raw_bytes=raw
-            )
-        try:
-            return cls(
-                reason=error.reason, provider=error.provider, position=error.position, raw=raw
-            )
-        except ValidationError:
-            return cls(
-                reason=error.reason,
-                provider=error.provider,
-                position=error.position,
-                raw=preview(raw),
-            )
-
-    def rebuilt(self) -> StreamProtocolError:
-        """The fault this state describes."""
-        raw = self.raw_bytes if self.raw_bytes is not None else self.raw
-        return StreamProtocolError(
-            self.reason, provider=self.provider, raw=raw, position=self.position
-        )
-
-
-class FoldState(BoxState):
-    """What a StreamFolder needs to resume: its own fields and each box's state.
-
-    `decoder` is the state of the decoder of `provider` (its model is that decoder
-    class's `state_model`, picked by the name from the registry); the framer's is the
-    one field of `sse`, `ndjson`, `eventstream` that `format` names.
-    """
-
-    provider: str | None = None
-    choice: Count = 0
-    strict: bool = False
-    limits: LimitsState
-    bytes: Count = 0
-    format: StreamFormat | None = None
-    sse: SSEState | None = None
-    ndjson: NDJSONState | None = None
-    eventstream: EventStreamState | None = None
-    head: Bytes = b""
-    undetected: list[HeldEvent] = Field(default_factory=list)
-    position: Count = 0
-    closed: bool = False
-    fault: HeldFault | None = None
-    decoder: dict[str, Any] | None = None
-    accumulator: AccumulatorState
 
 
 class StreamFolder:
@@ -524,10 +443,10 @@ class StreamFolder:
                     and delta.content is not None
                 ):
                     try:
-                        taken = grow(delta.key, delta.content, out)
+                        grown = grow(delta.key, delta.content, out)
                     except StreamfoldError as exc:
                         raise self._attach(exc, payload) from None
-                    if taken:
+                    if grown:
                         if timing._first_token is None and delta.content:
                             timing._text_arrived()
                         yield out.pop()
@@ -952,7 +871,6 @@ class StreamFolder:
                     )
                 return []
             self._use_provider(provider)
-            assert self._decoder is not None
             held, self._undetected = self._undetected, []
             events: list[Event] = []
             for old_payload, old_event in held:
@@ -1078,6 +996,29 @@ def _sdk_payload(obj: Any) -> dict[str, Any]:
     return payload
 
 
+class _LoopEvents:
+    """A fold's events as a `for` loop holds them: when the loop lets go (a break, an
+    exception in its body), the events end, and the fold is cancelled at once.
+
+    The events' own generator cannot do this in the compiled build: a compiled generator
+    runs no `finally` when it is freed, and takes no weak reference.
+    """
+
+    def __init__(self, events: Generator[Event, None, None]) -> None:
+        self._events = events
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        return next(self._events)
+
+    def __del__(self) -> None:
+        self._events.close()  # nothing to do once they have ended
+
+
+# Compiled, it still takes the interpreted Tee (record.py), which folds as it records.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Fold:
     """Iterate the events of a stream; `snapshot()` reads the message so far at any time.
 
@@ -1090,24 +1031,15 @@ class Fold:
     def __init__(self, chunks: Iterable[Any], folder: StreamFolder) -> None:
         self._chunks = chunks
         self.folder = folder
-        # Held here until a loop takes it (`__iter__`); then only that loop holds it, so
-        # leaving the loop closes it at once instead of when the garbage collector runs.
-        self._events: Generator[Event, None, None] | None = self._run()
-        self._taken: weakref.ref[Generator[Event, None, None]] | None = None
+        self._events = self._run()
 
     def __iter__(self) -> Iterator[Event]:
-        events = self._generator()
-        if events is None:
-            return iter(())  # a loop took the events and let go of them: the fold is over
-        self._events = None
-        self._taken = weakref.ref(events)
-        return events
+        # The loop holds the events through their own object, which ends them when the
+        # loop lets go of it: at once, instead of when the garbage collector runs.
+        return _LoopEvents(self._events)
 
     def __next__(self) -> Event:
-        events = self._generator()
-        if events is None:
-            raise StopIteration
-        return next(events)
+        return next(self._events)
 
     @property
     def timing(self) -> StreamTiming:
@@ -1124,18 +1056,11 @@ class Fold:
 
     def close(self) -> None:
         """Stop early: the message keeps everything received, with status cancelled."""
-        events = self._generator()
-        if events is not None:
-            events.close()
+        self._events.close()
         if not self.folder.finished:
             # The events were never read: closing the generator ran none of its code.
             self.folder.cancel()
             _close_source(self._chunks)
-
-    def _generator(self) -> Generator[Event, None, None] | None:
-        if self._events is not None:
-            return self._events
-        return None if self._taken is None else self._taken()
 
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder

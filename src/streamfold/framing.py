@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
 from .errors import UsageError
-from .state_schema import BoxState, Bytes, Number
+from .framing_state import NDJSONState, SSEState
 
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = b" \t\r\n"
@@ -89,28 +87,6 @@ def _event_name(value: bytes) -> str:
         if len(_EVENT_NAMES) < 256 and len(value) < 64:
             _EVENT_NAMES[value] = name  # a stream repeats a few names: decode each once
     return name
-
-
-class SSEState(BoxState):
-    """What an SSEDecoder needs to resume: the unfinished line and event."""
-
-    buffer: Bytes = b""
-    data: list[Bytes] = Field(default_factory=list)
-    event: str | None = None
-    id: str | None = None
-    retry: Number | None = None
-    started: bool = False
-    closed: bool = False
-    pending_cr: bool = False
-
-
-class NDJSONState(BoxState):
-    """What an NDJSONDecoder needs to resume: the unfinished line."""
-
-    buffer: Bytes = b""
-    closed: bool = False
-    # The first line was taken (a byte-order mark may open only the stream).
-    started: bool = False
 
 
 class SSEDecoder:

@@ -2,8 +2,10 @@
 
 A state is data in a closed, explicit schema: each box (the framer, the provider's
 decoder, the accumulator, the fold itself) declares what it needs to resume as a strict
-pydantic model beside its own code (`FoldState` in fold.py holds the others), and
-rebuilds itself from a validated one with its own constructor. A state names no class
+pydantic model in a module beside its own (`FoldState` in fold_state.py holds the others),
+and rebuilds itself from a validated one with its own constructor. The models live apart
+from the boxes because the boxes are compiled with mypyc and the models must not be:
+pydantic reads a model's annotations, which mypyc does not keep as written. A state names no class
 and no module: the decoder's model is picked by the provider's name from the registry.
 
 `load_state` checks the whole document before anything is built (JSON types, nesting
@@ -14,8 +16,9 @@ The envelope: {"streamfold_state": <version>, "folder": <FoldState>, "mac": <hex
 mac only with a key: HMAC-SHA256 over the canonical JSON of the rest; without a key, a
 mac is not checked).
 
-A box that gains an attribute: add a field to its state model (`SSEState` beside
-SSEDecoder, `AnthropicState` beside AnthropicDecoder, ...) with a default, write it in
+A box that gains an attribute: add a field to its state model (`SSEState` in
+framing_state.py for framing.py's SSEDecoder, `AnthropicState` in
+providers/anthropic_state.py, ...) with a default, write it in
 the box's `to_state()` and read it back in `from_state()`, checking it against the other
 fields where they must agree. A cache or a value derived from others is not saved: the
 constructor `from_state` starts from rebuilds it (tests/test_state_schema.py lists those,

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import jiter
-from pydantic import Field
 
 from .._model import check_json_object
 from ..deltas import (
@@ -37,7 +36,7 @@ from ..deltas import (
 from ..errors import StateError, StreamProtocolError
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
-from ..state_schema import BoxState, Count, JsonObject, Key
+from .anthropic_state import AnthropicBlockAt, AnthropicBlockState, AnthropicState, BlockKind
 from .base import Decoder, PartGrower, json_string_body
 
 # stop_reason -> (normalised stop reason, status).
@@ -125,8 +124,6 @@ _LOCATION_KEYS = (
 
 T = TypeVar("T")
 
-BlockKind = Literal["text", "thinking", "tool_use", "buffered", "compaction", "opaque"]
-
 
 @dataclass(slots=True)
 class _Block:
@@ -148,68 +145,34 @@ class _Block:
     # Lenient: implicit parts for deltas that did not fit this block, by the kind they grow.
     strays: dict[str, _Block] = field(default_factory=dict)
 
-
-class AnthropicBlockState(BoxState):
-    """A content block as the decoder remembers it (see _Block)."""
-
-    kind: BlockKind
-    type: str
-    block: JsonObject
-    key: Key
-    origin: JsonObject | None = None
-    open: bool = True
-    json_chunks: list[str] | None = None
-    got_json: bool = False
-    strays: dict[str, AnthropicBlockState] = Field(default_factory=dict)
-
-    @classmethod
-    def of(cls, blk: _Block) -> AnthropicBlockState:
-        """The saved form of `blk`."""
-        return cls(
-            kind=blk.kind,
-            type=blk.type,
-            block=blk.block,
-            key=blk.key,
-            origin=blk.origin,
-            open=blk.open,
-            json_chunks=blk.json_chunks,
-            got_json=blk.got_json,
-            strays={kind: cls.of(stray) for kind, stray in blk.strays.items()},
-        )
-
-    def rebuilt(self) -> _Block:
-        """The block this describes."""
-        return _Block(
+    def to_state(self) -> AnthropicBlockState:
+        """This as saved-state data."""
+        return AnthropicBlockState(
             kind=self.kind,
             type=self.type,
-            block=dict(self.block),
+            block=self.block,
             key=self.key,
             origin=self.origin,
             open=self.open,
-            json_chunks=None if self.json_chunks is None else list(self.json_chunks),
+            json_chunks=self.json_chunks,
             got_json=self.got_json,
-            strays={kind: stray.rebuilt() for kind, stray in self.strays.items()},
+            strays={kind: stray.to_state() for kind, stray in self.strays.items()},
         )
 
-
-class AnthropicBlockAt(BoxState):
-    """A content block under its index."""
-
-    index: int
-    block: AnthropicBlockState
-
-
-class AnthropicState(BoxState):
-    """What an AnthropicDecoder needs to resume (its hot lane starts afresh)."""
-
-    blocks: list[AnthropicBlockAt] = Field(default_factory=list)
-    usage_raw: JsonObject = Field(default_factory=dict)
-    status: Status | None = None
-    ended: bool = False
-    started: bool = False
-    # Lenient: the content_block_delta events held for a block not started yet, in order.
-    early: list[JsonObject] = Field(default_factory=list)
-    restarts: Count = 0
+    @classmethod
+    def from_state(cls, state: AnthropicBlockState) -> _Block:
+        """The block this describes."""
+        return cls(
+            kind=state.kind,
+            type=state.type,
+            block=dict(state.block),
+            key=state.key,
+            origin=state.origin,
+            open=state.open,
+            json_chunks=None if state.json_chunks is None else list(state.json_chunks),
+            got_json=state.got_json,
+            strays={kind: cls.from_state(stray) for kind, stray in state.strays.items()},
+        )
 
 
 # The deltas object_text takes, by block kind: (delta type, the key of its text).
@@ -252,7 +215,7 @@ class AnthropicDecoder(Decoder):
         """This decoder as saved-state data."""
         return AnthropicState(
             blocks=[
-                AnthropicBlockAt(index=index, block=AnthropicBlockState.of(blk))
+                AnthropicBlockAt(index=index, block=blk.to_state())
                 for index, blk in self._blocks.items()
             ],
             usage_raw=self._usage_raw,
@@ -272,7 +235,7 @@ class AnthropicDecoder(Decoder):
         for n, at in enumerate(state.blocks):
             if at.index in decoder._blocks:
                 raise StateError(f"blocks[{n}].index", "expected each index once")
-            decoder._blocks[at.index] = at.block.rebuilt()
+            decoder._blocks[at.index] = _Block.from_state(at.block)
         decoder._usage_raw = dict(state.usage_raw)
         decoder._status = state.status
         decoder._ended = state.ended
@@ -633,8 +596,10 @@ class AnthropicDecoder(Decoder):
         """The hot event prefix for the block whose index follows the head at `pos`."""
         at = pos + len(_HOT_HEAD)
         comma = buffer.find(b",", at, at + _HOT_INDEX_SPAN)
+        if comma < 0:  # (before slicing: compiled, a slice to -1 past its start fails)
+            return None
         digits = buffer[at:comma]
-        if comma < 0 or not digits.isdigit() or (digits[:1] == b"0" and len(digits) > 1):
+        if not digits.isdigit() or (digits[:1] == b"0" and len(digits) > 1):
             return None
         index = int(digits)
         blk = self._blocks.get(index)

@@ -7,6 +7,7 @@ from collections.abc import Hashable
 from typing import Any, ClassVar, Protocol, Self
 
 import jiter
+from mypy_extensions import mypyc_attr
 
 from ..deltas import Delta, EndMessage, Repair
 from ..errors import StreamLimitError, StreamProtocolError
@@ -52,6 +53,9 @@ def json_string_body(raw: bytes) -> str | None:
     return value if type(value) is str else None
 
 
+# Compiled, the base still takes the decoders users write and register (interpreted
+# classes); a built-in decoder's own calls stay native.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Decoder:
     """Base class of provider decoders: one provider event in, neutral deltas out.
 
@@ -90,13 +94,13 @@ class Decoder:
     provider: ClassVar[str] = "unknown"
     # The model of what this decoder saves to resume (see to_state / from_state).
     state_model: ClassVar[type[BoxState]] = BoxState
-    # The fold's limits (the fold sets them): text a decoder holds back for a part that
-    # has not started yet is checked against them as it arrives (see `hold_text`).
-    limits: Limits = DEFAULT_LIMITS
 
     def __init__(self, *, choice: int = 0, strict: bool = False) -> None:
         self.choice = choice
         self.strict = strict
+        # The fold's limits (the fold sets them): text a decoder holds back for a part that
+        # has not started yet is checked against them as it arrives (see `hold_text`).
+        self.limits: Limits = DEFAULT_LIMITS
         # See sse_hot_head: a decoder with a hot lane sets its own, and may change it (or
         # turn the lane off with None) as the stream goes.
         self._hot_head: bytes | None = None

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import jiter
-from pydantic import Field
 
 from ..deltas import (
     ClosePart,
@@ -33,8 +32,8 @@ from ..deltas import (
 from ..errors import StateError
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
-from ..state_schema import BoxState, Count, JsonObject, Key
 from .base import Decoder
+from .bedrock_state import BedrockBlockAt, BedrockBlockState, BedrockState, BlockKind
 
 # The documented in-stream exceptions of ConverseStream (boto3 raises them; the wire and
 # decoded recordings carry them as events).
@@ -66,8 +65,6 @@ _USAGE_FIELDS = (
     "cacheWriteInputTokens",
 )
 
-BlockKind = Literal["text", "thinking", "redacted", "tool_call", "server_tool_use", "tool_result"]
-
 
 @dataclass(slots=True)
 class _Block:
@@ -89,68 +86,36 @@ class _Block:
     # Lenient: implicit parts for deltas of another kind than the block's, by kind.
     strays: dict[str, _Block] = field(default_factory=dict)
 
-
-class BedrockBlockState(BoxState):
-    """A contentBlockIndex as the decoder knows it (see _Block)."""
-
-    kind: BlockKind | None = None
-    key: Key
-    opened: bool = False
-    stopped: bool = False
-    start: JsonObject = Field(default_factory=dict)
-    chunks: list[str] = Field(default_factory=list)
-    results: list[JsonObject] = Field(default_factory=list)
-    origin: JsonObject | None = None
-    early: list[str] = Field(default_factory=list)
-    strays: dict[str, BedrockBlockState] = Field(default_factory=dict)
-
-    @classmethod
-    def of(cls, block: _Block) -> BedrockBlockState:
-        """The saved form of `block`."""
-        return cls(
-            kind=block.kind,
-            key=block.key,
-            opened=block.opened,
-            stopped=block.stopped,
-            start=block.start,
-            chunks=block.chunks,
-            results=block.results,
-            origin=block.origin,
-            early=block.early,
-            strays={kind: cls.of(stray) for kind, stray in block.strays.items()},
-        )
-
-    def rebuilt(self) -> _Block:
-        """The block this describes."""
-        return _Block(
+    def to_state(self) -> BedrockBlockState:
+        """This as saved-state data."""
+        return BedrockBlockState(
             kind=self.kind,
             key=self.key,
             opened=self.opened,
             stopped=self.stopped,
-            start=dict(self.start),
-            chunks=list(self.chunks),
-            results=[dict(result) for result in self.results],
+            start=self.start,
+            chunks=self.chunks,
+            results=self.results,
             origin=self.origin,
-            early=list(self.early),
-            strays={kind: stray.rebuilt() for kind, stray in self.strays.items()},
+            early=self.early,
+            strays={kind: stray.to_state() for kind, stray in self.strays.items()},
         )
 
-
-class BedrockBlockAt(BoxState):
-    """A block under its contentBlockIndex."""
-
-    index: int
-    block: BedrockBlockState
-
-
-class BedrockState(BoxState):
-    """What a BedrockDecoder needs to resume."""
-
-    blocks: list[BedrockBlockAt] = Field(default_factory=list)
-    stopped: bool = False
-    metadata_seen: bool = False
-    ended: bool = False
-    restarts: Count = 0
+    @classmethod
+    def from_state(cls, state: BedrockBlockState) -> _Block:
+        """The block this describes."""
+        return cls(
+            kind=state.kind,
+            key=state.key,
+            opened=state.opened,
+            stopped=state.stopped,
+            start=dict(state.start),
+            chunks=list(state.chunks),
+            results=[dict(result) for result in state.results],
+            origin=state.origin,
+            early=list(state.early),
+            strays={kind: cls.from_state(stray) for kind, stray in state.strays.items()},
+        )
 
 
 class BedrockDecoder(Decoder):
@@ -172,7 +137,7 @@ class BedrockDecoder(Decoder):
         """This decoder as saved-state data."""
         return BedrockState(
             blocks=[
-                BedrockBlockAt(index=index, block=BedrockBlockState.of(block))
+                BedrockBlockAt(index=index, block=block.to_state())
                 for index, block in self._blocks.items()
             ],
             stopped=self._stopped,
@@ -190,7 +155,7 @@ class BedrockDecoder(Decoder):
         for n, at in enumerate(state.blocks):
             if at.index in decoder._blocks:
                 raise StateError(f"blocks[{n}].index", "expected each index once")
-            decoder._blocks[at.index] = at.block.rebuilt()
+            decoder._blocks[at.index] = _Block.from_state(at.block)
         decoder._stopped = state.stopped
         decoder._metadata_seen = state.metadata_seen
         decoder._ended = state.ended

@@ -19,7 +19,7 @@ import base64
 import binascii
 import json
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 import jiter
 from pydantic import ValidationError
@@ -29,13 +29,14 @@ from ..deltas import Delta, EndMessage, ReportError, SkipEvent, UpdateMessage
 from ..errors import StateError, UsageError
 from ..eventstream import encode_message
 from ..message import Message, Usage
-from ..state_schema import BoxState, validation_error
+from ..state_schema import validation_error
 from . import detect_provider
 from .anthropic import AnthropicDecoder
 from .anthropic import encode_request as anthropic_request
 from .anthropic import replay_problems as anthropic_problems
 from .base import Decoder
 from .bedrock import BedrockDecoder
+from .bedrock_invoke_state import BedrockInvokeState
 
 _METRICS = "amazon-bedrock-invocationMetrics"
 _CHUNK_HEADERS = {
@@ -63,15 +64,6 @@ _FOREIGN_FAMILIES = (
     ("outputText", "Amazon Titan Text"),
     ("completion", "Anthropic Claude Text Completions (the legacy prompt API)"),
 )
-
-
-class BedrockInvokeState(BoxState):
-    """What a BedrockInvokeDecoder needs to resume: the family its chunks carry (none yet
-    before the first) and the state of that family's decoder, checked by its own model."""
-
-    family: Literal["anthropic", "bedrock"] | None = None
-    inner: dict[str, Any] | None = None
-    usage_seen: bool = False
 
 
 class BedrockInvokeDecoder(Decoder):

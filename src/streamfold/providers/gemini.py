@@ -36,8 +36,6 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field
-
 from ..deltas import (
     ClosePart,
     Delta,
@@ -51,8 +49,15 @@ from ..deltas import (
 from ..errors import StateError
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart
-from ..state_schema import BoxState, Count, Json, JsonObject
 from .base import Decoder
+from .gemini_state import (
+    GeminiArgsFrame,
+    GeminiArgsState,
+    GeminiCallState,
+    GeminiGrowable,
+    GeminiState,
+    GeminiTextState,
+)
 
 # The top-level fields of a GenerateContentResponse chunk (wire names; the google-genai
 # SDK's model_dump adds the last three). A chunk with none of them is not Gemini's.
@@ -163,6 +168,27 @@ class _TextPart:
         char_base = self.char_ends[at - 1] if at else 0
         head = self.chunks[at].encode()[: offset - byte_base]
         return char_base + len(head.decode("utf-8", errors="ignore"))
+
+    def to_state(self) -> GeminiTextState:
+        """This as saved-state data (its offsets are derived from the chunks)."""
+        return GeminiTextState(
+            key=self.key, chunks=self.chunks, cited=[list(mark) for mark in self.cited]
+        )
+
+    @classmethod
+    def from_state(cls, state: GeminiTextState) -> _TextPart:
+        """The text part this describes."""
+        part = _TextPart(state.key, [])
+        try:
+            for chunk in state.chunks:
+                part.add(chunk)
+        except UnicodeEncodeError:
+            raise StateError("chunks", "expected text UTF-8 can encode") from None
+        for n, mark in enumerate(state.cited):
+            if not all(item is None or isinstance(item, str | int | float) for item in mark):
+                raise StateError(f"cited[{n}]", "expected a report's plain values")
+            part.cited.add(tuple(mark))
+        return part
 
 
 # The deepest partialArgs path accepted: jiter reads JSON at most ~200 levels deep.
@@ -359,86 +385,6 @@ class _StreamedCall:
     writer: _ArgsWriter = field(default_factory=_ArgsWriter)
 
 
-class GeminiTextState(BoxState):
-    """An open text part's chunks and the grounding reports already turned to citations."""
-
-    key: int
-    chunks: list[str] = Field(default_factory=list)
-    cited: list[list[Json]] = Field(default_factory=list)
-
-    @classmethod
-    def of(cls, part: _TextPart) -> GeminiTextState:
-        """The saved form of `part` (its offsets are derived from the chunks)."""
-        return cls(key=part.key, chunks=part.chunks, cited=[list(mark) for mark in part.cited])
-
-    def rebuilt(self) -> _TextPart:
-        """The text part this describes."""
-        part = _TextPart(self.key, [])
-        try:
-            for chunk in self.chunks:
-                part.add(chunk)
-        except UnicodeEncodeError:
-            raise StateError("chunks", "expected text UTF-8 can encode") from None
-        for n, mark in enumerate(self.cited):
-            if not all(item is None or isinstance(item, str | int | float) for item in mark):
-                raise StateError(f"cited[{n}]", "expected a report's plain values")
-            part.cited.add(tuple(mark))
-        return part
-
-
-class GeminiArgsFrame(BoxState):
-    """An open container of streamed arguments: its kind and the keys (items) it has."""
-
-    kind: Literal["object", "array"]
-    used: list[str | int] = Field(default_factory=list)
-
-
-class GeminiArgsState(BoxState):
-    """A streamed call's argument writer (see _ArgsWriter). `values` holds each streamed
-    string whole; `strings` names the paths of those that may still grow."""
-
-    started: bool = False
-    broken: bool = False
-    stack: list[GeminiArgsFrame] = Field(default_factory=list)
-    path: list[str | int] = Field(default_factory=list)
-    open_string: list[str | int] | None = None
-    values: JsonObject = Field(default_factory=dict)
-    strings: list[list[str | int]] = Field(default_factory=list)
-
-
-class GeminiCallState(BoxState):
-    """A function call streamed in pieces (Vertex partialArgs)."""
-
-    key: int
-    call_id: str | None = None
-    name: str | None = None
-    metadata: JsonObject = Field(default_factory=dict)
-    writer: GeminiArgsState = GeminiArgsState()
-
-
-class GeminiGrowable(BoxState):
-    """The text or thinking part later chunks of the same kind may still grow."""
-
-    key: int
-    kind: Literal["text", "thinking"]
-
-
-class GeminiState(BoxState):
-    """What a GeminiDecoder needs to resume."""
-
-    next_key: Count = 0
-    growable: GeminiGrowable | None = None
-    # The part grounding reports cite: the key of a part in `open_text`, if any.
-    last_text: int | None = None
-    open_text: list[GeminiTextState] = Field(default_factory=list)
-    call: GeminiCallState | None = None
-    calls: Count = 0
-    sent_meta: JsonObject = Field(default_factory=dict)
-    usage_raw: JsonObject | None = None
-    # A chunk with a finishReason arrived: the input's end is then the stream's end marker.
-    finish_seen: bool = False
-
-
 def _writer_state(writer: _ArgsWriter) -> GeminiArgsState:
     return GeminiArgsState(
         started=writer.started,
@@ -506,7 +452,7 @@ class GeminiDecoder(Decoder):
             next_key=self._next_key,
             growable=None if grow is None else GeminiGrowable(key=grow.key, kind=grow.kind),
             last_text=None if last is None or last.key not in self._open_text else last.key,
-            open_text=[GeminiTextState.of(part) for part in self._open_text.values()],
+            open_text=[part.to_state() for part in self._open_text.values()],
             call=None
             if call is None
             else GeminiCallState(
@@ -534,7 +480,7 @@ class GeminiDecoder(Decoder):
             decoder._growable = _Growable(state.growable.key, state.growable.kind)
         for n, saved in enumerate(state.open_text):
             try:
-                decoder._open_text[saved.key] = saved.rebuilt()
+                decoder._open_text[saved.key] = _TextPart.from_state(saved)
             except StateError as exc:
                 raise exc.within(f"open_text[{n}]") from None
         if state.last_text is not None:

@@ -33,9 +33,9 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from ..deltas import (
     ClosePart,
@@ -50,8 +50,8 @@ from ..errors import StateError, StreamfoldError, UsageError
 from ..events import Event, MessageCompleted, PartCompleted, PartDelta, PartStarted
 from ..message import MessageDelta, Role, Status, ToolCall, forward_status, merge_tool_call
 from ..parts import STREAMED_OPTIONS, ContentPart, merge_part
-from ..state_schema import BoxState, Count
 from .base import Decoder
+from .messagedelta_state import MessageDeltaState, SlotArguments, SlotKind
 
 # Statuses of a message that ended normally, not cut (see forward_status).
 _WHOLE = frozenset({"complete", "length", "content_filtered"})
@@ -59,35 +59,6 @@ _WHOLE = frozenset({"complete", "length", "content_filtered"})
 
 def _slot_index(item: tuple[int, Any]) -> int:
     return item[0]
-
-
-# A slot index read so far, or -1 for none.
-_SlotOrNone = Annotated[int, Field(ge=-1, le=2**62)]
-
-
-class SlotKind(BoxState):
-    """A slot the deltas opened: its index in the stream and its kind."""
-
-    index: Count
-    kind: str
-
-
-class SlotArguments(BoxState):
-    """A tool-call slot whose arguments began: whole (a dict) or as text."""
-
-    index: Count
-    whole: bool
-
-
-class MessageDeltaState(BoxState):
-    """What a MessageDeltaDecoder needs to resume."""
-
-    kinds: list[SlotKind] = Field(default_factory=list)
-    last_slot: _SlotOrNone = -1
-    last_part: _SlotOrNone = -1
-    arguments_whole: list[SlotArguments] = Field(default_factory=list)
-    started: bool = False
-    status: Status = "incomplete"
 
 
 class MessageDeltaDecoder(Decoder):

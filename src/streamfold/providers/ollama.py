@@ -10,9 +10,7 @@ part ends when the other kind begins, or when the message does.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from ..deltas import (
     ClosePart,
@@ -26,8 +24,8 @@ from ..deltas import (
 )
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import ContentPart
-from ..state_schema import BoxState, Count
 from .base import Decoder
+from .ollama_state import OllamaCallSeen, OllamaOpenPart, OllamaState, TextKind
 
 _DONE_REASONS: dict[str, tuple[StopReason, Status]] = {
     "stop": ("stop", "complete"),
@@ -38,34 +36,6 @@ _DONE_REASONS: dict[str, tuple[StopReason, Status]] = {
 
 _DURATIONS = ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration")
 _COUNTS = ("prompt_eval_count", "eval_count")
-
-TextKind = Literal["text", "thinking"]
-
-
-class OllamaOpenPart(BoxState):
-    """The open text or thinking part: its kind and its key (kind, n)."""
-
-    kind: TextKind
-    key_kind: str
-    key_number: int
-
-
-class OllamaCallSeen(BoxState):
-    """A call by the id the server gave it: its name and argument text (to spot repeats)."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-class OllamaState(BoxState):
-    """What an OllamaDecoder needs to resume."""
-
-    open: OllamaOpenPart | None = None
-    parts: Count = 0
-    tool_calls: Count = 0
-    described: bool = False
-    call_ids: list[OllamaCallSeen] = Field(default_factory=list)
 
 
 class OllamaDecoder(Decoder):

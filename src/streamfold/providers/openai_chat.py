@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable
-from typing import Annotated, Any
+from typing import Any
 
 import jiter
-from pydantic import Field
 
 from ..deltas import (
     ClosePart,
@@ -33,8 +32,8 @@ from ..deltas import (
 from ..errors import StateError
 from ..message import Status, StopReason, ToolCall, Usage
 from ..parts import Citation, CitationSource, ContentPart, PartType
-from ..state_schema import BoxState, Count, JsonObject, Key
 from .base import Decoder, PartGrower, json_string_body
+from .openai_chat_state import ChatCallAt, ChatCallState, ChatExecuted, OpenAIChatState
 
 
 def _empty_part(kind: PartType, options: dict[str, Any] | None = None) -> ContentPart:
@@ -177,56 +176,6 @@ class _Call:
         self.index = index
         self.name = name
         self.closed = False
-
-
-class ChatCallState(BoxState):
-    """A streamed tool call as the decoder knows it (see _Call)."""
-
-    key: Key
-    id: str | None = None
-    index: int | None = None
-    name: str | None = None
-    closed: bool = False
-
-
-class ChatCallAt(BoxState):
-    """A call (its place in `calls`) under a tool-call index (None: fragments without one)."""
-
-    index: int | None
-    call: Count
-
-
-class ChatExecuted(BoxState):
-    """A server-executed tool's part, by its index: its key and block."""
-
-    index: int
-    key: Key
-    block: JsonObject
-
-
-class OpenAIChatState(BoxState):
-    """What an OpenAIChatDecoder needs to resume (its hot lane starts afresh). Calls are
-    kept once, in `calls`; the other tables name them by their place there."""
-
-    counter: Count = 0
-    open: list[Key] = Field(default_factory=list)
-    thinking: Key | None = None
-    # (reasoning_details index, kind): a list in JSON.
-    thinking_slot: Annotated[tuple[int | None, str], Field(strict=False)] | None = None
-    text: Key | None = None
-    refusal: Key | None = None
-    saw_refusal: bool = False
-    calls: list[ChatCallState] = Field(default_factory=list)
-    calls_by_id: dict[str, Count] = Field(default_factory=dict)
-    latest_at: list[ChatCallAt] = Field(default_factory=list)
-    unclosed: list[Count] = Field(default_factory=list)
-    executed: list[ChatExecuted] = Field(default_factory=list)
-    metadata: JsonObject = Field(default_factory=dict)
-    usage: Usage | None = None
-    usage_raw: JsonObject | None = None
-    cited: list[str] = Field(default_factory=list)
-    pending_citations: list[Citation] = Field(default_factory=list)
-    metadata_version: Count = 0
 
 
 class OpenAIChatDecoder(Decoder):

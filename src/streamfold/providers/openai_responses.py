@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NoReturn
 
 import jiter
-from pydantic import Field
 
 from .._model import check_json_object
 from ..deltas import (
@@ -44,8 +43,14 @@ from ..deltas import (
 from ..errors import StateError, ToolArgumentsError
 from ..message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
 from ..parts import Citation, CitationSource, ContentPart
-from ..state_schema import BoxState, Count, Json, JsonObject, Key, Number
 from .base import Decoder, PartGrower, json_string_body
+from .openai_responses_state import (
+    OpenAIResponsesState,
+    ResponsesEarly,
+    ResponsesItemAt,
+    ResponsesItemState,
+    ResponsesPartState,
+)
 
 _PHASES = {"commentary": "narration", "final_answer": "answer"}
 
@@ -131,45 +136,14 @@ class _Item:
     input_done: str | None = None
     closed: set[Hashable] = field(default_factory=set)  # parts already done
 
-
-class ResponsesPartState(BoxState):
-    """An open part of an item (see _Part)."""
-
-    key: Key
-    has_text: bool = False
-    ended: bool = False
-    annotated: bool = False
-    logprobs: list[Json] = Field(default_factory=list)
-    logprobs_sent: bool = False
-
-
-class ResponsesItemState(BoxState):
-    """An output item being streamed (see _Item)."""
-
-    id: str
-    type: str
-    kind: str
-    added: JsonObject
-    phase: str | None = None
-    parts: list[ResponsesPartState] = Field(default_factory=list)
-    latest: Key | None = None
-    any_part: bool = False
-    call_id: str | None = None
-    name: str | None = None
-    has_arguments: bool = False
-    input_chunks: list[str] = Field(default_factory=list)
-    input_done: str | None = None
-    closed: list[Key] = Field(default_factory=list)
-
-    @classmethod
-    def of(cls, item: _Item) -> ResponsesItemState:
-        """The saved form of `item`."""
-        return cls(
-            id=item.id,
-            type=item.type,
-            kind=item.kind,
-            added=item.added,
-            phase=item.phase,
+    def to_state(self) -> ResponsesItemState:
+        """This as saved-state data."""
+        return ResponsesItemState(
+            id=self.id,
+            type=self.type,
+            kind=self.kind,
+            added=self.added,
+            phase=self.phase,
             parts=[
                 ResponsesPartState(
                     key=p.key,
@@ -179,70 +153,43 @@ class ResponsesItemState(BoxState):
                     logprobs=p.logprobs,
                     logprobs_sent=p.logprobs_sent,
                 )
-                for p in item.parts.values()
+                for p in self.parts.values()
             ],
-            latest=item.latest,
-            any_part=item.any_part,
-            call_id=item.call_id,
-            name=item.name,
-            has_arguments=item.has_arguments,
-            input_chunks=item.input_chunks,
-            input_done=item.input_done,
-            closed=list(item.closed),
-        )
-
-    def rebuilt(self) -> _Item:
-        """The item this describes."""
-        parts = {
-            p.key: _Part(p.key, p.has_text, p.ended, p.annotated, list(p.logprobs), p.logprobs_sent)
-            for p in self.parts
-        }
-        if len(parts) != len(self.parts):
-            raise StateError("parts", "expected each part key once")
-        return _Item(
-            id=self.id,
-            type=self.type,
-            kind=self.kind,
-            added=dict(self.added),
-            phase=self.phase,
-            parts=parts,
             latest=self.latest,
             any_part=self.any_part,
             call_id=self.call_id,
             name=self.name,
             has_arguments=self.has_arguments,
-            input_chunks=list(self.input_chunks),
+            input_chunks=self.input_chunks,
             input_done=self.input_done,
-            closed=set(self.closed),
+            closed=list(self.closed),
         )
 
-
-class ResponsesItemAt(BoxState):
-    """The item an output_index names (for events that carry no item_id)."""
-
-    index: int
-    item: str
-
-
-class ResponsesEarly(BoxState):
-    """Lenient: an event that came before its item, held to replay when it is added."""
-
-    item: str
-    kind: str
-    payload: JsonObject
-
-
-class OpenAIResponsesState(BoxState):
-    """What an OpenAIResponsesDecoder needs to resume (its hot lane starts afresh)."""
-
-    items: list[ResponsesItemState] = Field(default_factory=list)
-    by_index: list[ResponsesItemAt] = Field(default_factory=list)
-    tool_calls: Count = 0
-    refusals: Count = 0
-    done: list[str] = Field(default_factory=list)
-    early: list[ResponsesEarly] = Field(default_factory=list)
-    seq_floor: Number | None = None
-    seq_above: list[Number] = Field(default_factory=list)
+    @classmethod
+    def from_state(cls, state: ResponsesItemState) -> _Item:
+        """The item this describes."""
+        parts = {
+            p.key: _Part(p.key, p.has_text, p.ended, p.annotated, list(p.logprobs), p.logprobs_sent)
+            for p in state.parts
+        }
+        if len(parts) != len(state.parts):
+            raise StateError("parts", "expected each part key once")
+        return cls(
+            id=state.id,
+            type=state.type,
+            kind=state.kind,
+            added=dict(state.added),
+            phase=state.phase,
+            parts=parts,
+            latest=state.latest,
+            any_part=state.any_part,
+            call_id=state.call_id,
+            name=state.name,
+            has_arguments=state.has_arguments,
+            input_chunks=list(state.input_chunks),
+            input_done=state.input_done,
+            closed=set(state.closed),
+        )
 
 
 class _Dropped(Exception):
@@ -362,7 +309,7 @@ class OpenAIResponsesDecoder(Decoder):
     def to_state(self) -> OpenAIResponsesState:
         """This decoder as saved-state data (between events: no repairs noted)."""
         return OpenAIResponsesState(
-            items=[ResponsesItemState.of(item) for item in self._items.values()],
+            items=[item.to_state() for item in self._items.values()],
             by_index=[ResponsesItemAt(index=i, item=id_) for i, id_ in self._by_index.items()],
             tool_calls=self._tool_calls,
             refusals=self._refusals,
@@ -384,7 +331,7 @@ class OpenAIResponsesDecoder(Decoder):
         decoder = cls(choice=choice, strict=strict)
         for n, saved in enumerate(state.items):
             try:
-                decoder._items[saved.id] = saved.rebuilt()
+                decoder._items[saved.id] = _Item.from_state(saved)
             except StateError as exc:
                 raise exc.within(f"items[{n}]") from None
         if len(decoder._items) != len(state.items):
