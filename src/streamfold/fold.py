@@ -590,6 +590,12 @@ class StreamFolder:
         `Decoder.sse_shortcut`); every other event goes through the framer and
         `_fold_frames`, a run at a time, up to the next event the decoder might take.
         Events, positions, state and errors are the same as the framer's path gives.
+
+        It pays compiled as well as interpreted: with the lane off, the compiled build
+        folds 10k-delta mixed streams 1.85-2.55x slower buffered and 1.54-2.26x slower one
+        event per chunk (Anthropic, Chat, Responses; CPU-time medians of 7, lane on and
+        off interleaved in one process): the framer's line split and a full JSON parse
+        per delta are what it saves, and no compiler removes those.
         """
         shortcut = decoder.sse_shortcut
         grower = self._acc
