@@ -782,7 +782,12 @@ async def test_redis_restarted_empty_late_joiners_get_the_whole_message(tmp_path
         ref = reference(RECORDINGS[0])
         stream = sid()
         third = len(ref.chunks) // 3
-        async with Relay.from_url(server.url, fast_config(start_timeout=5.0)) as relay:
+        config = fast_config(start_timeout=5.0)
+        # Late joiners on another worker: what Redis holds, not what this worker's tail does.
+        async with (
+            Relay.from_url(server.url, config) as relay,
+            Relay.from_url(server.url, config) as other,
+        ):
             producer = relay.producer(stream)
             await producer.start()
             for chunk in ref.chunks[:third]:
@@ -795,7 +800,7 @@ async def test_redis_restarted_empty_late_joiners_get_the_whole_message(tmp_path
             # reader must not take that for a dead producer.
             await _restart_empty(server, outage=2 * relay.config.lease_ttl)
             # A late joiner while the producer is quiet: the message so far, whole.
-            during = await drain(_until_seq(relay.subscribe(stream), producer.seq))
+            during = await drain(_until_seq(other.subscribe(stream), producer.seq))
             assert isinstance(during[0].event, Snapshot)
             assert during[0].seq == producer.seq
             assert during[0].event.message.model_dump(mode="json") == ref.snapshots[producer.seq]
@@ -808,7 +813,7 @@ async def test_redis_restarted_empty_late_joiners_get_the_whole_message(tmp_path
             await producer.feed(ref.chunks[-1])
             assert producer.finished
             await asyncio.wait_for(early, 30)
-            after = await asyncio.wait_for(drain(relay.subscribe(stream)), 30)
+            after = await asyncio.wait_for(drain(other.subscribe(stream)), 30)
         ref.check(early_items)
         # After the end: a snapshot covering all but the end, then the final message.
         assert isinstance(after[0].event, Snapshot) and after[-1].seq == len(ref.events)
