@@ -105,6 +105,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import re
@@ -1077,6 +1078,10 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 _TAIL_BLOCK_MS: Final = 50
 
 
+_Seen = tuple[Checkpoint | None, list[Relayed]]
+"""A checkpoint (if one) and the entries read after it, contiguous."""
+
+
 class _Followed:
     """What the tail knows of one stream: its readers here, how far it has read, the
     entries it read last (contiguous, ending at the cursor) and a checkpoint they follow
@@ -1120,6 +1125,8 @@ class _Tail:
     def __init__(self, relay: Relay) -> None:
         self.relay = relay
         self.streams: dict[str, _Followed] = {}
+        self.starting: dict[str, asyncio.Future[tuple[list[Relayed], _Seen | None]]] = {}
+        """Snapshots being read from Redis, by stream key: joiners meanwhile share them."""
         self.task: asyncio.Task[None] | None = None
         # Enough to reach back to the newest checkpoint, which is at most
         # checkpoint_every entries old while its producer writes.
@@ -1145,7 +1152,7 @@ class _Tail:
         key: str,
         last: int,
         inbox: _Inbox,
-        seen: tuple[Checkpoint | None, list[Relayed]] | None = None,
+        seen: _Seen | None = None,
     ) -> int:
         """Follow `key` into `inbox` from after `last`; returns where the tail already is
         (entries up to it that the caller has not read must be read first). `seen`: the
@@ -1174,6 +1181,13 @@ class _Tail:
         followed.readers.discard(inbox)
         if not followed.readers:
             del self.streams[key]
+
+    def started(self, key: str, reading: asyncio.Future[Any]) -> None:
+        """A shared start has been read: later joiners start from the tail or read anew."""
+        if self.starting.get(key) is reading:
+            del self.starting[key]
+        if not reading.cancelled():
+            reading.exception()  # its readers may all have gone: nobody else looks
 
     def _fail(self, error: BaseException) -> None:
         for followed in self.streams.values():
@@ -1231,7 +1245,7 @@ class _Subscription:
         self.events_key, self.checkpoint_key, self.lease_key = keys
         self.after = after
         self.last = 0
-        self.seen: tuple[Checkpoint | None, list[Relayed]] | None = None
+        self.seen: _Seen | None = None
         """The checkpoint and entries last read from Redis, for the tail to keep."""
 
     async def _wait_checkpoint(self) -> Checkpoint:
@@ -1251,13 +1265,34 @@ class _Subscription:
             "(never started, or expired)"
         )
 
-    async def _from_checkpoint(self, *, local: bool = False) -> list[Relayed]:
-        """A Snapshot and the entries right after it, with no gap between them; `local`:
-        from what this worker's tail holds of the stream, if it holds a checkpoint."""
-        held = self.relay._tail().start(self.events_key) if local else None
+    async def _start(self) -> list[Relayed]:
+        """A new reader's Snapshot and the entries after it: from what this worker's tail
+        holds of the stream, or read from Redis once for all the readers here starting on
+        it together (ten tabs opened at once, or waiting for the stream to appear)."""
+        tail = self.relay._tail()
+        held = tail.start(self.events_key)
         if held is not None:
             checkpoint, entries = held
             return [Relayed(checkpoint.id, checkpoint.seq, checkpoint.snapshot()), *entries]
+        reading = tail.starting.get(self.events_key)
+        first = reading is None
+        if reading is None:
+            reading = tail.starting[self.events_key] = asyncio.ensure_future(self._read_start())
+            reading.add_done_callback(functools.partial(tail.started, self.events_key))
+        try:
+            items, self.seen = await asyncio.shield(reading)
+        except RelayNotFound:
+            if first:
+                raise
+            return await self._from_checkpoint()  # that wait began before this reader's
+        return items
+
+    async def _read_start(self) -> tuple[list[Relayed], _Seen | None]:
+        items = await self._from_checkpoint()
+        return items, self.seen
+
+    async def _from_checkpoint(self) -> list[Relayed]:
+        """A Snapshot and the entries right after it, with no gap between them."""
         for _ in range(_SNAPSHOT_RETRIES):
             checkpoint = await self._wait_checkpoint()
             entries = await self.relay._range(self.events_key, checkpoint.seq, self.cfg.batch)
@@ -1286,15 +1321,17 @@ class _Subscription:
         return []
 
     async def run(self) -> AsyncIterator[Relayed]:
-        items = await (
-            self._from_checkpoint(local=True) if self.after is None else self._resume(self.after)
-        )
+        tail = self.relay._tail()
+        if self.after is None:
+            items = await self._start()
+        else:
+            held = tail.after(self.events_key, self.after)
+            items = held if held is not None else await self._resume(self.after)
         self.last = self.after or 0
-        relay, cfg = self.relay, self.cfg
+        cfg = self.cfg
         idle_since = time.monotonic()
         lease_gone_since: float | None = None
         lease_seen_at: float | None = None  # when the producer's lease was last seen
-        tail = relay._tail()
         inbox: _Inbox | None = None
         try:
             for _ in range(_MAX_ATTEMPTS * 100):  # each turn takes a poll or brings events
