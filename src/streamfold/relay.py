@@ -91,7 +91,13 @@ of a stream, entries handed out to per-subscription inboxes bounded at `maxlen` 
 a reader that falls further behind re-reads from its last id); every other command its
 producers and consumers issue in one turn of the event loop goes out as one pipeline
 (idempotent, so retried whole); parsed entries and checkpoints are cached by key and raw
-bytes, so ten readers of one stream parse each entry once. `Relay.from_url` uses a
+bytes, so ten readers of one stream parse each entry once, and get the same immutable
+Relayed items. The tail also holds each followed stream's latest entries (two
+checkpoints' worth) and a checkpoint they follow: a reader that joins a stream this
+worker already follows starts from them (its snapshot is at most `checkpoint_every`
+events old, as one read from Redis would be) and a resume by id inside them reads
+nothing; readers that start together on a stream nobody here follows yet (ten tabs, or
+a wait for the stream to appear) read its snapshot once. `Relay.from_url` uses a
 BlockingConnectionPool (64 connections) so a burst waits for a connection instead of
 failing. asyncio only (redis.asyncio); hiredis, if installed, parses replies faster.
 
