@@ -263,11 +263,14 @@ def consume(
                 await asyncio.gather(*(reader(streamfold_reader, r, s, n, t0) for s, n in jobs))
                 cpu = time.process_time() - cpu
                 return cpu, await _connections(r.redis, name)
-        # One connection per blocked reader, up to this process's share of what Redis
-        # and the file-descriptor limit allow (past it, readers wait for a connection).
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url, max_connections=min(len(jobs), max_connections), timeout=None, **options
-        )
+        # One connection per blocked reader: redis-py's plain pool, or where Redis and the
+        # file-descriptor limit allow fewer, its blocking pool (readers wait for one).
+        if len(jobs) <= max_connections:
+            pool = aioredis.ConnectionPool.from_url(url, **options)
+        else:
+            pool = aioredis.BlockingConnectionPool.from_url(
+                url, max_connections=max_connections, timeout=None, **options
+            )
         client = aioredis.Redis.from_pool(pool)
         try:
             await _warm(pool, min(len(jobs), max_connections))
