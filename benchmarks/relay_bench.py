@@ -111,10 +111,19 @@ class _Start:
         await asyncio.to_thread(self.go.wait, 900)
         return float(self.at.value)
 
-    def release(self, parties: int) -> float:
-        """In the parent: once `parties` children are ready, start them all."""
-        for _ in range(parties):
-            self.ready.get(timeout=900)
+    def release(self, processes: list[Any]) -> float:
+        """In the parent: once every process is ready, start them all."""
+        import queue
+
+        ready = 0
+        deadline = time.monotonic() + 900
+        while ready < len(processes) and time.monotonic() < deadline:
+            try:
+                self.ready.get(timeout=1)
+                ready += 1
+            except queue.Empty:
+                if any(p.exitcode not in (None, 0) for p in processes):
+                    raise RuntimeError("a benchmark process failed before it was ready") from None
         self.at.value = time.time() + 0.5
         self.go.set()
         return float(self.at.value)
@@ -266,7 +275,7 @@ def consume(
         # One connection per blocked reader: redis-py's plain pool, or where Redis and the
         # file-descriptor limit allow fewer, its blocking pool (readers wait for one).
         if len(jobs) <= max_connections:
-            pool = aioredis.ConnectionPool.from_url(url, **options)
+            pool = aioredis.ConnectionPool.from_url(url, max_connections=len(jobs), **options)
         else:
             pool = aioredis.BlockingConnectionPool.from_url(
                 url, max_connections=max_connections, timeout=None, **options
@@ -370,7 +379,7 @@ def phase(
             )
             for process in (*consumers, producer):
                 process.start()
-            t0 = start.release(procs + 1)
+            t0 = start.release([*consumers, producer])
             produced = json.loads(reader_end.recv())
             memory = int(admin.info("memory")["used_memory"]) - memory_before
             stream_memory = _stream_memory(admin, prefix, streams)
