@@ -379,6 +379,7 @@ def phase(
             )
             for process in (*consumers, producer):
                 process.start()
+            writer_end.close()  # so a producer that dies is an EOFError here, not a hang
             t0 = start.release([*consumers, producer])
             produced = json.loads(reader_end.recv())
             memory = int(admin.info("memory")["used_memory"]) - memory_before

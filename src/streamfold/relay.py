@@ -720,19 +720,18 @@ class RelayProducer:
             return
         relay, cfg = self.relay, self.relay.config
         ttl_ms = int(cfg.lease_ttl * 1000)
-        taken = await relay._retry(
-            "take lease",
-            lambda: relay.redis.set(self.lease_key, self._token, nx=True, px=ttl_ms),
+        # Through the batcher: a thousand producers starting at once share a round trip
+        # (and a connection) instead of each waiting for one of the pool's.
+        (taken,) = await relay._commands(
+            ("set", (self.lease_key, self._token), {"nx": True, "px": ttl_ms})
         )
         if not taken:
-            owner = await relay.redis.get(self.lease_key)
+            (owner,) = await relay._commands(("get", (self.lease_key,), {}))
             if owner is None or _text(owner) != self._token:  # not a retried SET of ours
                 raise RelayBusy(f"stream {self.stream_id!r} is being produced by another worker")
-        exists = await relay._retry(
-            "check stream", lambda: relay.redis.exists(self.checkpoint_key, self.events_key)
-        )
+        (exists,) = await relay._commands(("exists", (self.checkpoint_key, self.events_key), {}))
         if exists:
-            await relay.redis.delete(self.lease_key)
+            await relay._commands(("delete", (self.lease_key,), {}))
             raise RelayBusy(
                 f"stream {self.stream_id!r} already exists (finished or abandoned); "
                 "use a new id, or relay.delete() it first"
