@@ -1186,3 +1186,21 @@ async def test_many_streams_many_readers_in_one_worker(redis_server: RedisServer
     for (n, _delay), items in zip(readers, results, strict=True):
         refs[n % len(refs)].check(items)
     assert connections <= 3  # sixty readers of twelve streams: not one connection each
+
+
+async def test_producers_starting_together_share_round_trips(tmp_path: Path) -> None:
+    # A worker that starts many answers at once (a burst of chats) must not make each
+    # producer wait its turn for a pooled connection to take its lease.
+    server = RedisServer(tmp_path / "burst")
+    server.start()
+    try:
+        async with Relay.from_url(server.url, fast_config()) as relay:
+            producers = [relay.producer(sid()) for _ in range(200)]
+            before = (await relay.redis.info("stats"))["total_reads_processed"]
+            await asyncio.gather(*(p.start() for p in producers))
+            reads = (await relay.redis.info("stats"))["total_reads_processed"] - before
+            for producer in producers:
+                await producer.close()
+        assert reads < len(producers)  # Redis read fewer requests than there are producers
+    finally:
+        server.stop()
