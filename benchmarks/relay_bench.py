@@ -352,6 +352,7 @@ def phase(
         maxclients = max(1000, _fd_limit() - 64)
         server = RedisServer(Path(tmp) / "redis", maxclients=maxclients)
         server.start()
+        processes: list[Any] = []
         try:
             admin = redis.Redis.from_url(server.url)
             memory_before = int(admin.info("memory")["used_memory"])
@@ -377,19 +378,23 @@ def phase(
                 target=_produce_to_pipe,
                 args=(writer_end, server.url, prefix, streams, start, pace, stagger, hiredis),
             )
-            for process in (*consumers, producer):
+            processes = [*consumers, producer]
+            for process in processes:
                 process.start()
             writer_end.close()  # so a producer that dies is an EOFError here, not a hang
-            t0 = start.release([*consumers, producer])
+            t0 = start.release(processes)
             produced = json.loads(reader_end.recv())
             memory = int(admin.info("memory")["used_memory"]) - memory_before
             stream_memory = _stream_memory(admin, prefix, streams)
-            for process in (*consumers, producer):
+            for process in processes:
                 process.join(timeout=900)
             redis_cpu = _redis_cpu(admin) - redis_cpu
             admin.close()
             results = [json.loads(Path(out).read_text()) for out in outs]
         finally:
+            for process in processes:
+                if process.is_alive():
+                    process.kill()  # a failed run leaves nothing behind
             server.stop()
     latencies = sorted(x for r in results for x in r["latencies"])
     delivered = sum(r["delivered"] for r in results)
