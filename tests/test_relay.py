@@ -1204,3 +1204,39 @@ async def test_producers_starting_together_share_round_trips(tmp_path: Path) -> 
         assert reads < len(producers)  # Redis read fewer requests than there are producers
     finally:
         server.stop()
+
+
+async def test_thousands_of_readers_are_woken_in_turns(relay: Relay) -> None:
+    # One reply for thousands of readers must not hold the event loop for all of them
+    # at once: on a busy machine that turn outlasts the client's socket timeout, and a
+    # Redis reply that arrived meanwhile is timed out unread.
+    stream = sid()
+    producer = relay.producer(stream, provider="openai-chat")
+    await producer.start()
+    chunks, _text = _long_chat(1)
+    readers = 2_000
+    subs = [relay.subscribe(stream) for _ in range(readers)]
+    await asyncio.gather(*(anext(s) for s in subs))  # each has its snapshot
+    got: list[int] = []
+    waiting = [asyncio.create_task(anext(s)) for s in subs]  # each follows the tail
+    for task in waiting:
+        task.add_done_callback(lambda _t: got.append(1))
+    await asyncio.sleep(0.05)
+    seen: list[int] = []  # how many readers have their event, each time that changes
+
+    async def watch() -> None:
+        for _ in range(1_000_000):  # one turn of the loop per step
+            await asyncio.sleep(0)
+            if got and (not seen or len(got) != seen[-1]):
+                seen.append(len(got))
+            if len(got) == readers:
+                return
+
+    watching = asyncio.create_task(watch())
+    await producer.feed(chunks[0])
+    await asyncio.wait_for(watching, 30)
+    assert seen[-1] == readers
+    assert len(seen) > 1 and seen[0] < readers  # not all in the same turn
+    for sub in subs:
+        await sub.aclose()
+    await producer.close()

@@ -1081,6 +1081,7 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 
 
 _TAIL_BLOCK_MS: Final = 50
+_WAKE_PER_TURN: Final = 500  # readers the tail wakes per turn of the event loop
 
 
 _Seen = tuple[Checkpoint | None, list[Relayed]]
@@ -1231,13 +1232,22 @@ class _Tail:
                 return
             failing_since = None
             delay = 0.05
+            woken = 0
             for key, entries in batches.items():
                 followed = self.streams.get(key)
                 if not entries or followed is None:
                     continue
                 followed.keep(entries, self.window)
-                for inbox in followed.readers:
+                for inbox in list(followed.readers):
                     inbox.push(entries)
+                    woken += 1
+                    if woken == _WAKE_PER_TURN:
+                        # Thousands of readers woken in one turn of the event loop would
+                        # hold it for seconds on a busy machine, and a Redis reply that
+                        # arrived meanwhile would time out unread: they run in turns. (A
+                        # reader joining meanwhile reads these entries from the tail.)
+                        woken = 0
+                        await asyncio.sleep(0)
 
 
 class _Subscription:
