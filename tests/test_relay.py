@@ -785,7 +785,12 @@ async def test_redis_restarted_empty_late_joiners_get_the_whole_message(tmp_path
         ref = reference(RECORDINGS[0])
         stream = sid()
         third = len(ref.chunks) // 3
-        async with Relay.from_url(server.url, fast_config(start_timeout=5.0)) as relay:
+        config = fast_config(start_timeout=5.0)
+        # Late joiners on another worker: what Redis holds, not what this worker's tail does.
+        async with (
+            Relay.from_url(server.url, config) as relay,
+            Relay.from_url(server.url, config) as other,
+        ):
             producer = relay.producer(stream)
             await producer.start()
             for chunk in ref.chunks[:third]:
@@ -798,7 +803,7 @@ async def test_redis_restarted_empty_late_joiners_get_the_whole_message(tmp_path
             # reader must not take that for a dead producer.
             await _restart_empty(server, outage=2 * relay.config.lease_ttl)
             # A late joiner while the producer is quiet: the message so far, whole.
-            during = await drain(_until_seq(relay.subscribe(stream), producer.seq))
+            during = await drain(_until_seq(other.subscribe(stream), producer.seq))
             assert isinstance(during[0].event, Snapshot)
             assert during[0].seq == producer.seq
             assert during[0].event.message.model_dump(mode="json") == ref.snapshots[producer.seq]
@@ -811,7 +816,7 @@ async def test_redis_restarted_empty_late_joiners_get_the_whole_message(tmp_path
             await producer.feed(ref.chunks[-1])
             assert producer.finished
             await asyncio.wait_for(early, 30)
-            after = await asyncio.wait_for(drain(relay.subscribe(stream)), 30)
+            after = await asyncio.wait_for(drain(other.subscribe(stream)), 30)
         ref.check(early_items)
         # After the end: a snapshot covering all but the end, then the final message.
         assert isinstance(after[0].event, Snapshot) and after[-1].seq == len(ref.events)
@@ -1010,3 +1015,231 @@ async def test_a_cancelled_publish_ends_the_message_as_cancelled(relay: Relay) -
     assert isinstance(end.event, MessageCompleted) and not end.synthetic
     assert end.event.message.status == "cancelled"
     assert await relay.redis.exists(relay.keys(stream)[2]) == 0  # the lease is gone
+
+
+# --- fan-out: many readers in one worker -------------------------------------------------
+
+
+async def _command_calls(redis: Any) -> dict[str, int]:
+    """How many times Redis ran each command since CONFIG RESETSTAT (lower-case names)."""
+    stats = await redis.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
+async def _reader_connections(redis: Any, name: str) -> int:
+    return sum(1 for client in await redis.client_list() if client.get("name") == name)
+
+
+async def test_readers_of_one_stream_share_one_read_of_redis(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "fanout")
+    server.start()
+    try:
+        ref = reference(RECORDINGS[0])
+        stream = sid()
+        config = fast_config()
+        n = len(ref.chunks)
+        points = sorted({0, n // 3, (2 * n) // 3})
+        async with (
+            Relay.from_url(server.url, config) as producing,
+            Relay.from_url(server.url, config, client_name="fanout-readers") as reading,
+        ):
+            producer = producing.producer(stream)
+            await producer.start()
+            await producing.redis.config_resetstat()
+            joined: list[asyncio.Task[list[Relayed]]] = []
+            resumed: asyncio.Task[list[Relayed]] | None = None
+            resumed_after = 0
+            for i, chunk in enumerate(ref.chunks):
+                if i in points:
+                    # Five tabs open at once: each gets a snapshot then every event.
+                    subs = [reading.subscribe(stream) for _ in range(5)]
+                    firsts = await asyncio.gather(*(anext(s) for s in subs))
+                    joined += [
+                        asyncio.create_task(drain(s, [f]))
+                        for s, f in zip(subs, firsts, strict=True)
+                    ]
+                if i == points[-1]:  # a reconnect with its last id, mid-stream
+                    resumed_after = max(0, producer.seq - 2)
+                    items = reading.subscribe(stream, after=f"0-{resumed_after}")
+                    resumed = asyncio.create_task(drain(items))
+                await producer.feed(chunk)
+            await producer.close()
+            results = await asyncio.wait_for(asyncio.gather(*joined), 30)
+            assert resumed is not None
+            again = await asyncio.wait_for(resumed, 30)
+            calls = await _command_calls(producing.redis)
+            connections = await _reader_connections(producing.redis, "fanout-readers")
+        starts = [ref.check(items) for items in results]
+        assert starts == sorted(starts)
+        assert [i.seq for i in again] == list(range(resumed_after + 1, len(ref.events) + 1))
+        assert [event_to_json(i.event) for i in again] == ref.events[resumed_after:]  # type: ignore[arg-type]
+        # Fifteen readers and a resume: a snapshot read once per moment readers joined
+        # (one reading for five at once), and the entries the worker's tail already
+        # holds never read again; one blocked connection for the live tail of them all.
+        assert calls.get("hmget", 0) <= len(points)
+        assert calls.get("xrange", 0) <= len(points) + 1
+        assert connections <= 3
+    finally:
+        server.stop()
+
+
+def _long_chat(deltas: int) -> tuple[list[dict[str, Any]], str]:
+    """An OpenAI Chat stream of `deltas` text deltas, as dict chunks, and its text."""
+    words = [f"w{n} " for n in range(deltas)]
+    chunks: list[dict[str, Any]] = [
+        {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [
+            {"index": 0, "delta": {"role": "assistant", "content": word}, "finish_reason": None}
+        ]}
+        for word in words
+    ]  # fmt: skip
+    chunks.append(
+        {"id": "c1", "object": "chat.completion.chunk", "model": "m",
+         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    )  # fmt: skip
+    return chunks, "".join(words)
+
+
+async def test_a_slow_reader_holds_up_no_one_and_its_queue_stays_bounded(
+    redis_server: RedisServer,
+) -> None:
+    config = fast_config(maxlen=100, checkpoint_every=20, batch=16)
+    chunks, text = _long_chat(300)
+    stream = sid()
+    async with Relay.from_url(redis_server.url, config) as relay:
+        producer = relay.producer(stream, provider="openai-chat")
+        await producer.start()
+        slow = relay.subscribe(stream)
+        slow_items = [await anext(slow)]
+        first_live = asyncio.create_task(anext(slow))  # following the live tail
+        fast = asyncio.create_task(drain(relay.subscribe(stream)))
+        await producer.feed(chunks[0])
+        slow_items.append(await asyncio.wait_for(first_live, 10))
+        for chunk in chunks[1:]:  # and now it reads nothing for a while
+            await producer.feed(chunk)
+        await producer.close()
+        fast_items = await asyncio.wait_for(fast, 30)  # done while the slow one sleeps
+        assert fast_items[-1].event.type == "message_completed"
+        # What the worker queued for the slow reader is bounded: past `maxlen` entries it
+        # was dropped, and the reader told to re-read from Redis.
+        followed = relay._tail().streams[relay.keys(stream)[0]]
+        (inbox,) = followed.readers
+        assert inbox.overflow and inbox.pending <= inbox.limit == config.maxlen
+        slow_items += await asyncio.wait_for(drain(slow), 30)
+    for items in (slow_items, fast_items):
+        # The last snapshot (the slow reader's entries were trimmed: it gets a new one),
+        # then every event after it once, in order.
+        start = max(n for n, item in enumerate(items) if isinstance(item.event, Snapshot))
+        seqs = [item.seq for item in items[start:]]
+        assert seqs == list(range(seqs[0], seqs[-1] + 1)), "a gap or a repeat"
+        final = items[-1].event
+        assert isinstance(final, MessageCompleted)
+        assert final.message.content[0].content == text
+
+
+async def test_readers_cancelled_while_others_go_on(relay: Relay) -> None:
+    ref = reference(RECORDINGS[1])
+    stream = sid()
+    producer = relay.producer(stream)
+    await producer.start()
+    subs = [relay.subscribe(stream) for _ in range(8)]
+    firsts = await asyncio.gather(*(anext(s) for s in subs))
+    tasks = [asyncio.create_task(drain(s, [f])) for s, f in zip(subs, firsts, strict=True)]
+    half = len(ref.chunks) // 2
+    for chunk in ref.chunks[:half]:
+        await producer.feed(chunk)
+    for task in tasks[::2]:
+        task.cancel()
+    for chunk in ref.chunks[half:]:
+        await producer.feed(chunk)
+    await producer.close()
+    done = await asyncio.wait_for(asyncio.gather(*tasks[1::2]), 30)
+    for items in done:
+        ref.check(items)
+    for task in tasks[::2]:
+        assert task.cancelled()
+    tail = relay._tail()
+    assert relay.keys(stream)[0] not in tail.streams  # the last reader to leave unfollows
+    assert not tail.starting
+
+
+async def test_many_streams_many_readers_in_one_worker(redis_server: RedisServer) -> None:
+    refs = [reference(rel) for rel in RECORDINGS[:4]]
+    config = fast_config()
+    streams = [sid() for _ in range(12)]
+    async with (
+        Relay.from_url(redis_server.url, config) as producing,
+        Relay.from_url(redis_server.url, config, client_name="many-readers") as reading,
+    ):
+
+        async def produce(n: int) -> None:
+            async with producing.producer(streams[n]) as producer:
+                for chunk in refs[n % len(refs)].chunks:
+                    await producer.feed(chunk)
+                    await asyncio.sleep(0.002 * (n % 3))
+
+        async def read(n: int, delay: float) -> list[Relayed]:
+            await asyncio.sleep(delay)
+            return await drain(reading.subscribe(streams[n]))
+
+        readers = [(n, 0.01 * r) for n in range(len(streams)) for r in range(5)]
+        reads = asyncio.gather(*(read(n, delay) for n, delay in readers))
+        await asyncio.gather(*(produce(n) for n in range(len(streams))))
+        results = await asyncio.wait_for(reads, 30)
+        connections = await _reader_connections(producing.redis, "many-readers")
+    for (n, _delay), items in zip(readers, results, strict=True):
+        refs[n % len(refs)].check(items)
+    assert connections <= 3  # sixty readers of twelve streams: not one connection each
+
+
+async def test_producers_starting_together_share_round_trips(tmp_path: Path) -> None:
+    # A worker that starts many answers at once (a burst of chats) must not make each
+    # producer wait its turn for a pooled connection to take its lease.
+    server = RedisServer(tmp_path / "burst")
+    server.start()
+    try:
+        async with Relay.from_url(server.url, fast_config()) as relay:
+            producers = [relay.producer(sid()) for _ in range(200)]
+            before = (await relay.redis.info("stats"))["total_reads_processed"]
+            await asyncio.gather(*(p.start() for p in producers))
+            reads = (await relay.redis.info("stats"))["total_reads_processed"] - before
+            for producer in producers:
+                await producer.close()
+        assert reads < len(producers)  # Redis read fewer requests than there are producers
+    finally:
+        server.stop()
+
+
+async def test_thousands_of_readers_are_woken_in_turns(relay: Relay) -> None:
+    # One reply for thousands of readers must not hold the event loop for all of them
+    # at once: on a busy machine that turn outlasts the client's socket timeout, and a
+    # Redis reply that arrived meanwhile is timed out unread.
+    stream = sid()
+    producer = relay.producer(stream, provider="openai-chat")
+    await producer.start()
+    chunks, _text = _long_chat(1)
+    readers = 2_000
+    subs = [relay.subscribe(stream) for _ in range(readers)]
+    await asyncio.gather(*(anext(s) for s in subs))  # each has its snapshot
+    got: list[int] = []
+    waiting = [asyncio.create_task(anext(s)) for s in subs]  # each follows the tail
+    for task in waiting:
+        task.add_done_callback(lambda _t: got.append(1))
+    await asyncio.sleep(0.05)
+    seen: list[int] = []  # how many readers have their event, each time that changes
+
+    async def watch() -> None:
+        for _ in range(1_000_000):  # one turn of the loop per step
+            await asyncio.sleep(0)
+            if got and (not seen or len(got) != seen[-1]):
+                seen.append(len(got))
+            if len(got) == readers:
+                return
+
+    watching = asyncio.create_task(watch())
+    await producer.feed(chunks[0])
+    await asyncio.wait_for(watching, 30)
+    assert seen[-1] == readers
+    assert len(seen) > 1 and seen[0] < readers  # not all in the same turn
+    for sub in subs:
+        await sub.aclose()
+    await producer.close()

@@ -91,7 +91,13 @@ of a stream, entries handed out to per-subscription inboxes bounded at `maxlen` 
 a reader that falls further behind re-reads from its last id); every other command its
 producers and consumers issue in one turn of the event loop goes out as one pipeline
 (idempotent, so retried whole); parsed entries and checkpoints are cached by key and raw
-bytes, so ten readers of one stream parse each entry once. `Relay.from_url` uses a
+bytes, so ten readers of one stream parse each entry once, and get the same immutable
+Relayed items. The tail also holds each followed stream's latest entries (two
+checkpoints' worth) and a checkpoint they follow: a reader that joins a stream this
+worker already follows starts from them (its snapshot is at most `checkpoint_every`
+events old, as one read from Redis would be) and a resume by id inside them reads
+nothing; readers that start together on a stream nobody here follows yet (ten tabs, or
+a wait for the stream to appear) read its snapshot once. `Relay.from_url` uses a
 BlockingConnectionPool (64 connections) so a burst waits for a connection instead of
 failing. asyncio only (redis.asyncio); hiredis, if installed, parses replies faster.
 
@@ -105,6 +111,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import re
@@ -347,7 +354,7 @@ class _Mirror:
             )
         )
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: Event | Snapshot) -> None:
         if isinstance(event, PartStarted):
             self.acc.apply(OpenPart(event.index, event.part))
         elif isinstance(event, PartDelta):
@@ -369,17 +376,6 @@ def _running(usage: Usage | None) -> Usage | None:
 
 
 # --- the relay ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    seq: int
-    id: str
-    event: Event
-    published_at: float | None
-
-    def relayed(self) -> Relayed:
-        return Relayed(self.id, self.seq, self.event, self.published_at)
 
 
 def _entry_id(seq: int) -> str:
@@ -410,8 +406,9 @@ class _Cache:
         self.items[key] = (raw, value)
 
 
-def _parse_entries(raw: Any, key: str, cache: _Cache) -> list[_Entry]:
-    out: list[_Entry] = []
+def _parse_entries(raw: Any, key: str, cache: _Cache) -> list[Relayed]:
+    # Items are immutable: every reader of an entry in this process gets the same one.
+    out: list[Relayed] = []
     for entry_id, fields in raw or ():
         eid = _text(entry_id)
         known = cache.get((key, eid), fields)
@@ -431,17 +428,17 @@ def _parse_entries(raw: Any, key: str, cache: _Cache) -> list[_Entry]:
             event = event_from_json(_json(body))
         except EventJSONError as exc:
             raise RelayError(f"entry {eid}: {exc}") from None
-        entry = _Entry(int(match.group(1)), eid, event, published)
+        entry = Relayed(eid, int(match.group(1)), event, published)
         cache.put((key, eid), fields, entry)
         out.append(entry)
     return out
 
 
-def _xread_entries(raw: Any, cache: _Cache) -> dict[str, list[_Entry]]:
+def _xread_entries(raw: Any, cache: _Cache) -> dict[str, list[Relayed]]:
     if not raw:
         return {}
     streams = raw.items() if isinstance(raw, dict) else raw
-    out: dict[str, list[_Entry]] = {}
+    out: dict[str, list[Relayed]] = {}
     for key, entries in streams:
         # RESP3 nests the entries one level deeper: [[(id, fields), ...]].
         while entries and len(entries) == 1 and not isinstance(entries[0][0], bytes | str):
@@ -640,7 +637,7 @@ class Relay:
         self._uptime_seen = (now, uptime)
         return uptime
 
-    async def _range(self, key: str, after: int, count: int) -> list[_Entry]:
+    async def _range(self, key: str, after: int, count: int) -> list[Relayed]:
         (raw,) = await self._commands(
             ("xrange", (key,), {"min": f"({_entry_id(after)}", "max": "+", "count": count})
         )
@@ -723,19 +720,18 @@ class RelayProducer:
             return
         relay, cfg = self.relay, self.relay.config
         ttl_ms = int(cfg.lease_ttl * 1000)
-        taken = await relay._retry(
-            "take lease",
-            lambda: relay.redis.set(self.lease_key, self._token, nx=True, px=ttl_ms),
+        # Through the batcher: a thousand producers starting at once share a round trip
+        # (and a connection) instead of each waiting for one of the pool's.
+        (taken,) = await relay._commands(
+            ("set", (self.lease_key, self._token), {"nx": True, "px": ttl_ms})
         )
         if not taken:
-            owner = await relay.redis.get(self.lease_key)
+            (owner,) = await relay._commands(("get", (self.lease_key,), {}))
             if owner is None or _text(owner) != self._token:  # not a retried SET of ours
                 raise RelayBusy(f"stream {self.stream_id!r} is being produced by another worker")
-        exists = await relay._retry(
-            "check stream", lambda: relay.redis.exists(self.checkpoint_key, self.events_key)
-        )
+        (exists,) = await relay._commands(("exists", (self.checkpoint_key, self.events_key), {}))
         if exists:
-            await relay.redis.delete(self.lease_key)
+            await relay._commands(("delete", (self.lease_key,), {}))
             raise RelayBusy(
                 f"stream {self.stream_id!r} already exists (finished or abandoned); "
                 "use a new id, or relay.delete() it first"
@@ -1029,7 +1025,7 @@ class _Inbox:
     __slots__ = ("batches", "error", "limit", "overflow", "pending", "waiter")
 
     def __init__(self, limit: int) -> None:
-        self.batches: list[list[_Entry]] = []
+        self.batches: list[list[Relayed]] = []
         self.pending = 0
         self.limit = limit
         self.overflow = False
@@ -1040,7 +1036,7 @@ class _Inbox:
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
-    def push(self, entries: list[_Entry]) -> None:
+    def push(self, entries: list[Relayed]) -> None:
         if self.pending + len(entries) > self.limit:
             # A consumer that does not keep up: drop what it has not read (bounded memory);
             # it re-reads from its last id, or from a snapshot if those are trimmed too.
@@ -1056,7 +1052,7 @@ class _Inbox:
         self.error = error
         self._wake()
 
-    async def get(self, timeout: float) -> tuple[list[_Entry], bool] | None:
+    async def get(self, timeout: float) -> tuple[list[Relayed], bool] | None:
         """(entries, overflowed) as soon as there are some; None after `timeout` seconds."""
         if not self.batches and not self.overflow and self.error is None:
             loop = asyncio.get_running_loop()
@@ -1085,37 +1081,124 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 
 
 _TAIL_BLOCK_MS: Final = 50
+_WAKE_PER_TURN: Final = 500  # readers the tail wakes per turn of the event loop
+
+
+_Seen = tuple[Checkpoint | None, list[Relayed]]
+"""A checkpoint (if one) and the entries read after it, contiguous."""
+
+
+class _Followed:
+    """What the tail knows of one stream: its readers here, how far it has read, the
+    entries it read last (contiguous, ending at the cursor) and a checkpoint they follow
+    (a reader that joins starts from them without asking Redis)."""
+
+    __slots__ = ("checkpoint", "cursor", "readers", "recent")
+
+    def __init__(self, cursor: int) -> None:
+        self.readers: set[_Inbox] = set()
+        self.cursor = cursor
+        self.recent: list[Relayed] = []
+        self.checkpoint: Checkpoint | None = None
+
+    def after(self, seq: int) -> list[Relayed] | None:
+        """The entries after `seq` up to the cursor, if all are held here."""
+        if seq >= self.cursor:
+            return [] if seq == self.cursor else None
+        recent = self.recent
+        if not recent or recent[0].seq > seq + 1:
+            return None
+        return recent[seq + 1 - recent[0].seq :]
+
+    def keep(self, entries: list[Relayed], window: int) -> None:
+        """Entries read after the cursor: held if they continue the recent ones."""
+        if entries[0].seq == self.cursor + 1 and _contiguous(entries):
+            self.recent += entries
+            if len(self.recent) > 2 * window:
+                del self.recent[:-window]  # amortised: trimmed once per `window` entries
+        else:
+            self.recent = []
+        self.cursor = entries[-1].seq
 
 
 class _Tail:
     """One XREAD BLOCK loop per Relay (and event loop) for the live tail of every
     subscription: a worker with thousands of readers holds one blocked connection, not
-    thousands, and one reply serves every reader of a stream."""
+    thousands, and one reply serves every reader of a stream. It keeps each stream's
+    latest entries and checkpoint, so a reader joining a stream that others here follow
+    costs Redis nothing."""
 
     def __init__(self, relay: Relay) -> None:
         self.relay = relay
-        self.inboxes: dict[str, set[_Inbox]] = {}
-        self.cursor: dict[str, int] = {}
+        self.streams: dict[str, _Followed] = {}
+        self.starting: dict[str, asyncio.Future[tuple[list[Relayed], _Seen | None]]] = {}
+        """Snapshots being read from Redis, by stream key: joiners meanwhile share them."""
         self.task: asyncio.Task[None] | None = None
+        # Enough to reach back to the newest checkpoint, which is at most
+        # checkpoint_every entries old while its producer writes.
+        self.window = 2 * relay.config.checkpoint_every
 
-    def join(self, key: str, last: int, inbox: _Inbox) -> int:
+    def start(self, key: str) -> tuple[Checkpoint, list[Relayed]] | None:
+        """A checkpoint of `key` and every entry after it, if this tail holds them."""
+        followed = self.streams.get(key)
+        if followed is None or followed.checkpoint is None:
+            return None
+        if followed.cursor - followed.checkpoint.seq >= self.relay.config.checkpoint_every:
+            return None  # Redis has a newer one: the joiner reads it (and it is kept)
+        entries = followed.after(followed.checkpoint.seq)
+        return None if entries is None else (followed.checkpoint, entries)
+
+    def after(self, key: str, seq: int) -> list[Relayed] | None:
+        """The entries of `key` after `seq` that the tail has read, if it holds them all."""
+        followed = self.streams.get(key)
+        return None if followed is None else followed.after(seq)
+
+    def join(
+        self,
+        key: str,
+        last: int,
+        inbox: _Inbox,
+        seen: _Seen | None = None,
+    ) -> int:
         """Follow `key` into `inbox` from after `last`; returns where the tail already is
-        (entries up to it that the caller has not read must be read with XRANGE)."""
-        readers = self.inboxes.setdefault(key, set())
-        readers.add(inbox)
-        cursor = self.cursor.setdefault(key, last)
+        (entries up to it that the caller has not read must be read first). `seen`: the
+        checkpoint and the entries up to `last` the caller read, for later joiners."""
+        followed = self.streams.get(key)
+        if followed is None:
+            followed = self.streams[key] = _Followed(last)
+            if seen is not None and seen[1] and seen[1][-1].seq == last:
+                followed.recent = seen[1][-self.window :]  # contiguous, as read
+        checkpoint = seen[0] if seen is not None else None
+        if (
+            checkpoint is not None
+            and (followed.checkpoint is None or checkpoint.seq > followed.checkpoint.seq)
+            and followed.after(checkpoint.seq) is not None
+        ):
+            followed.checkpoint = checkpoint
+        followed.readers.add(inbox)
         if self.task is None or self.task.done():
             self.task = asyncio.create_task(self._run(), name="streamfold-relay-tail")
-        return cursor
+        return followed.cursor
 
     def leave(self, key: str, inbox: _Inbox) -> None:
-        readers = self.inboxes.get(key)
-        if readers is None:
+        followed = self.streams.get(key)
+        if followed is None:
             return
-        readers.discard(inbox)
-        if not readers:
-            del self.inboxes[key]
-            self.cursor.pop(key, None)
+        followed.readers.discard(inbox)
+        if not followed.readers:
+            del self.streams[key]
+
+    def started(self, key: str, reading: asyncio.Future[Any]) -> None:
+        """A shared start has been read: later joiners start from the tail or read anew."""
+        if self.starting.get(key) is reading:
+            del self.starting[key]
+        if not reading.cancelled():
+            reading.exception()  # its readers may all have gone: nobody else looks
+
+    def _fail(self, error: BaseException) -> None:
+        for followed in self.streams.values():
+            for inbox in followed.readers:
+                inbox.fail(error)
 
     async def _run(self) -> None:
         relay = self.relay
@@ -1123,42 +1206,48 @@ class _Tail:
         failing_since: float | None = None
         delay = 0.05
         for _ in range(2**62):  # bounded by its readers: it stops when the last one leaves
-            if not self.inboxes:
+            if not self.streams:
                 return
-            streams = {key: _entry_id(self.cursor[key]) for key in self.inboxes}
+            cursors = {key: _entry_id(followed.cursor) for key, followed in self.streams.items()}
             try:
-                raw = await relay.redis.xread(streams, count=cfg.batch, block=_TAIL_BLOCK_MS)
+                raw = await relay.redis.xread(cursors, count=cfg.batch, block=_TAIL_BLOCK_MS)
                 batches = _xread_entries(raw, relay._cache)
             except relay._errors as exc:
                 relay.retries += 1
                 now = time.monotonic()
                 failing_since = failing_since or now
                 if now - failing_since >= cfg.reconnect_timeout:
-                    error = RelayUnavailable(
-                        f"read stream: Redis unreachable for {cfg.reconnect_timeout:g} s "
-                        f"({type(exc).__name__}: {exc})"
+                    self._fail(
+                        RelayUnavailable(
+                            f"read stream: Redis unreachable for {cfg.reconnect_timeout:g} s "
+                            f"({type(exc).__name__}: {exc})"
+                        )
                     )
-                    for readers in self.inboxes.values():
-                        for inbox in readers:
-                            inbox.fail(error)
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
             except Exception as exc:  # a malformed entry, say: every reader hears of it
-                for readers in self.inboxes.values():
-                    for inbox in readers:
-                        inbox.fail(exc)
+                self._fail(exc)
                 return
             failing_since = None
             delay = 0.05
+            woken = 0
             for key, entries in batches.items():
-                following = self.inboxes.get(key)
-                if not entries or not following:
+                followed = self.streams.get(key)
+                if not entries or followed is None:
                     continue
-                self.cursor[key] = entries[-1].seq
-                for inbox in following:
+                followed.keep(entries, self.window)
+                for inbox in list(followed.readers):
                     inbox.push(entries)
+                    woken += 1
+                    if woken == _WAKE_PER_TURN:
+                        # Thousands of readers woken in one turn of the event loop would
+                        # hold it for seconds on a busy machine, and a Redis reply that
+                        # arrived meanwhile would time out unread: they run in turns. (A
+                        # reader joining meanwhile reads these entries from the tail.)
+                        woken = 0
+                        await asyncio.sleep(0)
 
 
 class _Subscription:
@@ -1171,6 +1260,8 @@ class _Subscription:
         self.events_key, self.checkpoint_key, self.lease_key = keys
         self.after = after
         self.last = 0
+        self.seen: _Seen | None = None
+        """The checkpoint and entries last read from Redis, for the tail to keep."""
 
     async def _wait_checkpoint(self) -> Checkpoint:
         deadline = time.monotonic() + self.cfg.start_timeout
@@ -1189,6 +1280,32 @@ class _Subscription:
             "(never started, or expired)"
         )
 
+    async def _start(self) -> list[Relayed]:
+        """A new reader's Snapshot and the entries after it: from what this worker's tail
+        holds of the stream, or read from Redis once for all the readers here starting on
+        it together (ten tabs opened at once, or waiting for the stream to appear)."""
+        tail = self.relay._tail()
+        held = tail.start(self.events_key)
+        if held is not None:
+            checkpoint, entries = held
+            return [Relayed(checkpoint.id, checkpoint.seq, checkpoint.snapshot()), *entries]
+        reading = tail.starting.get(self.events_key)
+        first = reading is None
+        if reading is None:
+            reading = tail.starting[self.events_key] = asyncio.ensure_future(self._read_start())
+            reading.add_done_callback(functools.partial(tail.started, self.events_key))
+        try:
+            items, self.seen = await asyncio.shield(reading)
+        except RelayNotFound:
+            if first:
+                raise
+            return await self._from_checkpoint()  # that wait began before this reader's
+        return items
+
+    async def _read_start(self) -> tuple[list[Relayed], _Seen | None]:
+        items = await self._from_checkpoint()
+        return items, self.seen
+
     async def _from_checkpoint(self) -> list[Relayed]:
         """A Snapshot and the entries right after it, with no gap between them."""
         for _ in range(_SNAPSHOT_RETRIES):
@@ -1198,8 +1315,8 @@ class _Subscription:
                 continue  # trimmed past the checkpoint we read: a newer one exists
             if not _contiguous(entries):
                 continue
-            snapshot = Relayed(checkpoint.id, checkpoint.seq, checkpoint.snapshot())
-            return [snapshot, *(e.relayed() for e in entries)]
+            self.seen = (checkpoint, entries)
+            return [Relayed(checkpoint.id, checkpoint.seq, checkpoint.snapshot()), *entries]
         raise RelayError(
             f"stream {self.stream_id!r}: no consistent snapshot after {_SNAPSHOT_RETRIES} tries "
             "(is maxlen far too small for the write rate?)"
@@ -1210,7 +1327,8 @@ class _Subscription:
         entries = await self.relay._range(self.events_key, after, self.cfg.batch)
         if entries:
             if entries[0].seq == after + 1 and _contiguous(entries):
-                return [e.relayed() for e in entries]
+                self.seen = (None, entries)
+                return entries
             return await self._from_checkpoint()
         checkpoint = await self._wait_checkpoint()
         if checkpoint.seq > after:
@@ -1218,13 +1336,17 @@ class _Subscription:
         return []
 
     async def run(self) -> AsyncIterator[Relayed]:
-        items = await (self._from_checkpoint() if self.after is None else self._resume(self.after))
+        tail = self.relay._tail()
+        if self.after is None:
+            items = await self._start()
+        else:
+            held = tail.after(self.events_key, self.after)
+            items = held if held is not None else await self._resume(self.after)
         self.last = self.after or 0
-        relay, cfg = self.relay, self.cfg
+        cfg = self.cfg
         idle_since = time.monotonic()
         lease_gone_since: float | None = None
         lease_seen_at: float | None = None  # when the producer's lease was last seen
-        tail = relay._tail()
         inbox: _Inbox | None = None
         try:
             for _ in range(_MAX_ATTEMPTS * 100):  # each turn takes a poll or brings events
@@ -1238,9 +1360,10 @@ class _Subscription:
                     lease_gone_since = None
                 if inbox is None:
                     inbox = _Inbox(max(cfg.maxlen, cfg.batch))
-                    cursor = tail.join(self.events_key, self.last, inbox)
+                    cursor = tail.join(self.events_key, self.last, inbox, self.seen)
                     if cursor > self.last:  # the tail is ahead of us: read the difference
-                        items = await self._resume(self.last)
+                        held = tail.after(self.events_key, self.last)
+                        items = held if held is not None else await self._resume(self.last)
                         continue
                 got = await inbox.get(cfg.poll)
                 if got is not None:
@@ -1251,7 +1374,7 @@ class _Subscription:
                     ):
                         items = await self._resume(self.last)  # fill the gap (or a new snapshot)
                     else:
-                        items = [e.relayed() for e in entries]
+                        items = entries
                     continue
                 items = []
                 # Idle: is the producer still there?
@@ -1346,7 +1469,7 @@ class _Subscription:
         )
 
 
-def _contiguous(entries: list[_Entry]) -> bool:
+def _contiguous(entries: list[Relayed]) -> bool:
     return all(b.seq == a.seq + 1 for a, b in itertools.pairwise(entries))
 
 
