@@ -87,6 +87,10 @@ class Row:
     memory_ratio: float | None = None
     note: str = ""
     samples_s: list[float] = field(default_factory=list)
+    # Which build of streamfold measured it: a name (benchmarks.compare's) and what
+    # `streamfold.is_compiled()` said in that process.
+    build: str = ""
+    compiled: bool | None = None
 
 
 def _subject_impls() -> list[Impl]:
@@ -126,6 +130,26 @@ _LIVE_INCREMENTAL = Impl(
     lambda s: lambda: streamfold_sse_live_args_incremental(s.provider, s.sse),
     "streamfold",
     "fold(partial_arguments=True): the consumer mirrors each delta's arguments_changes",
+)
+
+
+# A live connection: one SSE event per piece, as a server flushes each event (the rows
+# above read 64 KiB pieces); the floor is fed the same pieces.
+_LIVE_CONNECTION = (
+    Impl(
+        "floor",
+        "live",
+        ("text", "thinking", "signature", "tools"),
+        lambda s: functools.partial(sse_floor_chunks, s.provider, event_chunks(s.sse)),
+        "floor",
+    ),
+    Impl(
+        "streamfold",
+        "live",
+        ("text", "thinking", "signature", "tools"),
+        lambda s: functools.partial(streamfold_sse_chunks, s.provider, event_chunks(s.sse)),
+        "streamfold",
+    ),
 )
 
 
@@ -298,19 +322,7 @@ def benchmark(
             if workload == "bigargs":
                 impls.extend((_LIVE, _LIVE_INCREMENTAL))
             if peers:
-                for peer in PEERS:
-                    if provider not in peer.providers or workload not in peer.workloads:
-                        continue
-                    if not _installed(peer.module):
-                        rows.extend(
-                            Row(provider, workload, peer.name, "peer", peer.input, n, "missing",
-                                note=f"{peer.module} not installed (pip install -e '.[bench]')")
-                            for n in sizes
-                        )  # fmt: skip
-                        continue
-                    impls.append(
-                        Impl(peer.name, peer.input, peer.checks, peer.prepare, "peer", peer.note)
-                    )
+                impls.extend(peer_impls(provider, workload, sizes, rows))
             group: list[Row] = []
             for impl in impls:
                 log(f"  {provider}/{workload}: {impl.name} ({impl.input})")
@@ -327,6 +339,24 @@ def benchmark(
             _relate(group)
             rows.extend(group)
     return rows
+
+
+def peer_impls(provider: str, workload: str, sizes: list[int], missing: list[Row]) -> list[Impl]:
+    """The installed peers that fold this provider's workload; a row per size in `missing`
+    for each peer whose package is not installed."""
+    impls = []
+    for peer in PEERS:
+        if provider not in peer.providers or workload not in peer.workloads:
+            continue
+        if not _installed(peer.module):
+            missing.extend(
+                Row(provider, workload, peer.name, "peer", peer.input, n, "missing",
+                    note=f"{peer.module} not installed (pip install -e '.[bench]')")
+                for n in sizes
+            )  # fmt: skip
+            continue
+        impls.append(Impl(peer.name, peer.input, peer.checks, peer.prepare, "peer", peer.note))
+    return impls
 
 
 def _relate(rows: list[Row]) -> None:
