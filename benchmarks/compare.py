@@ -8,7 +8,9 @@ source cannot be imported by one process, so this driver runs each cell (one pro
 workload and input at every size, streamfold beside its floor) in a fresh worker process
 of each build in turn, the first build of each cell alternating, so what else loads the
 machine falls on both builds alike. Each worker times its own floor: every ratio is to a
-floor measured in the same process, a minute from the other build's. Then the real
+floor measured in the same process, a minute from the other build's. Samples are timed
+with the worker's CPU time (`--wall-time` for wall time): on a machine shared with other
+work, wall time also counts the waits for a core. Then the real
 recordings and the concurrent streams, per build the same way, then the peers once (they
 do not run streamfold). Every row carries its build's name and what
 `streamfold.is_compiled()` said in the process that measured it.
@@ -96,6 +98,8 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
         "streamfold_file": streamfold.__file__,
     }
     kind = job["kind"]
+    if job.get("cpu_time"):
+        run.use_cpu_time()
     if kind in ("cell", "peers"):
         timing = {k: job[k] for k in ("repeats", "budget", "memory", "warmup_s")}
         provider, workload, sizes = job["provider"], job["workload"], job["sizes"]
@@ -168,6 +172,7 @@ def compare(
     streams: int | None = 10_000,
     seed: int = 0,
     smoke: bool = False,
+    cpu_time: bool = True,
     log: Callable[[str], None] = print,
     checkpoint: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
@@ -212,6 +217,7 @@ def compare(
             "peer_sizes": peer_sizes or sizes,
             "repeats": repeats,
             "budget_s": budget,
+            "clock": "process_time" if cpu_time else "perf_counter",
             "versions": run._versions(),
             "harness_commit": run._commit(),
             "loadavg_start": _loadavg(),
@@ -235,6 +241,8 @@ def compare(
         if checkpoint is not None:
             checkpoint(out)
 
+    for job in jobs:
+        job["cpu_time"] = cpu_time
     for turn, job in enumerate(jobs):
         # Who goes first alternates: neither build always runs on a machine the other
         # has just warmed (or loaded).
@@ -252,6 +260,7 @@ def compare(
             for w in workloads:
                 log(f"  peers {p}/{w} ({builds[0].name})")
                 job = {
+                    "cpu_time": cpu_time,
                     "kind": "peers",
                     "provider": p,
                     "workload": w,
@@ -599,6 +608,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", type=Path, help="write the merged results here")
     parser.add_argument("--show", type=Path, help="print a saved run again")
     parser.add_argument("--markdown", action="store_true", help="with --show: the README table")
+    parser.add_argument(
+        "--wall-time", action="store_true", help="time with wall time, not the workers' CPU time"
+    )
     parser.add_argument("--note", default="", help="saved with the run: what was measured")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
@@ -648,6 +660,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         recordings=not args.no_recordings,
         streams=args.streams,
         smoke=args.smoke,
+        cpu_time=not args.wall_time,
         log=log,
         checkpoint=checkpoint,
     )
