@@ -787,7 +787,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "sizes": sizes,
         "repeats": args.repeats,
         "budget_s": budget,
-        "clock": clock.__name__,
+        "clock": clock.__name__,  # perf_counter (wall time) or process_time (CPU time)
         "seconds": round(time.time() - started, 1),
         "versions": _versions(),
         "streamfold_commit": _commit(),

@@ -46,18 +46,22 @@ def test_check_rejects_a_wrong_result() -> None:
     ).replace("1000", str(len(good.text) - 1))
 
 
-def test_whole_harness_at_tiny_n(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_whole_harness_at_tiny_n(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run, "clock", run.clock)  # --cpu-time changes it: restored after
     out = tmp_path / "bench.json"
     result = run.main(
         [
             "--sizes", "40,120", "--repeats", "1", "--budget", "30",
-            "--streams", "20", "--json", str(out), "--quiet", "--smoke",
+            "--streams", "20", "--json", str(out), "--quiet", "--smoke", "--cpu-time",
         ]
     )  # fmt: skip
     printed = capsys.readouterr().out
     assert "Targets:" in printed and "concurrent anthropic streams" in printed
     rows = result["rows"]
     assert json.loads(out.read_text())["rows"] == rows
+    assert result["meta"]["clock"] == "process_time"
     measured = {(r["provider"], r["workload"], r["impl"], r["input"]) for r in rows}
     for provider in PROVIDERS:
         for workload in WORKLOADS:
