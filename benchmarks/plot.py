@@ -62,6 +62,7 @@ def draw(saved: dict[str, Any], path: Path, workload: str = "mixed") -> Path:
 
     matplotlib.use("Agg")  # no display: a file only
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: a smaller, diffable SVG
     data = series(saved, workload)
@@ -90,6 +91,9 @@ def draw(saved: dict[str, Any], path: Path, workload: str = "mixed") -> Path:
             handles.setdefault(label, line)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _size(v)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(_two_and_five))
         ax.set_title(provider)
         ax.set_xlabel("N (content deltas per stream)")
         ax.grid(True, which="major", alpha=0.35)
@@ -109,6 +113,15 @@ def draw(saved: dict[str, Any], path: Path, workload: str = "mixed") -> Path:
     fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
     plt.close(fig)
     return path
+
+
+def _size(n: float) -> str:
+    return f"{n / 1000:g}k" if n >= 1000 else f"{n:g}"
+
+
+def _two_and_five(v: float, _: object) -> str:
+    # The minor ticks labelled at 2 and 5 of each decade: a short axis still reads.
+    return f"{v:,.0f}" if f"{v:.0e}"[0] in "25" else ""
 
 
 def _legend_order(item: tuple[tuple[str, str], Any]) -> tuple[int, str, str]:
