@@ -471,6 +471,27 @@ def targets_report(saved: dict[str, Any], baseline: dict[str, Any] | None = None
     return "\n".join(lines)
 
 
+def targets_markdown(saved: dict[str, Any], baseline: dict[str, Any] | None = None) -> str:
+    """The targets as a Markdown table: limit, the worst value of each build, met or not."""
+    judged = judged_build(saved)
+    names = [judged] + [b["name"] for b in saved["builds"] if b["name"] != judged]
+    per_build = {name: {t.what: t for t in targets(saved, name, baseline)} for name in names}
+    lines = [
+        "| target | limit | " + " | ".join(names) + " | met |",
+        "|---|--:|" + "--:|" * len(names) + "---|",
+    ]
+    seen: list[str] = []
+    for name in names:
+        seen += [what for what in per_build[name] if what not in seen]
+    for what in seen:
+        first = next(per_build[n][what] for n in names if what in per_build[n])
+        worst = [per_build[n].get(what) for n in names]
+        cells = [run._fmt(t.worst if t else None, ".2f", 0).strip() for t in worst]
+        mark = {True: "met", False: "**not met**", None: "-"}[first.met]
+        lines.append(f"| {what} | {first.limit:g} | " + " | ".join(cells) + f" | {mark} |")
+    return "\n".join(lines)
+
+
 # --- output ----------------------------------------------------------------------------
 
 
@@ -621,7 +642,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None
     if args.show:
         saved: dict[str, Any] = json.loads(args.show.read_text())
-        print(summary(saved) if args.markdown else report(saved, baseline))
+        shown = f"{summary(saved)}\n\n{targets_markdown(saved, baseline)}"
+        print(shown if args.markdown else report(saved, baseline))
         return saved
 
     builds = (

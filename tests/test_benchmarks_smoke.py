@@ -148,6 +148,11 @@ def test_compare_runs_two_builds_cell_by_cell_and_plots_them(
     assert baseline.what.startswith("interpreted ≤ baseline")
     assert baseline.worst == pytest.approx(1.0) and baseline.met is True
 
+    # A saved run prints again, its two tables as Markdown for the READMEs.
+    compare.main(["--show", str(out), "--markdown"])
+    shown = capsys.readouterr().out
+    assert "| anthropic, streamfold again |" in shown and "| target | limit |" in shown
+
     figure = plot.main([str(out), "-o", str(tmp_path / "plot.svg")])
     svg = figure.read_text()
     assert svg.startswith("<?xml") and "streamfold interpreted" in svg and "anthropic" in svg
