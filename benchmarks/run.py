@@ -135,21 +135,17 @@ _LIVE_INCREMENTAL = Impl(
 
 # A live connection: one SSE event per piece, as a server flushes each event (the rows
 # above read 64 KiB pieces); the floor is fed the same pieces.
-_LIVE_CONNECTION = (
+_LIVE_CONNECTION = tuple(
     Impl(
-        "floor",
+        name,
         "live",
         ("text", "thinking", "signature", "tools"),
-        lambda s: functools.partial(sse_floor_chunks, s.provider, event_chunks(s.sse)),
-        "floor",
-    ),
-    Impl(
-        "streamfold",
-        "live",
-        ("text", "thinking", "signature", "tools"),
-        lambda s: functools.partial(streamfold_sse_chunks, s.provider, event_chunks(s.sse)),
-        "streamfold",
-    ),
+        lambda s, fold_pieces=fold_pieces: functools.partial(
+            fold_pieces, s.provider, event_chunks(s.sse)
+        ),
+        name,
+    )
+    for name, fold_pieces in (("floor", sse_floor_chunks), ("streamfold", streamfold_sse_chunks))
 )
 
 
