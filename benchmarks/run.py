@@ -87,6 +87,10 @@ class Row:
     memory_ratio: float | None = None
     note: str = ""
     samples_s: list[float] = field(default_factory=list)
+    # Which build of streamfold measured it: a name (benchmarks.compare's) and what
+    # `streamfold.is_compiled()` said in that process.
+    build: str = ""
+    compiled: bool | None = None
 
 
 def _subject_impls() -> list[Impl]:
@@ -129,6 +133,22 @@ _LIVE_INCREMENTAL = Impl(
 )
 
 
+# A live connection: one SSE event per piece, as a server flushes each event (the rows
+# above read 64 KiB pieces); the floor is fed the same pieces.
+_LIVE_CONNECTION = tuple(
+    Impl(
+        name,
+        "live",
+        ("text", "thinking", "signature", "tools"),
+        lambda s, fold_pieces=fold_pieces: functools.partial(
+            fold_pieces, s.provider, event_chunks(s.sse)
+        ),
+        name,
+    )
+    for name, fold_pieces in (("floor", sse_floor_chunks), ("streamfold", streamfold_sse_chunks))
+)
+
+
 def check(result: Result, stream: Stream, fields: tuple[str, ...]) -> str | None:
     """None when `result` holds what `stream` should fold to (in `fields`), else why not."""
     expected = stream.expected
@@ -151,6 +171,18 @@ def check(result: Result, stream: Stream, fields: tuple[str, ...]) -> str | None
     return None
 
 
+# What the samples are timed with: wall time, or with `use_cpu_time()` this process's CPU
+# time. On a machine shared with other work, wall time also counts the waits for a core
+# (at a load average of 8 on 2 cores, medians of one cell moved 2-5x between sizes).
+clock: Callable[[], float] = time.perf_counter
+
+
+def use_cpu_time() -> None:
+    """Time every sample from now on with this process's CPU time."""
+    global clock
+    clock = time.process_time
+
+
 # A sample lasts at least this long: a shorter run is repeated in a loop and the sample
 # is its mean, so timer resolution and the cache sweep of the gc.collect() before each
 # sample do not make up a small stream's time (the recordings are timed the same way).
@@ -164,9 +196,9 @@ WARMUP_S = 0.1
 
 def _warm_up(run: Runner, seconds: float = WARMUP_S) -> float:
     """Repeat `run` for `seconds` (at least once); the seconds one warm run takes."""
-    deadline = time.perf_counter() + seconds
+    deadline = clock() + seconds
     last = _time(run)
-    while time.perf_counter() < deadline:
+    while clock() < deadline:
         last = _time(run)
     return last
 
@@ -174,10 +206,10 @@ def _warm_up(run: Runner, seconds: float = WARMUP_S) -> float:
 def _time(run: Runner, loops: int = 1) -> float:
     """Seconds one run takes: the mean of `loops` runs in a row, after a collection."""
     gc.collect()
-    start = time.perf_counter()
+    start = clock()
     for _ in range(loops):
         run()
-    return (time.perf_counter() - start) / loops
+    return (clock() - start) / loops
 
 
 def _peak(run: Runner) -> int:
@@ -239,9 +271,9 @@ def measure_impl(
             # scans only what the fold itself allocates, whatever was imported before.
             gc.collect()
             gc.freeze()
-            start = time.perf_counter()
+            start = clock()
             result = run()  # the checked run (the first of the warm-up)
-            first = time.perf_counter() - start
+            first = clock() - start
             problem = check(result, stream, impl.checks)
             del result
         except Exception as exc:  # a peer that breaks on a stream is reported, not fatal
@@ -298,19 +330,7 @@ def benchmark(
             if workload == "bigargs":
                 impls.extend((_LIVE, _LIVE_INCREMENTAL))
             if peers:
-                for peer in PEERS:
-                    if provider not in peer.providers or workload not in peer.workloads:
-                        continue
-                    if not _installed(peer.module):
-                        rows.extend(
-                            Row(provider, workload, peer.name, "peer", peer.input, n, "missing",
-                                note=f"{peer.module} not installed (pip install -e '.[bench]')")
-                            for n in sizes
-                        )  # fmt: skip
-                        continue
-                    impls.append(
-                        Impl(peer.name, peer.input, peer.checks, peer.prepare, "peer", peer.note)
-                    )
+                impls.extend(peer_impls(provider, workload, sizes, rows))
             group: list[Row] = []
             for impl in impls:
                 log(f"  {provider}/{workload}: {impl.name} ({impl.input})")
@@ -327,6 +347,24 @@ def benchmark(
             _relate(group)
             rows.extend(group)
     return rows
+
+
+def peer_impls(provider: str, workload: str, sizes: list[int], missing: list[Row]) -> list[Impl]:
+    """The installed peers that fold this provider's workload; a row per size in `missing`
+    for each peer whose package is not installed."""
+    impls = []
+    for peer in PEERS:
+        if provider not in peer.providers or workload not in peer.workloads:
+            continue
+        if not _installed(peer.module):
+            missing.extend(
+                Row(provider, workload, peer.name, "peer", peer.input, n, "missing",
+                    note=f"{peer.module} not installed (pip install -e '.[bench]')")
+                for n in sizes
+            )  # fmt: skip
+            continue
+        impls.append(Impl(peer.name, peer.input, peer.checks, peer.prepare, "peer", peer.note))
+    return impls
 
 
 def _relate(rows: list[Row]) -> None:
@@ -393,10 +431,10 @@ def recordings(
             samples = []
             for _ in range(repeats):
                 gc.collect()
-                start = time.perf_counter()
+                start = clock()
                 for _ in range(loops):
                     run()
-                samples.append((time.perf_counter() - start) / loops)
+                samples.append((clock() - start) / loops)
             entry[f"{name}_us"] = statistics.median(samples) * 1e6
         if "floor_us" in entry:
             entry["ratio"] = entry["streamfold_us"] / entry["floor_us"]
@@ -692,6 +730,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--no-concurrency", action="store_true")
     parser.add_argument("--no-telemetry", action="store_true", help="no OpenTelemetry cells")
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="time with CPU time (a machine shared with others)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument(
         "--smoke", action="store_true", help="tiny loops everywhere (the test suite's run)"
@@ -715,6 +756,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
     started = time.time()
+    if args.cpu_time:
+        use_cpu_time()
     warmup = 0.0 if args.smoke else WARMUP_S
     log(
         f"benchmarks: N = {sizes}, {args.repeats} runs, "
@@ -810,6 +853,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "sizes": sizes,
         "repeats": args.repeats,
         "budget_s": budget,
+        "clock": clock.__name__,  # perf_counter (wall time) or process_time (CPU time)
         "seconds": round(time.time() - started, 1),
         "versions": _versions(),
         "streamfold_commit": _commit(),

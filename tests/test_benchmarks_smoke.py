@@ -46,18 +46,22 @@ def test_check_rejects_a_wrong_result() -> None:
     ).replace("1000", str(len(good.text) - 1))
 
 
-def test_whole_harness_at_tiny_n(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_whole_harness_at_tiny_n(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run, "clock", run.clock)  # --cpu-time changes it: restored after
     out = tmp_path / "bench.json"
     result = run.main(
         [
             "--sizes", "40,120", "--repeats", "1", "--budget", "30",
-            "--streams", "20", "--json", str(out), "--quiet", "--smoke",
+            "--streams", "20", "--json", str(out), "--quiet", "--smoke", "--cpu-time",
         ]
     )  # fmt: skip
     printed = capsys.readouterr().out
     assert "Targets:" in printed and "concurrent anthropic streams" in printed
     rows = result["rows"]
     assert json.loads(out.read_text())["rows"] == rows
+    assert result["meta"]["clock"] == "process_time"
     measured = {(r["provider"], r["workload"], r["impl"], r["input"]) for r in rows}
     for provider in PROVIDERS:
         for workload in WORKLOADS:
@@ -99,3 +103,70 @@ def test_concurrency_with_gc_thresholds_restores_them() -> None:
     assert result["gc_thresholds"] == [12_345, 11, 12]
     assert result["correct"] is True
     assert gc.get_threshold() == before
+
+
+def test_compare_runs_two_builds_cell_by_cell_and_plots_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import compare, plot
+
+    # The interpreted build against itself: the same workers a compiled build would get.
+    out = tmp_path / "compare.json"
+    src = str(ROOT / "src")
+    saved = compare.main(
+        [
+            "--src", src, "--build", f"again={sys.executable}:{src}",
+            "--sizes", "40,120", "--repeats", "1", "--budget", "30", "--streams", "20",
+            "--provider", "anthropic", "--workload", "mixed", "--smoke", "--quiet",
+            "--json", str(out),
+        ]
+    )  # fmt: skip
+    printed = capsys.readouterr().out
+    assert json.loads(out.read_text()) == saved
+    assert [(b["name"], b["compiled"]) for b in saved["builds"]] == [
+        ("interpreted", False),
+        ("again", False),
+    ]
+    rows = saved["rows"]
+    for build in ("interpreted", "again"):
+        for inp in compare.INPUTS:
+            cell = {(r["impl"], r["n"]) for r in rows if (r["build"], r["input"]) == (build, inp)}
+            assert cell >= {("floor", 40), ("streamfold", 40), ("floor", 120), ("streamfold", 120)}
+        assert saved["recordings"][build] and saved["concurrency"][build]["correct"] is True
+    # Every row says which build measured it; only the peers' come from one build alone.
+    assert all(r["compiled"] is False for r in rows)
+    assert {r["build"] for r in rows if r["kind"] == "peer"} == {"interpreted"}
+    assert [r for r in rows if r["status"] not in ("ok", "missing")] == []
+    assert all(r["ratio"] is not None for r in rows if r["status"] == "ok")
+    # The targets are printed as a table, each met or not, and never fail the run.
+    assert "Targets, judged on the interpreted build" in printed
+    assert "one SSE event per chunk ≤ 1.3x floor" in printed
+    assert "| anthropic, streamfold interpreted |" in printed
+
+    # A saved run held to itself as the baseline: every cell's ratio to itself is 1.
+    baseline = compare.targets(saved, "interpreted", saved)[-1]
+    assert baseline.what.startswith("interpreted ≤ baseline")
+    assert baseline.worst == pytest.approx(1.0) and baseline.met is True
+
+    # A saved run prints again, its two tables as Markdown for the READMEs.
+    compare.main(["--show", str(out), "--markdown"])
+    shown = capsys.readouterr().out
+    assert "| anthropic, streamfold again |" in shown and "| target | limit |" in shown
+
+    figure = plot.main([str(out), "-o", str(tmp_path / "plot.svg")])
+    svg = figure.read_text()
+    assert svg.startswith("<?xml") and "streamfold interpreted" in svg and "anthropic" in svg
+    lines = plot.series(saved, "mixed")["anthropic"]
+    assert [n for n, _ in lines[("streamfold again", "live")]] == [40, 120]
+    assert [n for n, _ in lines[("floor", "sse")]] == [40, 120]  # one build's floor, once
+
+
+def test_compare_refuses_a_build_that_is_not_what_it_claims(tmp_path: Path) -> None:
+    from benchmarks import compare
+
+    # This interpreter runs the source interpreted: as the compiled build it is refused.
+    claimed = compare.Build("compiled", sys.executable, str(ROOT / "src"), expect_compiled=True)
+    with pytest.raises(RuntimeError, match="runs a streamfold that is interpreted"):
+        compare.compare([claimed], [40], peers=False, recordings=False, streams=0,
+                        inputs=("dicts",), providers=("anthropic",), workloads=("mixed",),
+                        repeats=1, smoke=True, log=lambda _: None)  # fmt: skip
