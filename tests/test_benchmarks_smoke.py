@@ -170,3 +170,36 @@ def test_compare_refuses_a_build_that_is_not_what_it_claims(tmp_path: Path) -> N
         compare.compare([claimed], [40], peers=False, recordings=False, streams=0,
                         inputs=("dicts",), providers=("anthropic",), workloads=("mixed",),
                         repeats=1, smoke=True, log=lambda _: None)  # fmt: skip
+
+
+def test_hot_lane_benchmark_folds_the_same_either_way_and_restores_the_lane(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streamfold
+    from benchmarks import hot_lane
+    from streamfold.fold import StreamFolder
+    from streamfold.providers.anthropic import AnthropicDecoder
+
+    before = (
+        StreamFolder.hot_lane_after,
+        StreamFolder.hot_lane_ahead,
+        AnthropicDecoder.sse_hot_head,
+    )
+    sse = generate("anthropic", "mixed", 200).sse
+    pieces = hot_lane.live_pieces(sse)
+    assert b"".join(pieces) == sse
+    on = streamfold.fold_message(pieces, provider="anthropic")
+    with hot_lane.lane_off():
+        assert StreamFolder.hot_lane_after == StreamFolder.hot_lane_ahead == sys.maxsize
+        off = streamfold.fold_message(pieces, provider="anthropic")
+    assert on.content == off.content
+    assert (
+        StreamFolder.hot_lane_after,
+        StreamFolder.hot_lane_ahead,
+        AnthropicDecoder.sse_hot_head,
+    ) == before
+    monkeypatch.setattr(sys, "argv", ["hot_lane", "60"])
+    hot_lane.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("compiled: ") and len(lines) == 7  # 3 providers x 2 modes
+    assert all("off / on" in line for line in lines[1:])
