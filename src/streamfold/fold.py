@@ -556,16 +556,22 @@ class StreamFolder:
         events: list[Event] = []
         try:
             decoder = self._decoder
-            if decoder is not None and decoder.sse_hot_head is not None and self._format == "sse":
-                taken = self._framer.take_at_boundary(data)
+            framer = self._framer
+            # Narrowed to the class, the framer's methods are direct calls compiled.
+            if (
+                decoder is not None
+                and decoder.sse_hot_head is not None
+                and type(framer) is SSEDecoder
+            ):
+                taken = framer.take_at_boundary(data)
                 if taken is not None:
                     frames, buffer = taken
                     if frames:
                         self._fold_frames(frames, events)
                     if buffer and not self._acc.finished:
-                        self._fold_sse_hot(decoder, buffer, events)
+                        self._fold_sse_hot(decoder, framer, buffer, events)
                     return events
-            frames = self._framer.feed(data)
+            frames = framer.feed(data)
             if self._decoder is not None and self._format != "eventstream":
                 self._fold_frames(frames, events)
             else:
@@ -583,7 +589,9 @@ class StreamFolder:
             self._closed = True
         return events
 
-    def _fold_sse_hot(self, decoder: Decoder, buffer: bytes, events: list[Event]) -> None:
+    def _fold_sse_hot(
+        self, decoder: Decoder, framer: SSEDecoder, buffer: bytes, events: list[Event]
+    ) -> None:
         """The hot lane: SSE bytes that begin at an event boundary.
 
         The decoder takes the runs of plain delta events straight from the bytes (see
@@ -597,7 +605,6 @@ class StreamFolder:
         off interleaved in one process): the framer's line split and a full JSON parse
         per delta are what it saves, and no compiler removes those.
         """
-        shortcut = decoder.sse_shortcut
         grower = self._acc
         size = len(buffer)
         pos = 0
@@ -616,13 +623,13 @@ class StreamFolder:
             # Not yet: the events up to the start of the lane, framed in one run.
             wait = self.hot_lane_after - self._position
             end = ends[wait - 1] if len(ends) > wait else size
-            if self._fold_run(buffer[pos:end], events) or end >= size:
+            if self._fold_run(framer, buffer[pos:end], events) or end >= size:
                 return
             pos = end
         while True:
             before = len(events)
             try:
-                pos = shortcut(buffer, pos, grower, events)
+                pos = decoder.sse_shortcut(buffer, pos, grower, events)
             finally:
                 # One event per event taken (the hot lane never takes [DONE]).
                 self._position += len(events) - before
@@ -632,14 +639,14 @@ class StreamFolder:
             # when there is none (or the decoder turned its lane off for this stream).
             found = decoder.sse_next_hot(buffer, pos)
             end = size if found < 0 else found
-            if self._fold_run(buffer[pos:end], events) or found < 0:
+            if self._fold_run(framer, buffer[pos:end], events) or found < 0:
                 return
             pos = end
 
-    def _fold_run(self, data: bytes, events: list[Event]) -> bool:
+    def _fold_run(self, framer: SSEDecoder, data: bytes, events: list[Event]) -> bool:
         """Frame and fold `data` the usual way (the hot lane's run of other events); True
         when the message finished in it."""
-        frames = self._framer.feed(data)
+        frames = framer.feed(data)
         if frames:
             self._fold_frames(frames, events)
         return self._acc.finished

@@ -513,7 +513,6 @@ class AnthropicDecoder(Decoder):
         blocks = self._blocks
         plain_tail = _HOT_PLAIN_TAIL.match
         escaped_tail = _HOT_TAIL.search
-        grow_text = grower.grow_text
         size = len(buffer)
         while True:
             if hot is None or not buffer.startswith(hot[0], pos):
@@ -545,7 +544,7 @@ class AnthropicDecoder(Decoder):
                     break
                 end = tail.end()
                 text = json_string_body(buffer[start : tail.start()])
-            if text is None or not grow_text(blk.key, text, out):
+            if text is None or not grower.grow_text(blk.key, text, out):
                 break
             if text and blk.kind == "tool_use":
                 blk.got_json = True

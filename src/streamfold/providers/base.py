@@ -4,31 +4,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Self, TypeAlias
 
 import jiter
 from mypy_extensions import mypyc_attr
 
+from ..accumulator import Accumulator
 from ..deltas import Delta, EndMessage, Repair
 from ..errors import StreamLimitError, StreamProtocolError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..state_schema import BoxState
 
-
-class PartGrower(Protocol):
-    """The fold's cheap apply of plain GrowPart(key, text)s (the Accumulator's).
-
-    Each appends the events to `out` and says True, or does nothing and says False (the
-    part is not open).
-    """
-
-    def grow_text(self, key: Hashable, content: str, out: list[Any]) -> bool:
-        """apply(GrowPart(key, content))."""
-        ...
-
-    def grow_texts(self, key: Hashable, texts: list[str], out: list[Any]) -> bool:
-        """apply(GrowPart(key, text)) for each text in order, at one call's cost."""
-        ...
+# What the hot lane grows parts with: the fold's Accumulator (`grow_text` / `grow_texts`
+# apply plain GrowPart(key, text)s, append the events to `out` and say True, or do nothing
+# and say False when the part is not open). Named by its class, not a Protocol: compiled,
+# a call through a Protocol is a Python-level call (~80 ns a delta on a live connection),
+# through the class a direct one.
+PartGrower: TypeAlias = Accumulator
 
 
 # Bytes a JSON string body must not hold raw: its quote, escapes and control characters.

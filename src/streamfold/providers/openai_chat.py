@@ -504,7 +504,6 @@ class OpenAIChatDecoder(Decoder):
             self._hot_version = self._metadata_version
             self._hot_head = _HOT_START
         shapes = self._hot_shapes
-        grow = grower.grow_text
         size = len(buffer)
         before = len(out)
         shape = shapes[-1] if shapes else None
@@ -533,7 +532,7 @@ class OpenAIChatDecoder(Decoder):
             if not raw:
                 break  # an empty string grows nothing: the fast path looks further
             text = json_string_body(raw)
-            if text is None or not grow(key, text, out):
+            if text is None or not grower.grow_text(key, text, out):
                 break
             pos = match.end()
             if pos == size:

@@ -516,11 +516,11 @@ class OpenAIResponsesDecoder(Decoder):
         ["obfuscation": padding]}, for which decode() records n and its fast path gives the
         one GrowPart this gives and marks the part (or call) as having text.
         """
-        if self._noted or buffer.find(b"\n\n", pos) < 0:
-            # decode() takes no fast path while it holds repairs to say; no whole event.
+        if self._noted or buffer.rfind(b"\n\n", pos) < 0:
+            # decode() takes no fast path while it holds repairs to say; no whole event
+            # (sought from the end: a live chunk ends with its event, found at once).
             return pos
         startswith = buffer.startswith
-        grow = grower.grow_text
         hot = self._hot
         # The hot part, if this event is of its kind and the fast path still grows it.
         learn = hot is None or not startswith(hot[2], pos) or not self._hot_open(hot)
@@ -589,7 +589,7 @@ class OpenAIResponsesDecoder(Decoder):
                             return pos
                         text = decoded
                     try:
-                        grown = grow(key, text, out)
+                        grown = grower.grow_text(key, text, out)
                     except BaseException:
                         # decode() had recorded the event before the fold applied it.
                         self._hot_record(number, text, item, state)
