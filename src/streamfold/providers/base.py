@@ -27,6 +27,15 @@ PartGrower: TypeAlias = Accumulator
 NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
 
 
+def starts_at(buffer: bytes, pos: int, prefix: bytes) -> bool:
+    """buffer.startswith(prefix, pos), as the hot lanes test each event's head.
+
+    Compiled, this is a direct call and a slice compare; `bytes.startswith` is a
+    Python-level call that parses its arguments as a tuple (~100 ns a test).
+    """
+    return buffer[pos : pos + len(prefix)] == prefix
+
+
 def json_string_body(raw: bytes) -> str | None:
     """The str that the JSON string literal `"` + raw + `"` stands for; None if it is not one.
 

@@ -43,7 +43,7 @@ from ..deltas import (
 from ..errors import StateError, ToolArgumentsError
 from ..message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
 from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder, PartGrower, json_string_body
+from .base import Decoder, PartGrower, json_string_body, starts_at
 from .openai_responses_state import (
     OpenAIResponsesState,
     ResponsesEarly,
@@ -520,10 +520,9 @@ class OpenAIResponsesDecoder(Decoder):
             # decode() takes no fast path while it holds repairs to say; no whole event
             # (sought from the end: a live chunk ends with its event, found at once).
             return pos
-        startswith = buffer.startswith
         hot = self._hot
         # The hot part, if this event is of its kind and the fast path still grows it.
-        learn = hot is None or not startswith(hot[2], pos) or not self._hot_open(hot)
+        learn = hot is None or not starts_at(buffer, pos, hot[2]) or not self._hot_open(hot)
         any_tail = _HOT_TAIL.match
         floor = self._seq_floor
         above = self._seq_above
@@ -557,13 +556,13 @@ class OpenAIResponsesDecoder(Decoder):
                     if predict:
                         number = floor + 1  # type: ignore[operator]  # predict: not None
                         prefix = b"%b%d%b" % (head, number, middle)
-                        hit = startswith(prefix, pos)
+                        hit = starts_at(buffer, pos, prefix)
                     else:
-                        hit = not numbered and startswith(prefix, pos)
+                        hit = not numbered and starts_at(buffer, pos, prefix)
                     if hit:
                         start = pos + len(prefix)
                     else:
-                        if not startswith(head, pos):
+                        if not starts_at(buffer, pos, head):
                             break
                         at = pos + len(head)
                         if numbered:
@@ -571,7 +570,7 @@ class OpenAIResponsesDecoder(Decoder):
                             if sequence is None:
                                 return pos  # not a plain number, or one seen before
                             number, at = sequence
-                        if not startswith(middle, at):
+                        if not starts_at(buffer, at, middle):
                             break
                         start = at + len(middle)
                     match = openai_tail(buffer, start)
@@ -612,7 +611,7 @@ class OpenAIResponsesDecoder(Decoder):
                     pos = match.end()
                     if pos >= len(buffer):
                         return pos  # (a live stream's chunk: its one event)
-                    if predict and startswith(head, pos):
+                    if predict and starts_at(buffer, pos, head):
                         # More of the same kind (a replayed or buffered chunk): the run at
                         # once.
                         pos, marked = self._hot_run(buffer, pos, hot, grower, out, marked)
@@ -647,7 +646,6 @@ class OpenAIResponsesDecoder(Decoder):
         """
         _, part, head, middle, _, key, item, state = hot
         match = _HOT_OPENAI_RUN_TAIL[part].match
-        startswith = buffer.startswith
         floor = self._seq_floor
         assert floor is not None  # predicted: the floor is known and nothing is above it
         # Each event's prefix, its number formatted in (one substitution, not three).
@@ -659,7 +657,7 @@ class OpenAIResponsesDecoder(Decoder):
         while True:
             number += 1
             prefix = template % number
-            if not startswith(prefix, end):
+            if not starts_at(buffer, end, prefix):
                 break
             found = match(buffer, end + len(prefix))
             if found is None:
