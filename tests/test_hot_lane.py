@@ -236,47 +236,44 @@ def test_take_at_boundary_loses_and_repeats_nothing(
 def test_the_lane_starts_after_the_shipped_number_of_events(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A short stream is framed in one run, never trying the lane; a long one uses it
-    from event HOT_LANE_AFTER on."""
-    tries: list[int] = []
-    original = anthropic.AnthropicDecoder.sse_shortcut
-
-    def counting(self: anthropic.AnthropicDecoder, buffer: bytes, pos: int, *rest: Any) -> int:
-        tries.append(pos)
-        return original(self, buffer, pos, *rest)
-
-    monkeypatch.setattr(anthropic.AnthropicDecoder, "sse_shortcut", counting)
+    """A short stream is framed in one run, never taking the lane; a long one fed one
+    event per chunk takes it from event HOT_LANE_AFTER on. Seen through decode(), which
+    sees every delta the lane does not take (compiled, the fold calls sse_shortcut
+    directly, past a patched class attribute; decode() it calls as a bound method)."""
+    decoded = decoded_payloads(monkeypatch, anthropic.AnthropicDecoder)
     short = read("anthropic/text-basic.sse")
     assert short.count(b"\n\n") < HOT_LANE_AFTER
+    long = read("anthropic/thinking-signature.sse")
+    pieces = [event + b"\n\n" for event in long.split(b"\n\n") if event]
     with hot_lane_from(HOT_LANE_AFTER):
         list(fold([short], "anthropic"))
-        assert tries == []
-        long = read("anthropic/thinking-signature.sse")
-        events = list(fold([long], "anthropic"))
-    assert tries
-    # The first try is at the start of the event after the first HOT_LANE_AFTER.
-    assert long[: tries[0]].count(b"\n\n") == HOT_LANE_AFTER
+        assert types_of(decoded).count("content_block_delta") == short.count(
+            b"event: content_block_delta"
+        )
+        decoded.clear()
+        events = list(fold(pieces, "anthropic"))
+    # Every event before HOT_LANE_AFTER went through decode(); deltas after it did not.
+    first = [json.loads(p.partition(b"data: ")[2])["type"] for p in pieces[:HOT_LANE_AFTER]]
+    assert types_of(decoded[:HOT_LANE_AFTER]) == first
+    deltas_after = sum(b"event: content_block_delta" in p for p in pieces[HOT_LANE_AFTER:])
+    assert types_of(decoded[HOT_LANE_AFTER:]).count("content_block_delta") < deltas_after
     assert len(events) > HOT_LANE_AFTER
 
 
 def test_hot_lane_off_leaves_the_lane_untried(monkeypatch: pytest.MonkeyPatch) -> None:
     """The lane-against-full-path tests compare two paths only if hot_lane_off switches
-    the lane off, in the compiled build (which reads sse_hot_head natively) too."""
-    tries: list[int] = []
-    original = anthropic.AnthropicDecoder.sse_shortcut
-
-    def counting(self: anthropic.AnthropicDecoder, buffer: bytes, pos: int, *rest: Any) -> int:
-        tries.append(pos)
-        return original(self, buffer, pos, *rest)
-
-    monkeypatch.setattr(anthropic.AnthropicDecoder, "sse_shortcut", counting)
+    the lane off, in the compiled build (which reads sse_hot_head natively) too: then
+    every delta goes through decode()."""
+    decoded = decoded_payloads(monkeypatch, anthropic.AnthropicDecoder)
     long = read("anthropic/thinking-signature.sse")
+    deltas = long.count(b"event: content_block_delta")
     with hot_lane_off():
         list(fold([long], "anthropic"))
-    assert tries == []
+    assert types_of(decoded).count("content_block_delta") == deltas
+    decoded.clear()
     with hot_lane_from(0, 0):  # the control: the same stream takes the lane at once
         list(fold([long], "anthropic"))
-    assert tries
+    assert types_of(decoded).count("content_block_delta") < deltas
 
 
 def test_the_lane_starts_at_once_when_many_events_are_at_hand(
