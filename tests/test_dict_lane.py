@@ -194,12 +194,12 @@ def test_a_taker_kept_past_its_part_end_is_refused_before_it_writes() -> None:
     completed must not write into the buffers completed parts share."""
     acc = Accumulator()
     acc.apply(OpenPart("k", ContentPart(type="text", content="")))
-    take = acc.text_taker("k")
-    assert take is not None
-    assert take("a").content == "a"
+    slot = acc.text_slot("k")
+    assert slot is not None
+    assert slot.take_text("a").content == "a"
     acc.apply(ClosePart("k"))
-    assert acc.text_taker("k") is None
+    assert acc.text_slot("k") is None
     with pytest.raises(UsageError, match="part 0, which is complete"):
-        take("b")
+        slot.take_text("b")
     assert accumulator._RELEASED_CHUNKS == []
     assert acc.snapshot().content[0].content == "a"

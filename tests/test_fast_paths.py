@@ -26,6 +26,7 @@ from streamfold.errors import ToolArgumentsError
 from streamfold.limits import Limits
 from streamfold.message import parse_tool_arguments
 from streamfold.providers import anthropic, openai_chat, openai_responses
+from streamfold.providers.base import Decoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -41,8 +42,10 @@ def _full_path_only() -> Iterator[None]:
     )
     with hot_lane_off():  # the hot lane reads bytes the fast paths would have read
         try:
-            openai_chat.OpenAIChatDecoder.object_text = lambda self, payload: None  # type: ignore[method-assign]
-            anthropic.AnthropicDecoder.object_text = lambda self, payload: None  # type: ignore[method-assign]
+            # The base's object_text: the fold then takes no dict lane (in either build:
+            # it compares the class attribute, where a compiled call would not see it).
+            openai_chat.OpenAIChatDecoder.object_text = Decoder.object_text  # type: ignore[method-assign]
+            anthropic.AnthropicDecoder.object_text = Decoder.object_text  # type: ignore[method-assign]
             openai_responses._FAST.clear()
             yield
         finally:

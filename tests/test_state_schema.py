@@ -422,7 +422,7 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
             {"limits", "provider", "strict"},
         ),
         (
-            accumulator._Slot,
+            accumulator.Slot,
             accumulator_state.SlotState,
             {"start": "part", "done": "complete", "scanner": "scanning"},
             {"index", "kind", "limit", "size", "has_content"},

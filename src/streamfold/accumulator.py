@@ -7,7 +7,7 @@ the part completes (or a snapshot asks). Completed parts are built once and reus
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any, Literal, assert_never
 
 from ._model import json_depth_over
@@ -80,7 +80,7 @@ def _is_flat(values: object) -> bool:
     return True
 
 
-def _scan(slot: _Slot, scanner: IncrementalJSON, text: str) -> tuple[Change, ...]:
+def _scan(slot: Slot, scanner: IncrementalJSON, text: str) -> tuple[Change, ...]:
     """Feed a tool call's argument text to its scanner; a fault stops the scanner.
 
     Text that is not JSON (a custom tool's free text, a broken stream) must not break
@@ -117,11 +117,11 @@ _SKIPPED_TYPES = 64
 _SKIPPED_NAME_CHARS = 100
 SKIPPED_OTHER = "(other types)"
 
-# Argument chunks joined and encoded at a time in a final build (see _Slot._parsed_call).
+# Argument chunks joined and encoded at a time in a final build (see Slot._parsed_call).
 _ENCODE_BATCH = 4096
 
 
-class _Slot:
+class Slot:
     """One part or tool call being assembled."""
 
     __slots__ = (
@@ -199,7 +199,7 @@ class _Slot:
         )
 
     @classmethod
-    def from_state(cls, state: SlotState, index: int, limits: Limits) -> _Slot:
+    def from_state(cls, state: SlotState, index: int, limits: Limits) -> Slot:
         """The slot `state` describes, at `index`, checked against the fold's limits."""
         start = state.part if state.call is None else state.call
         if start is None or (state.part is not None and state.call is not None):
@@ -263,7 +263,7 @@ class _Slot:
 
     def take_text(self, content: str) -> PartDelta:
         """Grow by plain text (no options, no citations): `grow()` for the common delta,
-        and its event. Only for an open slot (see `Accumulator.text_taker`)."""
+        and its event. Only for an open slot (see `Accumulator.text_slot`)."""
         size = self.size = self.size + len(content)
         if size > self.limit:
             self._too_big(size)
@@ -420,8 +420,8 @@ class Accumulator:
         # Scan each tool call's argument text as it streams; PartDelta.arguments_changes.
         self.scan_arguments = partial_arguments
         self._repairs: dict[str, int] = {}
-        self._slots: list[_Slot] = []
-        self._open: dict[Hashable, _Slot] = {}
+        self._slots: list[Slot] = []
+        self._open: dict[Hashable, Slot] = {}
         self._closed_keys: set[Hashable] = set()
         # Slot indices of the text parts still waiting for a narration / answer marker:
         # those after the last tool part (see _open_part and _finish).
@@ -474,7 +474,7 @@ class Accumulator:
             raise StateError("slots", f"expected at most {limits.max_parts} (max_parts)")
         for n, slot_state in enumerate(state.slots):
             try:
-                acc._slots.append(_Slot.from_state(slot_state, n, limits))
+                acc._slots.append(Slot.from_state(slot_state, n, limits))
             except StateError as exc:
                 raise exc.within(f"slots[{n}]") from None
             if slot_state.scanning and not state.scan_arguments:
@@ -595,14 +595,15 @@ class Accumulator:
         out.append(slot.take_text(content))
         return True
 
-    def text_taker(self, key: Hashable) -> Callable[[str], PartDelta] | None:
-        """What `grow_text(key, text, out)` does for each text, as one callable giving
-        the event, for as long as the part stays open (the fold's dict lane keeps it
-        between events that open or close nothing); None when the part is not open."""
+    def text_slot(self, key: Hashable) -> Slot | None:
+        """The open part at `key`, whose `take_text(text)` is what `grow_text(key, text,
+        out)` does, giving the event, for as long as the part stays open (the fold's dict
+        lane keeps it between events that open or close nothing); None when the part is
+        not open."""
         slot = self._open.get(key)
         if slot is None or self.finished:
             return None
-        return slot.take_text
+        return slot
 
     def grow_texts(self, key: Hashable, texts: list[str], out: list[Event]) -> bool:
         """`grow_text` for each of `texts` in order, at one call's cost (the hot lane's runs).
@@ -678,7 +679,7 @@ class Accumulator:
 
     # --- internals -------------------------------------------------------------------
 
-    def _slot_for(self, key: Hashable, what: str) -> _Slot | None:
+    def _slot_for(self, key: Hashable, what: str) -> Slot | None:
         slot = self._open.get(key)
         if slot is None:
             closed = key in self._closed_keys
@@ -739,7 +740,7 @@ class Accumulator:
         elif isinstance(part.arguments, str) and part.arguments:
             first = GrowPart(delta.key, part.arguments)
             part = part.replaced(arguments="")
-        slot = _Slot(len(self._slots), part)
+        slot = Slot(len(self._slots), part)
         slot.limit = (
             self.limits.max_tool_argument_chars
             if isinstance(part, ToolCall)
@@ -793,7 +794,7 @@ class Accumulator:
         event = self._mark(self._slots[index], marker, explicit)
         return [] if event is None else [event]
 
-    def _mark(self, slot: _Slot, marker: Utterance, explicit: bool) -> PartMarked | None:
+    def _mark(self, slot: Slot, marker: Utterance, explicit: bool) -> PartMarked | None:
         done = slot.done
         assert not isinstance(done, ToolCall)  # only text slots are marked
         options = slot.options if done is None else done.options
@@ -838,7 +839,7 @@ class Accumulator:
     def _close(
         self,
         key: Hashable,
-        slot: _Slot,
+        slot: Slot,
         explicit: bool,
         final: ContentPart | ToolCall | None = None,
         cut: bool = False,

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from pydantic_core import to_json
 
 from ._model import _plain_json
-from .accumulator import Accumulator
+from .accumulator import Accumulator, Slot
 from .deltas import ClosePart, Delta, GrowPart, OpenPart
 from .errors import (
     StateError,
@@ -372,7 +372,7 @@ class StreamFolder:
         from decode() to the accumulator in this one loop (the steps of feed() cost
         several times the work). The common delta takes the decoder's lane
         (`Decoder.object_text`) and grows its open part through the accumulator's
-        `text_taker`, one call each. Needs `folding_objects`; other chunks take `feed()`.
+        `text_slot`, one call each. Needs `folding_objects`; other chunks take `feed()`.
         The timing is told of the events that are not the lane's common delta.
         """
         decoder = self._decoder
@@ -383,13 +383,10 @@ class StreamFolder:
         decode = decoder.decode
         # The decoder's own lane for the common delta dicts (Decoder.object_text), if any.
         lane = type(decoder).object_text is not Decoder.object_text
-        plain = decoder.object_text if lane else None
-        grow = acc.grow_text
-        text_taker = acc.text_taker
-        # The part the last lane delta grew, and its taker: valid until an event takes
-        # the full path (only that opens, closes or finishes anything).
+        # The part the last lane delta grew, and its slot: valid until an event takes the
+        # full path (only that opens, closes or finishes anything).
         last_key: Any = _NO_PART
-        take: Any = None
+        take: Slot | None = None
         out: list[Event] = []
         max_bytes = self._limits.max_bytes
         size_of = len
@@ -404,7 +401,7 @@ class StreamFolder:
             event: Event | None = None
             deltas: list[Delta]
             try:
-                hit = None if plain is None else plain(payload)
+                hit = decoder.object_text(payload) if lane else None
                 if hit is not None:
                     key, text = hit
                     # _take_lane_text, its common case inline: one len per delta.
@@ -413,13 +410,13 @@ class StreamFolder:
                     if taken > max_bytes or not text.isascii():
                         self._take_lane_text(text, 0)
                     if key is not last_key and key != last_key:  # (keys may be built anew)
-                        take = text_taker(key)
+                        take = acc.text_slot(key)
                         last_key = key if take is not None else _NO_PART
                         # A part's first lane text: maybe the stream's first token.
                         if timing._first_token is None and text and take is not None:
                             timing._text_arrived()
                     if take is not None:
-                        event = take(text)
+                        event = take.take_text(text)
                     else:
                         # Not open in the accumulator: apply() decides, as after decode().
                         deltas = [GrowPart(key, text)]
@@ -443,7 +440,7 @@ class StreamFolder:
                     and delta.content is not None
                 ):
                     try:
-                        grown = grow(delta.key, delta.content, out)
+                        grown = acc.grow_text(delta.key, delta.content, out)
                     except StreamfoldError as exc:
                         raise self._attach(exc, payload) from None
                     if grown:

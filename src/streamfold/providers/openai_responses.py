@@ -378,7 +378,7 @@ class OpenAIResponsesDecoder(Decoder):
             )
         fast = _FAST.get(kind)
         if fast is not None and not self._noted:
-            hit = fast(self, payload)
+            hit = self._fast(fast, payload)
             if hit is not None:
                 self._kind = kind
                 return [GrowPart(hit[0], hit[1])]
@@ -426,13 +426,23 @@ class OpenAIResponsesDecoder(Decoder):
                 return None
             if self._seq_above:
                 return None
-        hit = fast(self, payload)
+        hit = self._fast(fast, payload)
         if hit is None:
             return None
         if sequence is not None:
             self._seq_floor = sequence  # what _seen() does with the number after the floor
         self._kind = kind
         return hit
+
+    def _fast(
+        self, path: Literal["text", "summary", "arguments"], payload: dict[str, Any]
+    ) -> tuple[Hashable, str] | None:
+        """The fast path named `path`: the part (or call) the delta grows, and its text."""
+        if path == "text":
+            return self._fast_text_delta(payload)
+        if path == "summary":
+            return self._fast_summary_delta(payload)
+        return self._fast_arguments_delta(payload)
 
     def _fast_text_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
         try:  # subscripts: a missing key, or an item_id that is no key, is not this
@@ -1753,14 +1763,14 @@ def _part_done_reason(key: Hashable) -> str:
     return f"expected content_part.done for an open part, got one for {key!r}"
 
 
-_FAST: dict[
-    str, Callable[[OpenAIResponsesDecoder, dict[str, Any]], tuple[Hashable, str] | None]
-] = {
-    "response.output_text.delta": OpenAIResponsesDecoder._fast_text_delta,
-    "response.refusal.delta": OpenAIResponsesDecoder._fast_text_delta,
-    "response.reasoning_text.delta": OpenAIResponsesDecoder._fast_text_delta,
-    "response.reasoning_summary_text.delta": OpenAIResponsesDecoder._fast_summary_delta,
-    "response.function_call_arguments.delta": OpenAIResponsesDecoder._fast_arguments_delta,
+# The fast paths by event type. A name, not the method: compiled, a method called through
+# a table is a Python-level call, one named in an `if` a direct one.
+_FAST: dict[str, Literal["text", "summary", "arguments"]] = {
+    "response.output_text.delta": "text",
+    "response.refusal.delta": "text",
+    "response.reasoning_text.delta": "text",
+    "response.reasoning_summary_text.delta": "summary",
+    "response.function_call_arguments.delta": "arguments",
 }
 
 _HANDLERS: dict[str, _Handler] = {
