@@ -1,4 +1,5 @@
-"""The README's Python examples, run as written: against `streamfold serve` and the recordings."""
+"""The README's examples, run as written (against `streamfold serve`, the recordings and a real
+Redis), and its set-up commands, the ones CI runs."""
 
 from __future__ import annotations
 
@@ -13,13 +14,11 @@ import pytest
 from server_support import serve_in_thread
 from support import REAL, read
 
-import streamfold
-import streamfold.telemetry
-import streamfold.timing
-from streamfold import MessageCompleted, fold_message, is_narration, utterance
+from streamfold import MessageCompleted, fold_message, utterance
 
 ROOT = Path(__file__).parent.parent
-BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
 
 
 def _block(first_line: str) -> str:
@@ -28,19 +27,27 @@ def _block(first_line: str) -> str:
 
 
 def test_every_example_is_run_here() -> None:
-    # A new example needs a test below.
+    # A new example needs a test below (the docs' examples are run in tests/test_docs.py).
     assert [b.splitlines()[0] for b in BLOCKS] == [
         "import httpx",
-        "recording = streamfold.load_recording("
-        '"tests/fixtures/real/anthropic/thinking-then-tool-use.sse")',
-        "CP = streamfold.ContentPart",
-        "class LineChat(streamfold.Decoder):",
-        "from streamfold.interop.pydantic_ai import from_model_response, to_model_response",
-        "sent_at = time.monotonic()",
-        "from streamfold import telemetry",
         "from streamfold.relay import Relay",
-        "# app.py",
     ]
+
+
+def test_the_set_up_commands_are_the_ones_ci_runs() -> None:
+    # A newcomer copies these two lines; CI runs the test command verbatim.
+    section = README.split("## Set-up (a fresh machine with Python 3.11)\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    demo, tests = re.findall(r"```sh\n(.*?)\n```", section, re.S)
+    assert demo == (
+        "python3.11 -m venv .venv && .venv/bin/pip install -e '.[cli]'"
+        " && .venv/bin/python -m streamfold demo"
+    )
+    assert tests == (
+        "python3.11 -m venv .venv && .venv/bin/pip install -e '.[test]'"
+        " && .venv/bin/python -m pytest"
+    )
+    assert tests in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
 @pytest.fixture(scope="module")
@@ -98,100 +105,6 @@ def test_the_first_example_prints_the_text_live(
         assert printed.startswith("The capital of France is Paris")
     if rec.startswith("openai-chat"):
         assert printed == "" and message.tool_calls
-
-
-def test_the_timing_example(
-    base_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import time
-
-    import httpx
-
-    monkeypatch.setattr(streamfold.timing, "default_clock", time.monotonic)  # a real one
-    rec = "anthropic/code-execution-bash-thinking.sse"
-    path, body = _REQUESTS["anthropic"]
-    namespace: dict[str, Any] = {
-        "streamfold": streamfold,
-        "httpx": httpx,
-        "time": time,
-        "url": f"{base_url}{path}?recording={rec}",
-        "body": body,
-        "headers": {},
-    }
-    exec(_block("sent_at = time.monotonic()"), namespace)
-    timing = namespace["timing"]
-    run = namespace["run"]
-    assert timing == run.timing.as_dict()
-    first, total = timing["time_to_first_token_s"], timing["total_s"]
-    assert 0 < timing["time_to_first_byte_s"] <= first <= total  # the request counts
-    assert capsys.readouterr().out.split() == [str(first), str(run.timing.output_tokens_per_s)]
-
-
-def test_the_telemetry_example() -> None:
-    try:
-        exec(_block("from streamfold import telemetry"), {})
-        assert streamfold.telemetry.is_instrumented()
-        assert fold_message(read("anthropic/text-basic.sse")).status == "complete"
-    finally:
-        streamfold.telemetry.uninstrument()
-
-
-def test_the_recording_example(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(ROOT)
-    namespace: dict[str, Any] = {"streamfold": streamfold}
-    exec(_block("recording = streamfold.load_recording("), namespace)
-    message = namespace["message"]
-    assert [type(p).__name__ for p in message.stream_order()] == ["ContentPart", "ToolCall"]
-    assert message.stop_reason == "tool_use" and not is_narration(message.content[0])
-
-
-def test_the_adapters_example() -> None:
-    rec = "anthropic/web-search-thinking-citations.sse"
-    namespace: dict[str, Any] = {"streamfold": streamfold, "recording": read(rec)}
-    exec(_block("from streamfold.interop.pydantic_ai import"), namespace)
-    kinds = [part.part_kind for part in namespace["response"].parts]
-    assert {"thinking", "text", "builtin-tool-call", "builtin-tool-return"} <= set(kinds)
-
-
-def test_the_message_delta_example() -> None:
-    namespace: dict[str, Any] = {"streamfold": streamfold}
-    exec(_block("CP = streamfold.ContentPart"), namespace)
-    last = namespace["event"]
-    assert isinstance(last, MessageCompleted) and last.message.status == "complete"
-    thinking, text = last.message.content
-    assert (thinking.content, thinking.options["signature"], text.content) == ("th", "SIG", "Hello")
-    events = list(streamfold.fold(namespace["deltas"]))
-    done = [(e.index, e.explicit) for e in events if isinstance(e, streamfold.PartCompleted)]
-    assert done == [(0, True), (1, False)]  # slot 0 named in `completed`, slot 1 at the end
-
-
-def test_the_bring_your_own_provider_example() -> None:
-    class Response:
-        def iter_bytes(self) -> Iterator[bytes]:
-            yield b'{"ev": "say", "text": "Hel"}\n{"ev": "say", "te'
-            yield b'xt": "lo"}\n{"ev": "tick"}\n{"ev": "end"}\n'
-
-    block = _block("class LineChat(streamfold.Decoder):").replace(
-        "streamfold.fold_message(response", "message = streamfold.fold_message(response"
-    )
-    namespace: dict[str, Any] = {"streamfold": streamfold, "response": Response()}
-    try:
-        exec(block, namespace)
-        message = namespace["message"]
-        assert message.text == "Hello" and message.status == "complete"
-        assert message.metadata["skipped_events"] == {"tick": 1}
-        assert streamfold.fold_message(Response().iter_bytes(), "lc") == message
-    finally:
-        streamfold.unregister_provider("linechat")
-    assert "linechat" not in streamfold.registered_providers()
-
-
-def test_the_demo_app_example(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("starlette")
-    pytest.importorskip("redis")
-    namespace: dict[str, Any] = {}
-    exec(_block("# app.py"), namespace)
-    assert namespace["app"].routes
 
 
 def test_the_relay_example(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from streamfold.record import load_timing, schedule, split_frames, tee
 from streamfold.recording import detect_recording
 from streamfold.timing import StreamTiming, replay_clock
 
-# How close a replay at speed 1 comes to the time to first token it recorded (README,
+# How close a replay at speed 1 comes to the time to first token it recorded (docs/api/timing.md,
 # "Timing"): a sleep may run late on a loaded machine, never early.
 REPLAY_TOLERANCE_S = 0.25
 
