@@ -262,7 +262,7 @@ def test_every_character_arrives_in_a_part_delta_sdk_objects() -> None:
     from openai._models import construct_type
     from openai.types.chat import ChatCompletionChunk
     from openai.types.responses import ResponseStreamEvent
-    from test_provider_gemini import sdk_chunks
+    from providers.gemini.test_decode import sdk_chunks
 
     kinds = {"openai-chat": ChatCompletionChunk, "openai-responses": ResponseStreamEvent}
     checked = 0

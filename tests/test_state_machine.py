@@ -29,8 +29,8 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from reliability.test_truncation import check_open_part, reference
 from support import read, without_inferred_marker
-from test_truncation import check_open_part, reference
 
 from streamfold import (
     ContentPart,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from encode_support import validate
 from openai.types.responses import FunctionToolParam, ResponseInputItemParam
-from test_encode_helpers import validate
 
 from streamfold import ContentPart, Message, ToolCall, ToolResult
 from streamfold.encoding import ReplayWarning, check_replayable, encode
@@ -296,8 +296,12 @@ def test_client_run_calls_go_back_with_their_outputs(
 
 
 def test_a_recorded_client_call_goes_back_as_it_came() -> None:
-    from test_provider_openai_responses import CLIENT_ITEMS, _client_item, _completed, _created
-
+    from providers.openai_responses.test_decode import (
+        CLIENT_ITEMS,
+        _client_item,
+        _completed,
+        _created,
+    )
     from streamfold import fold_message
 
     item = CLIENT_ITEMS["computer_call"]

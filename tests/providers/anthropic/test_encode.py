@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 from anthropic.types import MessageParam
-from test_encode_helpers import validate
+from encode_support import validate
 
 from streamfold import ContentPart, Message, ToolCall, ToolResult
 from streamfold.encoding import EncodeError, ReplayWarning, check_replayable, encode

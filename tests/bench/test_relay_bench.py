@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from redis_support import REDIS_SERVER, SKIP_REASON
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 if REDIS_SERVER is None:

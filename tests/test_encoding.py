@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from anthropic.types import MessageParam, TextBlockParam, ToolParam
 from anthropic.types.beta import BetaMessageParam
+from encode_support import roundtrip_message, target_recordings, validate, validate_json
 from google.genai import types as genai
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 from openai.types.responses import ResponseInputItemParam
-from test_encode_helpers import roundtrip_message, target_recordings, validate, validate_json
 
 from streamfold import ContentPart, Message, ToolCall, ToolResult, utterance_inferred
 from streamfold.encoding import EncodeError, ReplayWarning, check_replayable, encode

@@ -7,7 +7,7 @@ surrogates, NaN and infinities, integers past any size, nesting hundreds or thou
 deep, types JSON has not), then folded as dicts (the dict lane of `fold()`, or `feed()`
 dict by dict) or as the official SDK's event objects (anthropic and openai events built
 as their SDKs build them from the wire, google-genai responses). The property is the
-bytes fuzz's (tests/test_fuzz.py): only StreamfoldError escapes; a StreamProtocolError
+bytes fuzz's (tests/reliability/test_fuzz.py): only StreamfoldError escapes; a StreamProtocolError
 or StreamLimitError carries `.partial` and its text never raises; the events follow each
 part's lifecycle; every completed part is kept; the message stays within its Limits and
 within a bound of its input, and serialises.
@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fuzz import (
+
+from reliability.test_fuzz import (
     ALL,
     COUNTS,
     Chooser,
@@ -48,7 +49,6 @@ from test_fuzz import (
     run_cancel,
     run_fold,
 )
-
 from streamfold import StreamfoldError, StreamLimitError, StreamProtocolError
 
 EXAMPLES = int(os.environ.get("STREAMFOLD_OBJECT_FUZZ_EXAMPLES", "300"))
@@ -290,7 +290,7 @@ FOUND = [100231, 117619, 222437, 466146]
 def test_the_seeds_the_long_run_found_pass(found: int) -> None:
     import random
 
-    from test_fuzz import RandomChooser
+    from reliability.test_fuzz import RandomChooser
 
     chooser = RandomChooser(random.Random(found))
     fuzz_objects(chooser.choice(ALL), chooser)

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-import test_fuzz as fuzz
+import reliability.test_fuzz as fuzz
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from record.test_recordings import READY
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from support import REAL, final_message, fold_bytes, read, replayed
-from test_recordings import READY
 
 from streamfold import (
     ContentPart,
@@ -39,7 +39,7 @@ from streamfold.ui import (
 )
 from streamfold.web import ui_routes
 
-JS = Path(__file__).parent / "js"
+JS = Path(__file__).parent.parent / "js"
 
 
 def _sse(rel: str) -> bytes:

@@ -10,8 +10,8 @@ import pytest
 from anthropic._base_client import FinalRequestOptions
 from anthropic.lib.bedrock._client import _prepare_options
 from anthropic.types.beta.message_create_params import MessageCreateParamsNonStreaming
+from encode_support import validate
 from invoke_support import INVOKE_SOURCES, invoke_bytes
-from test_encode_helpers import validate
 
 from streamfold import Message, fold_message
 from streamfold.encoding import ReplayWarning, check_replayable, encode

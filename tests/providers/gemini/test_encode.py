@@ -5,8 +5,8 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from encode_support import validate_json
 from google.genai import types as genai
-from test_encode_helpers import validate_json
 
 from streamfold import ContentPart, Message, ToolCall, ToolResult
 from streamfold.encoding import EncodeError, ReplayWarning, check_replayable, encode

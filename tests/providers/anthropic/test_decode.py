@@ -122,7 +122,7 @@ def protocol_error(data: bytes, *, strict: bool = False) -> StreamProtocolError:
 
 
 # --- 1. goldens, checked feature by feature -----------------------------------------
-# (tests/test_recordings.py compares every recording with its golden and checks chunking.)
+# (tests/record/test_recordings.py compares every recording with its golden and checks chunking.)
 
 
 def test_recordings_are_all_anthropic_and_complete() -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from encode_support import validate
 from openai.types.chat import ChatCompletionMessageParam
-from test_encode_helpers import validate
 
 from streamfold import ContentPart, Message, ToolCall, ToolResult
 from streamfold.encoding import EncodeError, ReplayWarning, check_replayable, encode

@@ -1,4 +1,4 @@
-"""The hostile-input property of tests/test_fuzz.py on Bedrock InvokeModel streams.
+"""The hostile-input property of tests/reliability/test_fuzz.py on Bedrock InvokeModel streams.
 
 The invoke wire adds two layers to the Anthropic events it carries (base64 chunks in
 eventstream messages, and Bedrock's metrics trailer), so each is mutated: the Anthropic
@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from invoke_support import INVOKE_SOURCES, METRICS, eventstream_message, invoke_bytes
-from test_fuzz import (
+from reliability.test_fuzz import (
     EXAMPLES,
     Chooser,
     Corrupt,
