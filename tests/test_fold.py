@@ -6,18 +6,25 @@ import inspect
 import itertools
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import (
+    HOT_LANE_AFTER,
+    HOT_LANE_AHEAD,
     REAL,
+    decoded_payloads,
     final_message,
     fold_outcome,
+    hot_lane_from,
+    hot_lane_off,
     read,
     recordings,
     split_at,
     streamed_display_items,
+    types_of,
 )
 
 from streamfold import (
@@ -34,6 +41,7 @@ from streamfold import (
     load_recording,
 )
 from streamfold.framing import sniff_format
+from streamfold.providers import anthropic
 
 THINKING_TOOL = "anthropic/thinking-then-tool-use.sse"
 
@@ -402,3 +410,84 @@ def test_the_events_before_a_broken_event_are_returned_and_the_error_comes_next(
         restored.close()
     assert (str(again.value), again.value.position) == (str(info.value), info.value.position)
     assert again.value.partial == info.value.partial
+
+
+# When the fold tries the SSE hot lane: after StreamFolder.hot_lane_after events, or at once
+# when hot_lane_ahead events are at hand; never with hot_lane_off().
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+def test_the_lane_starts_after_the_shipped_number_of_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A short stream is framed in one run, never trying the lane; a long one uses it
+    from event HOT_LANE_AFTER on."""
+    tries: list[int] = []
+    original = anthropic.AnthropicDecoder.sse_shortcut
+
+    def counting(self: anthropic.AnthropicDecoder, buffer: bytes, pos: int, *rest: Any) -> int:
+        tries.append(pos)
+        return original(self, buffer, pos, *rest)
+
+    monkeypatch.setattr(anthropic.AnthropicDecoder, "sse_shortcut", counting)
+    short = read("anthropic/text-basic.sse")
+    assert short.count(b"\n\n") < HOT_LANE_AFTER
+    with hot_lane_from(HOT_LANE_AFTER):
+        list(fold([short], "anthropic"))
+        assert tries == []
+        long = read("anthropic/thinking-signature.sse")
+        events = list(fold([long], "anthropic"))
+    assert tries
+    # The first try is at the start of the event after the first HOT_LANE_AFTER.
+    assert long[: tries[0]].count(b"\n\n") == HOT_LANE_AFTER
+    assert len(events) > HOT_LANE_AFTER
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+def test_hot_lane_off_leaves_the_lane_untried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lane-against-full-path tests compare two paths only if hot_lane_off switches
+    the lane off, in the compiled build (which reads sse_hot_head natively) too."""
+    tries: list[int] = []
+    original = anthropic.AnthropicDecoder.sse_shortcut
+
+    def counting(self: anthropic.AnthropicDecoder, buffer: bytes, pos: int, *rest: Any) -> int:
+        tries.append(pos)
+        return original(self, buffer, pos, *rest)
+
+    monkeypatch.setattr(anthropic.AnthropicDecoder, "sse_shortcut", counting)
+    long = read("anthropic/thinking-signature.sse")
+    with hot_lane_off():
+        list(fold([long], "anthropic"))
+    assert tries == []
+    with hot_lane_from(0, 0):  # the control: the same stream takes the lane at once
+        list(fold([long], "anthropic"))
+    assert tries
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+def test_the_lane_starts_at_once_when_many_events_are_at_hand(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long stream read in one large piece takes the lane from its first delta; the
+    same stream in small pieces only after HOT_LANE_AFTER events; a short one never."""
+    decoded = decoded_payloads(monkeypatch, anthropic.AnthropicDecoder)
+    long = read("anthropic/thinking-signature.sse")
+    assert long.count(b"\n\n") >= HOT_LANE_AHEAD
+    signatures = long.count(b'"signature_delta"')
+    with hot_lane_from(HOT_LANE_AFTER, HOT_LANE_AHEAD):
+        list(fold([long], "anthropic"))
+        assert types_of(decoded).count("content_block_delta") == signatures
+        decoded.clear()
+        list(fold(split_at(long, list(range(0, len(long), 300))), "anthropic"))
+        # The deltas among the first HOT_LANE_AFTER events went through decode().
+        first = long.split(b"\n\n")[:HOT_LANE_AFTER]
+        early = sum(b"event: content_block_delta" in e for e in first)
+        assert types_of(decoded).count("content_block_delta") >= early > signatures
+        # A short stream in one piece: framed in one run, every delta through decode().
+        decoded.clear()
+        short = read("anthropic/text-basic.sse")
+        assert short.count(b"\n\n") < HOT_LANE_AFTER
+        list(fold([short], "anthropic"))
+        assert types_of(decoded).count("content_block_delta") == short.count(
+            b"event: content_block_delta"
+        )

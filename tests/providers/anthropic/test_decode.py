@@ -10,12 +10,21 @@ import warnings
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support import (
+    HOT_LANE_OPTIONS,
+    assert_hot_lane_same,
+    count_grow_texts,
+    decoded_payloads,
     final_message,
     fold_bytes,
     read,
     recordings,
+    split_at,
+    sse_event,
     streamed_display_items,
+    types_of,
     without_inferred_marker,
 )
 
@@ -24,12 +33,18 @@ from streamfold import (
     ContentPart,
     Message,
     PartCompleted,
+    PartDelta,
     ProviderErrored,
+    StreamFolder,
     StreamProtocolError,
     ToolCall,
+    event_to_json,
     extract_display_items,
+    fold,
 )
 from streamfold.framing import SSEDecoder
+from streamfold.limits import Limits
+from streamfold.providers import anthropic
 
 ANTHROPIC = recordings("anthropic")
 
@@ -1053,3 +1068,238 @@ def test_no_warnings_from_decoding() -> None:
         warnings.simplefilter("error")
         for rel in ANTHROPIC:
             fold_bytes(read(rel))
+
+
+# The SSE hot lane gives exactly what the framer and decode() give.
+#
+# The hot lane reads the common delta events straight from the bytes. Every stream here is
+# folded twice, with and without it, split at arbitrary points (so events straddle the
+# pieces), lenient and strict, with tight limits and live partial arguments: events, errors
+# and the final message must not differ. The event pools mix events the lane takes with
+# look-alikes it must leave to the full path (escapes, bad UTF-8, raw control characters,
+# other spacing, a closed or unknown block, a delta of another kind...).
+
+
+def _delta(index: Any, body: str) -> bytes:
+    return sse_event(
+        "content_block_delta",
+        '{"type":"content_block_delta","index":' + str(index) + ',"delta":' + body + "}",
+    )
+
+
+def _text(index: Any, raw: str) -> bytes:
+    return _delta(index, '{"type":"text_delta","text":"' + raw + '"}')
+
+
+def _start(index: int, block: dict[str, Any]) -> bytes:
+    return sse_event(
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": block},
+    )
+
+
+_MESSAGE_START = sse_event(
+    "message_start",
+    {
+        "type": "message_start",
+        "message": {"id": "msg_1", "model": "claude", "usage": {"input_tokens": 3}},
+    },
+)
+
+
+_ANTHROPIC_EVENTS: list[bytes] = [
+    _MESSAGE_START,
+    _start(0, {"type": "text", "text": ""}),
+    _start(1, {"type": "thinking", "thinking": "", "signature": ""}),
+    _start(2, {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}),
+    _start(3, {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {}}),
+    _start(0, {"type": "text", "text": "again"}),
+    _text(0, "Hello"),
+    _text(0, " world, naïve ☃ 😀"),
+    _text(0, ""),
+    _text(0, 'esc \\"q\\" \\n \\t \\u00e9 \\ud83d\\ude00 \\/'),
+    _text(0, "bad escape \\x"),
+    _text(0, "lone \\ud800"),
+    _text(0, 'raw " quote'),
+    _text(0, "trailing backslash \\"),
+    _text(0, "raw\ttab").replace(b"\\t", b"\t"),
+    _text(0, "raw\u0001ctl"),
+    _text(0, "x") + b"\x00",
+    _text(0, "bad utf8 ").replace(b"utf8 ", b"utf8 \xff\xfe"),
+    _text(0, "cut utf8 ").replace(b"utf8 ", b"utf8 \xe2\x98"),
+    _text("00", "leading zero"),
+    _text("0.0", "float index"),
+    _text(-1, "negative"),
+    _text(9, "unknown block"),
+    _text(1, "text into thinking"),
+    _text(12345678901234, "huge index"),
+    _delta(0, '{"type":"text_delta","text":"a","text":"dup"}'),
+    _delta(0, '{"type":"text_delta","text":"a","extra":1}'),
+    _delta(0, '{"text":"reordered","type":"text_delta"}'),
+    sse_event(
+        "content_block_delta",
+        '{"type": "content_block_delta", "index": 0, "delta": '
+        '{"type": "text_delta", "text": "spaced"}}',
+    ),
+    sse_event(
+        None,
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"no'
+        ' event line"}}',
+    ),
+    b'event: content_block_delta\ndata:{"type":"content_block_delta","index":0,"delta":'
+    b'{"type":"text_delta","text":"no space"}}\n\n',
+    b'event: content_block_delta\nid: 7\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":"with id"}}\n\n',
+    b'event: content_block_delta\r\ndata: {"type":"content_block_delta","index":0,"delta":'
+    b'{"type":"text_delta","text":"crlf"}}\r\n\r\n',
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":'
+    b'{"type":"text_delta","text":"two data lines"}}\ndata: {}\n\n',
+    b": a comment\n\n",
+    b"\n",
+    _delta(1, '{"type":"thinking_delta","thinking":"Let me think"}'),
+    _delta(1, '{"type":"thinking_delta","thinking":"more \\"thought\\""}'),
+    _delta(1, '{"type":"signature_delta","signature":"c2ln"}'),
+    _delta(0, '{"type":"thinking_delta","thinking":"thinking into text"}'),
+    _delta(2, '{"type":"input_json_delta","partial_json":"{\\"a\\": "}'),
+    _delta(2, '{"type":"input_json_delta","partial_json":"[1, \\"x\\""}'),
+    _delta(2, '{"type":"input_json_delta","partial_json":""}'),
+    _delta(2, '{"type":"input_json_delta","partial_json":"]}"}'),
+    _delta(3, '{"type":"input_json_delta","partial_json":"{\\"query\\": \\"q\\"}"}'),
+    _delta(2, '{"type":"text_delta","text":"text into a tool"}'),
+    sse_event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    sse_event("content_block_stop", {"type": "content_block_stop", "index": 2}),
+    sse_event("ping", {"type": "ping"}),
+    sse_event(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 5},
+        },
+    ),
+    sse_event("error", {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
+    sse_event("message_stop", {"type": "message_stop"}),
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":'
+    b'{"type":"text_delta","text":"unterminated',
+]
+
+
+_OPENING = (
+    _MESSAGE_START
+    + _start(0, {"type": "text", "text": ""})
+    + _start(1, {"type": "thinking", "thinking": ""})
+    + _start(2, {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}})
+)
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    picks=st.lists(st.sampled_from(range(len(_ANTHROPIC_EVENTS))), max_size=30),
+    cuts=st.lists(st.integers(0, 4000), max_size=6),
+    opening=st.booleans(),
+    options=HOT_LANE_OPTIONS,
+    named=st.booleans(),
+)
+def test_anthropic_hot_lane_equals_full_path(
+    picks: list[int], cuts: list[int], opening: bool, options: dict[str, Any], named: bool
+) -> None:
+    data = (_OPENING if opening else b"") + b"".join(_ANTHROPIC_EVENTS[i] for i in picks)
+    assert_hot_lane_same(split_at(data, cuts), "anthropic" if named else None, **options)
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+def test_hot_lane_takes_the_common_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not vacuous: on a real recording the lane takes nearly every delta, and decode()
+    sees only the rest."""
+    data = read("anthropic/thinking-signature.sse")
+    decoded = decoded_payloads(monkeypatch, anthropic.AnthropicDecoder)
+    deltas = sum(type(e) is PartDelta for e in fold([data], "anthropic"))
+    assert deltas > 20
+    # decode() saw only the signature deltas: every text, thinking and input delta was
+    # taken from the bytes.
+    assert types_of(decoded).count("content_block_delta") == data.count(b'"signature_delta"')
+    assert "message_stop" in types_of(decoded)
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+@pytest.mark.parametrize("cut", [0.3, 0.5, 0.8])
+def test_anthropic_hot_lane_state_saves_and_restores(cut: float) -> None:
+    """A fold saved while the lane holds a block (its last prefix) restores in a fresh
+    folder and continues exactly as the uninterrupted fold."""
+    data = read("anthropic/thinking-signature.sse")
+    pieces = [data[at : at + 700] for at in range(0, len(data), 700)]
+    half = int(len(pieces) * cut)
+    folder = StreamFolder("anthropic")
+    events = [e for piece in pieces[:half] for e in folder.feed(piece)]
+    decoder = folder._decoder
+    assert isinstance(decoder, anthropic.AnthropicDecoder) and decoder._hot is not None
+    restored = StreamFolder.restore(json.loads(json.dumps(folder.save_state())))
+    events += [e for piece in pieces[half:] for e in restored.feed(piece)] + restored.close()
+    whole = list(fold(pieces, "anthropic"))
+    assert [event_to_json(e) for e in events] == [event_to_json(e) for e in whole]
+
+
+def _tool_json(index: int, raw: str) -> bytes:
+    return _delta(index, '{"type":"input_json_delta","partial_json":"' + raw + '"}')
+
+
+_RUN_BREAKERS = {
+    "bad utf-8": _text(0, "bad ").replace(b"bad ", b"bad \xff"),
+    "cut utf-8": _text(0, "cut ").replace(b"cut ", b"cut \xe2\x98"),
+    "bad escape": _text(0, "bad \\x escape"),
+    "lone surrogate": _text(0, "lone \\ud800"),
+    "raw control": _text(0, "raw\u0001ctl"),
+    "escaped quote": _text(0, 'fine \\"q\\" \\u00e9 \\n'),
+    "trailing backslash": _text(0, "ends \\\\"),
+    "other block": _text(9, "unknown"),
+    "other kind": _delta(0, '{"type":"thinking_delta","thinking":"into text"}'),
+    "spacing": sse_event(
+        "content_block_delta",
+        '{"type": "content_block_delta", "index": 0, "delta": '
+        '{"type": "text_delta", "text": "spaced"}}',
+    ),
+}
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+@pytest.mark.parametrize("breaker", sorted(_RUN_BREAKERS))
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"strict": True}, {"limits": Limits(max_part_chars=70)}],
+    ids=["lenient", "strict", "limit-mid-run"],
+)
+def test_a_run_with_any_event_in_the_middle_folds_as_the_full_path(
+    breaker: str, options: dict[str, Any]
+) -> None:
+    """The lane takes a run of one block's events in one accumulator call; an event in
+    the middle that the run may not take (or that passes the size limit) ends it there,
+    with every event before it delivered."""
+    before = b"".join(_text(0, f"piece {n} ") for n in range(8))
+    after = b"".join(_text(0, f"more {n} ") for n in range(8))
+    data = _OPENING + before + _RUN_BREAKERS[breaker] + after
+    for cuts in ([], [len(_OPENING) + 100], [len(data) // 2, len(data) - 30]):
+        assert_hot_lane_same(split_at(data, cuts), "anthropic", **options)
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+def test_tool_input_runs_with_live_arguments_fold_as_the_full_path() -> None:
+    """A tool_use run with partial_arguments on: the changes per delta are the same."""
+    pieces = ['{\\"city\\": \\"Par', "is\\", '\\"days\\": [1, ', "2]", ", \\n", '\\"x\\": null}']
+    data = _OPENING + b"".join(_tool_json(2, p) for p in pieces)
+    assert_hot_lane_same([data], "anthropic", partial_arguments=True)
+    assert_hot_lane_same([data], "anthropic")
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+def test_runs_are_taken_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not vacuous: on a real recording, runs of several deltas reach the accumulator
+    in one grow_texts call, escaped text included."""
+    sizes = count_grow_texts(monkeypatch)
+    data = read("anthropic/thinking-signature.sse")
+    list(fold([data], "anthropic"))
+    assert max(sizes) > 20
+    escaped = _OPENING + b"".join(_text(0, f'q \\"{n}\\" \\n') for n in range(5))
+    sizes.clear()
+    list(fold([escaped], "anthropic"))
+    assert sizes == [4]  # the first is taken alone: a live stream's chunk holds one event

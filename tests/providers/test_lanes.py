@@ -1,6 +1,6 @@
 """Byte-level fuzz of the SSE hot lane: a mutated stream folds the same with and without it.
 
-The event-pool tests (tests/test_hot_lane*.py) build look-alikes by hand; here real
+The event-pool tests (with each provider's decoder tests) build look-alikes by hand; here real
 recordings and generated streams get random byte edits (a flipped byte, a byte removed,
 one of the bytes JSON and SSE care about inserted), anywhere, including inside the
 events the lane reads straight from their bytes. Whatever the edit makes of the stream,
@@ -11,24 +11,18 @@ the fold with the lane must give the same events, error and message as without i
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import assert_hot_lane_same, hot_lane_from, read, split_at
+from support import assert_hot_lane_same, read, recordings, split_at
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.generate import generate
-
-
-@pytest.fixture(autouse=True)
-def _lane_from_the_first_event() -> Iterator[None]:
-    with hot_lane_from(0):
-        yield
 
 
 def _generated(provider: str, workload: str) -> bytes:
@@ -74,6 +68,7 @@ def _mutate(data: bytes, edits: list[tuple[float, str, int, int]]) -> bytes:
     return bytes(buf)
 
 
+@pytest.mark.usefixtures("lane_from_the_first_event")
 @settings(
     max_examples=_EXAMPLES,
     deadline=None,
@@ -96,3 +91,21 @@ def test_a_mutated_stream_folds_the_same_with_the_hot_lane(
     provider, data = _STREAMS[stream]
     mutated = _mutate(data, edits)
     assert_hot_lane_same(split_at(mutated, cuts), provider if named else None, strict=strict)
+
+
+# Every recording of the providers with an SSE hot lane, in pieces of every size and one
+# event per piece: the same with the lane as without.
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+@pytest.mark.parametrize("rel", recordings("anthropic", "openai-chat", "openai-responses"))
+def test_recordings_hot_lane_equals_full_path(rel: str) -> None:
+    data = read(rel)
+    for size in (7, 61, 4096):
+        pieces = [data[at : at + size] for at in range(0, len(data), size)]
+        assert_hot_lane_same(pieces, None)
+    # As a live connection delivers it: one event per piece (each ending its buffer).
+    events = [piece for piece in re.split(rb"(?<=\n\n)", data) if piece]
+    assert b"".join(events) == data
+    assert_hot_lane_same(events, None)
+    assert_hot_lane_same([data], None, strict=True)
