@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import json
+from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamfold import (
@@ -24,9 +26,11 @@ from streamfold import (
     ToolCall,
     Usage,
     UsageUpdated,
+    accumulator,
     merge_part,
     put_utterance,
 )
+from streamfold._model import json_depth_over
 from streamfold.deltas import (
     ClosePart,
     Delta,
@@ -38,8 +42,9 @@ from streamfold.deltas import (
     SkipEvent,
     UpdateMessage,
 )
+from streamfold.errors import ToolArgumentsError
 from streamfold.limits import Limits
-from streamfold.message import merge_tool_call
+from streamfold.message import merge_tool_call, parse_tool_arguments
 
 # --- generated streams -------------------------------------------------------------------
 
@@ -386,3 +391,87 @@ def test_values_nested_past_the_depth_limit_are_refused() -> None:
     assert "nested" in call.metadata["arguments_error"]
     with pytest.raises(StreamLimitError, match="message metadata is nested too deep"):
         acc.apply(UpdateMessage(metadata={"x": deep}))
+
+
+# --- Accumulator: a tool call's final arguments, parsed from bytes encoded in batches ----
+
+_ARG_PIECES = st.lists(
+    st.sampled_from(['{"a": ', '"x', "é", "😀", "\\n", '"', "}", " ", "1", "[", "]", ",", "{"]),
+    max_size=40,
+)
+
+
+def _final_call(chunks: list[str], *, cut: bool, max_depth: int = 128) -> Any:
+    acc = Accumulator(provider="test", limits=Limits(max_depth=max_depth))
+    acc.apply(OpenPart("k", ToolCall(call_id="c", name="f", arguments="")))
+    for chunk in chunks:
+        acc.apply(GrowPart("k", content=chunk))
+    events = acc.close() if cut else acc.apply(ClosePart("k"))
+    part = events[0].part
+    assert isinstance(part, ToolCall)
+    return part
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(pieces=_ARG_PIECES, cut=st.booleans(), batch=st.sampled_from([1, 2, 3, 4096]))
+def test_final_arguments_as_from_the_joined_text(
+    pieces: list[str], cut: bool, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "".join(pieces)
+    with monkeypatch.context() as patch:  # undone after each example
+        patch.setattr(accumulator, "_ENCODE_BATCH", batch)
+        call = _final_call(pieces, cut=cut)
+    if cut and not text.strip():
+        assert call.arguments == text and call.status == "incomplete"
+        return
+    try:
+        expected = parse_tool_arguments("c", "f", text)
+    except ToolArgumentsError as exc:
+        assert call.arguments == text
+        assert call.status == "incomplete"
+        assert call.metadata["arguments_error"] == str(exc)
+    else:
+        assert call.arguments == expected and call.status == "complete"
+
+
+def test_final_arguments_too_deep_keep_the_text() -> None:
+    pieces = ['{"a": ', "[[[", "1]]]", "}"]
+    call = _final_call(pieces, cut=False, max_depth=2)
+    assert call.arguments == "".join(pieces) and call.status == "incomplete"
+    assert "nested" in call.metadata["arguments_error"]
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.integers() | st.text(alphabet="ab{[]}", max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.dictionaries(st.text(max_size=2), _JSON_VALUES, max_size=3),
+    limit=st.integers(2, 6),  # (a call's start is [arguments, metadata]: 2 deep)
+)
+def test_final_arguments_depth_limit_as_the_walk_says(value: dict[str, Any], limit: int) -> None:
+    """The final build walks the parsed arguments only when the text holds more brackets
+    than the limit (strings may hold some): the verdict is always the walk's."""
+    text = json.dumps(value)
+    too_deep = json_depth_over(value, limit)
+    for pieces in ([text], [text[:1], text[1:]]):
+        call = _final_call(pieces, cut=False, max_depth=limit)
+        if too_deep is None:
+            assert call.status == "complete" and call.arguments == value
+        else:
+            assert call.status == "incomplete" and call.arguments == text
+            assert call.metadata["arguments_error"].endswith(f"nested {too_deep} deep")
+
+
+def test_final_arguments_with_a_lone_surrogate_are_kept_as_text() -> None:
+    # Not encodable: the batched path steps aside and the join-then-encode path gives
+    # the arguments error any text that is no JSON gives (never a UnicodeEncodeError).
+    call = _final_call(['{"a": "', "\ud83d", '"}'], cut=False)
+    assert call.status == "incomplete" and call.arguments == '{"a": "\ud83d"}'
+    assert "not UTF-8 text" in call.metadata["arguments_error"]

@@ -33,6 +33,7 @@ from streamfold import (
     PartCompleted,
     PartStarted,
     StreamFolder,
+    StreamfoldError,
     StreamProtocolError,
     UsageError,
     extract_display_items,
@@ -491,3 +492,50 @@ def test_the_lane_starts_at_once_when_many_events_are_at_hand(
         assert types_of(decoded).count("content_block_delta") == short.count(
             b"event: content_block_delta"
         )
+
+
+# --- StreamFolder: the fused frame loop (provider known) against the step-by-step one ------
+
+_START = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","model":"c",'
+    b'"usage":{"input_tokens":1}}}\n\n'
+    b'data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}'
+    b"\n\n"
+    b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}'
+    b"\n\n"
+)
+
+
+_TAILS = [
+    b"data: {not json\n\n",
+    b"data: [1, 2]\n\n",
+    b'data: {"type":"content_block_delta","index":"0","delta":{"type":"text_delta"}}\n\n',
+    b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":5}}\n\n',
+    b'data: {"type":"message_delta","delta":{"stop_reason":7},"usage":{}}\n\n',
+    b'data: {"type":"content_block_stop","index":0}\n\ndata: {"type":"message_stop"}\n\n'
+    b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}\n\n',
+    b"data: [DONE]\n\n",
+    b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"m"}}\n\n',
+]
+
+
+def _error_details(chunks: list[bytes], provider: str | None) -> tuple[Any, ...]:
+    events: list[str] = []
+    try:
+        for event in fold(chunks, provider):
+            events.append(repr(event))
+    except StreamfoldError as exc:
+        details = {k: repr(v) for k, v in vars(exc).items()}
+        return events, type(exc).__name__, str(exc), details, repr(exc.__cause__)
+    return events, None
+
+
+@pytest.mark.parametrize("tail", range(len(_TAILS)))
+@pytest.mark.parametrize("split", [False, True])
+def test_fused_frame_loop_equals_step_by_step(tail: int, split: bool) -> None:
+    data = _START + _TAILS[tail]
+    # One piece with no provider named: detected on the first event, every frame of the
+    # piece goes the step-by-step way. With the provider named, the fused loop.
+    reference = _error_details([data], None)
+    chunks = [data[:40], data[40:]] if split else [data]
+    assert _error_details(chunks, "anthropic") == reference

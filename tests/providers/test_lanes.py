@@ -1,11 +1,15 @@
-"""Byte-level fuzz of the SSE hot lane: a mutated stream folds the same with and without it.
+"""The decoders' lanes against their full paths, for every provider that has them.
 
-The event-pool tests (with each provider's decoder tests) build look-alikes by hand; here real
+The SSE hot lane (Anthropic, Chat, Responses) reads the common delta events straight from
+the bytes; the fast paths (object_text, the Responses readers) read decoded payloads before
+the full checks. Each stream here is folded with and without them: every recording, in
+pieces of every size; generated streams; and, for the hot lane, a byte-level fuzz: real
 recordings and generated streams get random byte edits (a flipped byte, a byte removed,
-one of the bytes JSON and SSE care about inserted), anywhere, including inside the
-events the lane reads straight from their bytes. Whatever the edit makes of the stream,
-the fold with the lane must give the same events, error and message as without it.
-`STREAMFOLD_FUZZ_EXAMPLES` raises the number of examples for a long local run.
+one of the bytes JSON and SSE care about inserted), anywhere, including inside the events
+the lane reads straight from their bytes. Whatever the edit makes of the stream, the fold
+with the lane must give the same events, error and message as without it.
+`STREAMFOLD_FUZZ_EXAMPLES` raises the number of fuzz examples for a long local run. The
+event pools that build look-alikes by hand are with each provider's decoder tests.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import assert_hot_lane_same, read, recordings, split_at
+from support import assert_fast_same, assert_hot_lane_same, read, recordings, split_at
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -109,3 +113,21 @@ def test_recordings_hot_lane_equals_full_path(rel: str) -> None:
     assert b"".join(events) == data
     assert_hot_lane_same(events, None)
     assert_hot_lane_same([data], None, strict=True)
+
+
+# The decoders' fast paths (object_text, the Responses _FAST readers) against their full
+# paths: every recording and generated streams, the same events and error.
+
+
+@pytest.mark.parametrize("rel", recordings())
+@pytest.mark.parametrize("strict", [False, True])
+def test_recordings_fast_equals_full(rel: str, strict: bool) -> None:
+    assert_fast_same([read(rel)], None, strict=strict)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai-chat", "openai-responses"])
+@pytest.mark.parametrize("workload", ["mixed", "bigargs"])
+def test_generated_fast_equals_full(provider: str, workload: str) -> None:
+    stream = generate(provider, workload, 300)
+    assert_fast_same([stream.sse], provider)
+    assert_fast_same(list(stream.dicts), provider)

@@ -1,4 +1,5 @@
-"""The Anthropic Messages decoder: recordings, the official SDK as a reference, bad input."""
+"""The Anthropic Messages decoder: recordings, the official SDK as a reference, bad input;
+its SSE hot lane and fast path, which must give exactly what the full path gives."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import (
     HOT_LANE_OPTIONS,
+    assert_fast_same,
     assert_hot_lane_same,
     count_grow_texts,
     decoded_payloads,
@@ -1303,3 +1305,62 @@ def test_runs_are_taken_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     sizes.clear()
     list(fold([escaped], "anthropic"))
     assert sizes == [4]  # the first is taken alone: a live stream's chunk holds one event
+
+
+# The fast path (object_text) gives exactly what the full path gives: deltas drawn from
+# the cases object_text must tell apart.
+
+
+def _block_payload(index: int, block: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def _delta_payload(index: Any, delta: Any, **extra: Any) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": delta, **extra}
+
+
+_ANTHROPIC_PAYLOAD_OPENING = [
+    {"type": "message_start", "message": {"id": "m", "role": "assistant", "content": []}},
+    _block_payload(0, {"type": "text", "text": ""}),
+    _block_payload(1, {"type": "thinking", "thinking": ""}),
+    _block_payload(2, {"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+]
+
+
+_ANTHROPIC_PAYLOADS = [
+    _delta_payload(0, {"type": "text_delta", "text": "a"}),
+    _delta_payload(0, {"type": "text_delta", "text": ""}),
+    _delta_payload(1, {"type": "thinking_delta", "thinking": "b"}),
+    _delta_payload(2, {"type": "input_json_delta", "partial_json": '{"x": '}),
+    _delta_payload(2, {"type": "input_json_delta", "partial_json": "1}"}),
+    _delta_payload(2, {"type": "input_json_delta", "partial_json": ""}),
+    _delta_payload(0, {"type": "thinking_delta", "thinking": "wrong block"}),
+    _delta_payload(1, {"type": "text_delta", "text": "wrong block"}),
+    _delta_payload(0, {"type": "input_json_delta", "partial_json": "{}"}),
+    _delta_payload(1, {"type": "signature_delta", "signature": "sig"}),
+    _delta_payload(0, {"type": "text_delta", "text": 5}),
+    _delta_payload(0, {"type": "text_delta"}),
+    _delta_payload(0, {"text": "no type"}),
+    _delta_payload(0, "not a delta"),
+    _delta_payload(True, {"type": "thinking_delta", "thinking": "index True"}),  # hashes as 1
+    _delta_payload(1.0, {"type": "thinking_delta", "thinking": "index 1.0"}),
+    _delta_payload("0", {"type": "text_delta", "text": "index str"}),
+    _delta_payload([0], {"type": "text_delta", "text": "index list"}),
+    _delta_payload(9, {"type": "text_delta", "text": "unknown block"}),
+    _delta_payload(0, {"type": "text_delta", "text": "extra"}, extra=1),
+    {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "no index"}},
+    {"type": "content_block_delta", "index": 0},
+    {"index": 0, "delta": {"type": "text_delta", "text": "no type"}},
+    {"type": ["content_block_delta"], "index": 0},
+    {"type": "content_block_stop", "index": 0},
+    {"type": "content_block_stop", "index": 2},
+    _block_payload(0, {"type": "text", "text": "again"}),
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(picks=st.lists(st.sampled_from(range(len(_ANTHROPIC_PAYLOADS))), max_size=25))
+def test_anthropic_fast_equals_full(picks: list[int]) -> None:
+    events = _ANTHROPIC_PAYLOAD_OPENING + [_ANTHROPIC_PAYLOADS[i] for i in picks]
+    for strict in (False, True):
+        assert_fast_same(events, "anthropic", strict=strict)

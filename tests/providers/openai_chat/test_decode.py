@@ -1,5 +1,5 @@
-"""OpenAI Chat Completions and its imitators: recordings, the SDK, matching rules, bad input,
-and the SSE hot lane, which must give exactly what the full path gives."""
+"""OpenAI Chat Completions and its imitators: recordings, the SDK, matching rules, bad input;
+its SSE hot lane and fast path, which must give exactly what the full path gives."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from support import (
     HOT_LANE_OPTIONS,
     INDEX,
     REAL,
+    assert_fast_same,
     assert_golden,
     assert_hot_lane_same,
     decoded_payloads,
@@ -1782,3 +1783,112 @@ def test_a_raw_obfuscation_value_json_rejects_is_left_to_the_full_path(bad: byte
     data = _chunk("openai", {"role": "assistant", "content": ""}) + b"".join(plain) + broken
     assert_hot_lane_same([data], "openai-chat")
     assert_hot_lane_same([data + b"".join(plain)], "openai-chat", strict=True)
+
+
+# The fast path (object_text) gives exactly what the full path gives: chunks drawn from the
+# cases the fast paths must tell apart.
+
+
+_CHAT_META = {"id": "c1", "model": "m", "object": "chat.completion.chunk"}
+
+
+def _chat(delta: dict[str, Any], finish: str | None = None, **top: Any) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {**_CHAT_META, "choices": [choice], **top}
+
+
+def _frag(**fields: Any) -> dict[str, Any]:
+    return {"tool_calls": [fields]}
+
+
+_CHAT_CHUNKS = [
+    _chat({"role": "assistant", "content": ""}),
+    _chat({"content": "hi"}),
+    _chat({"content": "", "role": None}),
+    _chat({"refusal": "no"}),
+    _chat({"reasoning_content": "think"}),
+    _chat({"reasoning": "more"}),
+    _chat({"reasoning_content": "", "reasoning": "plain"}),
+    _chat({"reasoning_content": "a", "reasoning": "a"}),
+    _chat({"reasoning_details": [{"type": "reasoning.text", "text": "d", "index": 1}]}),
+    _chat({"reasoning_details": [{"type": "reasoning.text", "signature": "s", "index": 0}]}),
+    _chat(_frag(index=0, id="call_a", type="function", function={"name": "f", "arguments": ""})),
+    _chat(_frag(index=1, id="call_b", type="function", function={"name": "g", "arguments": "{"})),
+    _chat(_frag(index=0, function={"arguments": '{"x": '})),
+    _chat(_frag(index=1, function={"arguments": "1}"})),
+    _chat(_frag(index=2, function={"arguments": "[]"})),
+    _chat(_frag(index=0, id="", function={"name": "", "arguments": "2"})),
+    _chat(_frag(index=0, id="call_a", function={"arguments": "3"})),
+    _chat(_frag(index=0, id="call_c", function={"arguments": "4"})),
+    _chat(_frag(index=0, function={"name": "h", "arguments": "5"})),
+    _chat(_frag(index=True, function={"arguments": "6"})),
+    _chat(_frag(index=0, function={"arguments": 7})),
+    _chat(_frag(index=0, function=None)),
+    _chat(_frag(function={"arguments": "8"})),
+    _chat({"tool_calls": [{"index": 0, "function": {"arguments": "9"}}, {"index": 1}]}),
+    _chat({"tool_calls": [{"index": 0, "function": {"arguments": "x"}}], "content": "t"}),
+    _chat({}, "tool_calls"),
+    _chat({}, "stop"),
+    _chat({"content": "u"}, usage={"prompt_tokens": 1, "completion_tokens": 2}),
+    _chat({"content": "m"}, model="other"),
+    _chat({"content": "s"}, system_fingerprint="fp"),
+    _chat({"content": "t"}, service_tier="flex", obfuscation="xx"),
+    _chat({"content": "p"}, provider="Upstream"),
+    _chat({"content": "g"}, x_groq={"id": "g"}),
+    _chat({"content": "n"}, usage=None, error=None),
+    _chat({"content": "c"}, citations=["https://a.example"]),
+    {**_CHAT_META, "choices": [{"index": 1, "delta": {"content": "other choice"}}]},
+    {**_CHAT_META, "choices": ["not a choice"]},
+    {**_CHAT_META, "choices": [{"index": 0}]},
+    {**_CHAT_META, "choices": [{"index": 0, "delta": "text"}]},
+    _chat({"content": "r", "tool_calls": None}),
+    _chat(_frag(index=0, type="function", function={"arguments": "q", "name": None})),
+    _chat(_frag(index=0, function="arguments")),
+    _chat({"tool_calls": ["fragment"]}),
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    picks=st.lists(st.sampled_from(range(len(_CHAT_CHUNKS))), max_size=25),
+    strict=st.booleans(),
+    error_event=st.booleans(),
+)
+def test_chat_fast_equals_full(picks: list[int], strict: bool, error_event: bool) -> None:
+    chunks = [_CHAT_CHUNKS[i] for i in picks]
+    assert_fast_same(chunks, "openai-chat", strict=strict)
+    # As SSE, some chunks in an event named error (which must carry an error object).
+    sse = b"".join(
+        (b"event: error\n" if error_event and n % 3 == 1 else b"")
+        + b"data: "
+        + json.dumps(chunk).encode()
+        + b"\n\n"
+        for n, chunk in enumerate(chunks)
+    )
+    assert_fast_same([sse] if sse else [], "openai-chat", strict=strict)
+
+
+# A call open at index 0 (or text open), then a chunk that only looks like its next piece:
+# each of the fast path's checks in turn decides. Drawn at random above, they are rare.
+_CHAT_OPEN_CALL = [_CHAT_CHUNKS[10], _CHAT_CHUNKS[12]]
+
+
+_CHAT_LOOK_ALIKES = [
+    _chat(_frag(index=0, function={"name": "h", "arguments": "5"})),
+    _chat(_frag(index=0, function={"name": "", "arguments": "5"})),
+    _chat(_frag(index=0, id="call_z", function={"arguments": "5"})),
+    _chat(_frag(index=0, id="", type="function", function={"arguments": "5"})),
+    _chat({"tool_calls": [{"index": 0, "function": {"arguments": "5"}}], "role": "assistant"}),
+    _chat({"tool_calls": [{"index": 0, "function": {"arguments": "5"}}], "refusal": "no"}),
+]
+
+
+@pytest.mark.parametrize("look_alike", range(len(_CHAT_LOOK_ALIKES)))
+@pytest.mark.parametrize("opening", ["call", "text"])
+def test_chat_look_alikes_fast_equals_full(look_alike: int, opening: str) -> None:
+    chunk = _CHAT_LOOK_ALIKES[look_alike]
+    start = _CHAT_OPEN_CALL if opening == "call" else [_CHAT_CHUNKS[1]]
+    text_like = _chat({**chunk["choices"][0]["delta"], "content": "t"})
+    for strict in (False, True):
+        assert_fast_same([*start, chunk, _CHAT_CHUNKS[13]], "openai-chat", strict=strict)
+        assert_fast_same([*start, text_like, _CHAT_CHUNKS[1]], "openai-chat", strict=strict)

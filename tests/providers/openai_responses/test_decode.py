@@ -1,5 +1,5 @@
-"""The OpenAI Responses decoder: recordings vs the official SDK, item keying, bad input,
-and the SSE hot lane, which must give exactly what the full path gives."""
+"""The OpenAI Responses decoder: recordings vs the official SDK, item keying, bad input;
+its SSE hot lane and fast paths, which must give exactly what the full path gives."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from openai.types.responses import ResponseStreamEvent
 from support import (
     HOT_LANE_OPTIONS,
     INDEX,
+    assert_fast_same,
     attributes,
     count_grow_texts,
     decoded_payloads,
@@ -1688,3 +1689,181 @@ def test_a_run_of_an_item_whose_id_holds_percent_signs(monkeypatch: pytest.Monke
     assert "".join(e.content for e in events if type(e) is PartDelta) == "".join(
         f"piece {k} " for k in range(6)
     )
+
+
+# The fast paths (the _FAST readers) give exactly what the full path gives: events for known,
+# unknown, ended and mismatched items and parts.
+
+
+def _ev(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"type": f"response.{kind}", **fields}
+
+
+_RESP_EVENTS = [
+    _ev("created", response={"id": "r1", "model": "m", "status": "in_progress"}),
+    _ev(
+        "output_item.added",
+        output_index=0,
+        item={"type": "message", "id": "msg", "role": "assistant"},
+    ),
+    _ev(
+        "content_part.added",
+        item_id="msg",
+        output_index=0,
+        content_index=0,
+        part={"type": "output_text", "text": ""},
+    ),
+    _ev("output_text.delta", item_id="msg", output_index=0, content_index=0, delta="hi"),
+    _ev("output_text.delta", item_id="msg", output_index=0, delta="no index"),
+    _ev("output_text.delta", item_id="msg", content_index=None, delta="null index"),
+    _ev("output_text.delta", item_id="msg", content_index=1, delta="other part"),
+    _ev("output_text.delta", item_id="msg", content_index=0, delta=""),
+    _ev("output_text.delta", item_id="msg", content_index=0, delta="lp", logprobs=[{"t": 1}]),
+    _ev("output_text.delta", output_index=0, content_index=0, delta="by index"),
+    _ev("output_text.delta", item_id="nope", content_index=0, delta="early"),
+    _ev("output_text.delta", item_id="rs", content_index=0, delta="in reasoning"),
+    _ev("refusal.delta", item_id="msg", content_index=0, delta="r"),
+    _ev("reasoning_text.delta", item_id="rs", content_index=0, delta="rt"),
+    _ev("output_text.done", item_id="msg", content_index=0, text="hi"),
+    _ev(
+        "content_part.done",
+        item_id="msg",
+        content_index=0,
+        part={"type": "output_text", "text": "hi"},
+    ),
+    _ev("output_item.added", output_index=1, item={"type": "reasoning", "id": "rs", "summary": []}),
+    _ev(
+        "reasoning_summary_part.added",
+        item_id="rs",
+        summary_index=0,
+        part={"type": "summary_text", "text": ""},
+    ),
+    _ev("reasoning_summary_text.delta", item_id="rs", summary_index=0, delta="sum"),
+    _ev("reasoning_summary_text.delta", item_id="rs", summary_index=1, delta="next"),
+    _ev("reasoning_summary_text.delta", item_id="msg", summary_index=0, delta="wrong item"),
+    _ev(
+        "reasoning_summary_part.done",
+        item_id="rs",
+        summary_index=0,
+        part={"type": "summary_text", "text": "sum"},
+    ),
+    _ev(
+        "output_item.added",
+        output_index=2,
+        item={"type": "function_call", "id": "fc", "call_id": "c", "name": "f", "arguments": ""},
+    ),
+    _ev("function_call_arguments.delta", item_id="fc", delta='{"a":'),
+    _ev("function_call_arguments.delta", item_id="fc", delta=""),
+    _ev("function_call_arguments.delta", item_id="msg", delta="1"),
+    _ev("function_call_arguments.done", item_id="fc", arguments='{"a":1}'),
+    _ev(
+        "output_item.added",
+        output_index=3,
+        item={"type": "mcp_call", "id": "mc", "name": "t", "server_label": "s"},
+    ),
+    _ev("function_call_arguments.delta", item_id="mc", delta="{}"),
+    _ev(
+        "output_item.done",
+        output_index=2,
+        item={
+            "type": "function_call",
+            "id": "fc",
+            "call_id": "c",
+            "name": "f",
+            "arguments": '{"a":1}',
+        },
+    ),
+    _ev(
+        "output_item.done",
+        output_index=0,
+        item={"type": "message", "id": "msg", "role": "assistant", "content": []},
+    ),
+    _ev(
+        "content_part.done",
+        item_id="rs",
+        content_index=0,
+        part={"type": "reasoning_text", "text": "rt"},
+    ),
+    _ev("output_item.done", output_index=1, item={"type": "reasoning", "id": "rs", "summary": []}),
+]
+
+
+# Events that end the fold (the response completes, or breaks the protocol): at most
+# one, last.
+_RESP_ENDINGS = [
+    _ev("completed", response={"id": "r1", "model": "m", "status": "completed", "output": []}),
+    _ev("output_text.delta", item_id="msg", content_index=0, delta=5),
+    _ev("output_text.delta", item_id="msg", content_index=True, delta="b"),
+    _ev("reasoning_summary_text.delta", item_id="rs", summary_index="0", delta="bad"),
+    _ev("function_call_arguments.delta", item_id="fc", delta=None),
+]
+
+
+_RESP_OPENING = [
+    n for n, event in enumerate(_RESP_EVENTS) if event["type"].endswith(("created", "added"))
+]
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    picks=st.lists(st.sampled_from(range(len(_RESP_EVENTS))), max_size=25),
+    numbers=st.lists(st.integers(0, 40), max_size=40),
+    strict=st.booleans(),
+    opened=st.booleans(),
+    broken=st.none() | st.sampled_from(_RESP_ENDINGS),
+)
+def test_responses_fast_equals_full(
+    picks: list[int],
+    numbers: list[int],
+    strict: bool,
+    opened: bool,
+    broken: dict[str, Any] | None,
+) -> None:
+    # Mostly with every item and part added first, so the random part is about deltas
+    # for known, ended and closed parts.
+    start = _RESP_OPENING if opened else []
+    events = [dict(_RESP_EVENTS[i]) for i in [*start, *picks]]
+    for event, number in zip(events[len(start) :], numbers, strict=False):
+        event["sequence_number"] = number  # repeats are duplicates to drop
+    if broken is not None:
+        events.append(dict(broken))
+    assert_fast_same(events, "openai-responses", strict=strict)
+
+
+def _find(kind: str, **fields: Any) -> dict[str, Any]:
+    return next(
+        e
+        for e in _RESP_EVENTS
+        if e["type"] == f"response.{kind}" and all(e.get(k) == v for k, v in fields.items())
+    )
+
+
+# Orders the random draw rarely makes: a delta for a reasoning part whose done arrived
+# (still the latest part, so not closed yet), a summary delta for a message item twice.
+_RESP_CASES = [
+    [
+        _find("reasoning_text.delta", item_id="rs"),
+        _find("content_part.done", item_id="rs"),
+        _find("reasoning_text.delta", item_id="rs"),
+    ],
+    [
+        _find("reasoning_summary_part.done", item_id="rs"),
+        _find("reasoning_summary_text.delta", item_id="rs", summary_index=0),
+    ],
+    [
+        _find("reasoning_summary_text.delta", item_id="msg"),
+        _find("reasoning_summary_text.delta", item_id="msg"),
+    ],
+    [
+        _find("function_call_arguments.delta", item_id="msg"),
+        _find("function_call_arguments.delta", item_id="mc"),
+        _find("function_call_arguments.delta", item_id="fc", delta=""),
+    ],
+]
+
+
+@pytest.mark.parametrize("case", range(len(_RESP_CASES)))
+@pytest.mark.parametrize("strict", [False, True])
+def test_responses_cases_fast_equals_full(case: int, strict: bool) -> None:
+    events = [dict(_RESP_EVENTS[i]) for i in _RESP_OPENING] + [dict(e) for e in _RESP_CASES[case]]
+    assert_fast_same(events, "openai-responses", strict=strict)
