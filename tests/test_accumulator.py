@@ -1,4 +1,6 @@
-"""The accumulator: parts equal merge_part over their deltas, snapshots, ends, errors."""
+"""The accumulator: parts equal merge_part over their deltas, snapshots, ends, errors; the
+shortcuts the fold takes through it (text takers, final tool arguments from batched bytes)
+give what the full checks give."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from streamfold import (
     StreamProtocolError,
     ToolCall,
     Usage,
+    UsageError,
     UsageUpdated,
     accumulator,
     merge_part,
@@ -475,3 +478,22 @@ def test_final_arguments_with_a_lone_surrogate_are_kept_as_text() -> None:
     call = _final_call(['{"a": "', "\ud83d", '"}'], cut=False)
     assert call.status == "incomplete" and call.arguments == '{"a": "\ud83d"}'
     assert "not UTF-8 text" in call.metadata["arguments_error"]
+
+
+# A text taker (the fold's dict lane keeps one between deltas) after its part ended.
+
+
+def test_a_taker_kept_past_its_part_end_is_refused_before_it_writes() -> None:
+    """The fold keeps a part's taker between lane deltas; one used after the part was
+    completed must not write into the buffers completed parts share."""
+    acc = Accumulator()
+    acc.apply(OpenPart("k", ContentPart(type="text", content="")))
+    take = acc.text_taker("k")
+    assert take is not None
+    assert take("a").content == "a"
+    acc.apply(ClosePart("k"))
+    assert acc.text_taker("k") is None
+    with pytest.raises(UsageError, match="part 0, which is complete"):
+        take("b")
+    assert accumulator._RELEASED_CHUNKS == []
+    assert acc.snapshot().content[0].content == "a"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import ALL_RECORDINGS, final_message, fold_bytes, read, recordings
-from test_dict_lane import _dicts  # the JSON payloads of a recording
+from test_fold import _dicts  # the JSON payloads of a recording
 
 from streamfold import (
     ContentPart,
