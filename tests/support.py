@@ -231,6 +231,24 @@ def assert_fast_same(chunks: list[Any], provider: str | None, **options: Any) ->
     assert fast == full
 
 
+def reference_depth_over(value: object, limit: int) -> int | None:
+    """json_depth_over as it was written before the per-part work (a generator walk): the
+    reference its shortcuts are held to."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return depth
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return None
+
+
 def attributes(obj: object) -> dict[str, Any]:
     """An object's attributes by name, in either build (a compiled class has no __dict__;
     mypyc lists its attributes in __mypyc_attrs__)."""

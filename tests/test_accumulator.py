@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import read, recordings, reference_depth_over
 
 from streamfold import (
     Accumulator,
@@ -30,6 +31,7 @@ from streamfold import (
     UsageError,
     UsageUpdated,
     accumulator,
+    fold,
     merge_part,
     put_utterance,
 )
@@ -48,6 +50,7 @@ from streamfold.deltas import (
 from streamfold.errors import ToolArgumentsError
 from streamfold.limits import Limits
 from streamfold.message import merge_tool_call, parse_tool_arguments
+from streamfold.parts import Citation
 
 # --- generated streams -------------------------------------------------------------------
 
@@ -497,3 +500,117 @@ def test_a_taker_kept_past_its_part_end_is_refused_before_it_writes() -> None:
         take("b")
     assert accumulator._RELEASED_CHUNKS == []
     assert acc.snapshot().content[0].content == "a"
+
+
+# --- The per-part shortcuts give what the full checks give: depth limits, events, buffers --
+
+
+_PARTS: list[ContentPart | ToolCall] = [
+    ContentPart(type="text", content=""),
+    ContentPart(type="thinking", content="", options={"signature": "s"}),
+    ContentPart(type="text", content="", options={"nested": {"a": [1]}}),
+    ContentPart(type="text", content="", options={"list": []}),
+    ContentPart(type="text", content="", citations=[Citation()]),
+    ContentPart(type="text", content="", citations=[Citation(metadata={"raw": {"a": 1}})]),
+    ToolCall(call_id="c", name="f", arguments=""),
+    ToolCall(call_id="c", name="f", arguments="", metadata={"caller": "x"}),
+    ToolCall(call_id="c", name="f", arguments="", metadata={"caller": {"type": "direct"}}),
+    ToolCall(call_id="c", name="f", arguments={"a": 1}, status="complete"),
+    ToolCall(call_id="c", name="f", arguments=None),
+]
+
+
+def _reference_check(part: ContentPart | ToolCall, limit: int) -> int | None:
+    if isinstance(part, ContentPart):
+        return reference_depth_over([part.options, [c.metadata for c in part.citations]], limit)
+    return reference_depth_over([part.arguments, part.metadata], limit)
+
+
+@pytest.mark.parametrize("part", _PARTS)
+@pytest.mark.parametrize("limit", [0, 1, 2, 3, 4, 128])
+def test_part_start_depth_check_matches_the_full_walk(
+    part: ContentPart | ToolCall, limit: int
+) -> None:
+    acc = Accumulator(limits=Limits(max_depth=limit))
+    depth = _reference_check(part, limit)
+    if depth is None:
+        events = acc.apply(OpenPart(0, part))
+        assert isinstance(events[0], PartStarted)
+        completed = acc.apply(ClosePart(0, True, part))
+        assert isinstance(completed[0], PartCompleted)
+        return
+    expected = StreamLimitError("max_depth", limit, depth, "the start of part 0 is nested too deep")
+    with pytest.raises(StreamLimitError) as caught:
+        acc.apply(OpenPart(0, part))
+    assert str(caught.value) == str(expected)
+
+
+def _anthropic(kind: str) -> list[dict[str, Any]]:
+    block: dict[str, Any] = {
+        "text": {"type": "text", "text": ""},
+        "thinking": {"type": "thinking", "thinking": ""},
+        "tool": {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+    }[kind]
+    return [
+        {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 3}}},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_stop"},
+    ]
+
+
+@pytest.mark.parametrize("kind", ["text", "thinking", "tool"])
+@pytest.mark.parametrize(
+    ("limit", "refused"),
+    # 0: message_start's metadata (a dict, depth 1) is refused before any part starts.
+    [
+        (0, "message metadata is nested too deep"),
+        (1, "the start of part 0 is nested too deep"),
+        (2, None),
+    ],
+)
+def test_tiny_max_depth_still_refuses_a_part_start(
+    kind: str, limit: int, refused: str | None
+) -> None:
+    # Every part start is checked as [options, citations] / [arguments, metadata]: depth 2.
+    if refused is None:
+        events = list(fold(_anthropic(kind), "anthropic", limits=Limits(max_depth=limit)))
+        assert events[-1].type == "message_completed"
+        return
+    with pytest.raises(StreamLimitError, match=refused):
+        list(fold(_anthropic(kind), "anthropic", limits=Limits(max_depth=limit)))
+
+
+def test_part_events_are_the_named_tuples_they_were() -> None:
+    events = list(fold(_anthropic("text"), "anthropic"))
+    started = next(e for e in events if isinstance(e, PartStarted))
+    completed = next(e for e in events if isinstance(e, PartCompleted))
+    assert started == PartStarted(index=0, part=started.part)
+    assert started.type == "part_started"
+    assert completed == PartCompleted(
+        index=0, part=completed.part, display_items=completed.display_items, explicit=True
+    )
+    assert completed.type == "part_completed"
+
+
+def test_shared_empty_buffers_stay_empty_after_real_folds() -> None:
+    """Completed slots share one empty chunk list and option map, and a slot shares one
+    empty citation list until its first citation: none may ever be written to (a write
+    would leak into every other fold)."""
+    for rel in recordings("anthropic", "openai-responses", "gemini", "perplexity"):
+        list(fold([read(rel)]))
+    assert accumulator._RELEASED_CHUNKS == []
+    assert accumulator._RELEASED_STREAMED == {}
+    assert accumulator._NO_CITATIONS == []
+
+
+def test_a_completed_part_keeps_no_growth_buffers() -> None:
+    acc = Accumulator(provider="test")
+    acc.apply(OpenPart("k", ContentPart(type="text", content="")))
+    acc.apply(GrowPart("k", content="see "))
+    acc.apply(GrowPart("k", citations=(Citation(cited_text="x", start_index=0, end_index=1),)))
+    [done] = acc.apply(ClosePart("k"))
+    slot = acc._slots[0]
+    assert slot.start is done.part and slot.chunks == [] and slot.streamed == {}
+    assert done.part.content == "see " and len(done.part.citations) == 1
+    assert acc.snapshot().content == [done.part]
