@@ -7,7 +7,7 @@
     .venv/bin/python fuzz/fuzz_fold.py --random 100000 [--seed 0]   # no atheris needed
     .venv/bin/python fuzz/fuzz_fold.py --random 100000 --objects    # dicts, SDK objects
 
-The property is the one tests/test_fuzz.py checks (its helpers are reused): only
+The property is the one tests/reliability/test_fuzz.py checks (its helpers are reused): only
 StreamfoldError escapes the fold, events follow each part's lifecycle, every completed part
 is in the message or the error's `.partial`, and the Message serialises within bounds.
 """
@@ -43,7 +43,7 @@ if atheris is not None and "--random" not in sys.argv and "--make-corpus" not in
         import streamfold.providers.openai_chat
         import streamfold.providers.openai_responses  # noqa: F401
 
-import test_fuzz as harness  # noqa: E402
+import reliability.test_fuzz as harness  # noqa: E402
 
 from streamfold.providers import PROVIDERS  # noqa: E402
 
@@ -90,12 +90,12 @@ def make_corpus(directory: Path) -> None:
 def random_run(count: int, seed: int, objects: bool = False, keep_going: bool = False) -> None:
     """Mutate the recordings with a seeded Random (the test's mutators) `count` times.
 
-    `objects`: the decoded-dict and SDK-object mutations of tests/test_object_fuzz.py.
+    `objects`: the decoded-dict and SDK-object mutations of tests/reliability/test_object_fuzz.py.
     `keep_going`: count failures by kind (their first seed printed) instead of stopping.
     """
     fuzz_objects = None
     if objects:
-        from test_object_fuzz import fuzz_objects
+        from reliability.test_object_fuzz import fuzz_objects
     started = time.monotonic()
     failures: dict[str, int] = {}
     for k in range(count):

@@ -1,8 +1,13 @@
-"""The session header names the build under test: the compiled wheel or the source interpreted."""
+"""The session header names the build under test (the compiled wheel or the source interpreted);
+the fixture the lane tests share."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+from support import hot_lane_from
 
 import streamfold
 import streamfold.timing
@@ -16,3 +21,12 @@ def pytest_report_header() -> str:
 # Folds are compared across runs, chunkings and doors: a constant clock makes every
 # fold's metadata["timing"] the same. tests/test_timing.py gives its folds real clocks.
 streamfold.timing.default_clock = lambda: 0.0
+
+
+@pytest.fixture
+def lane_from_the_first_event() -> Iterator[None]:
+    """The lane tests' streams are short: the lane starts at once (assert_hot_lane_same also
+    folds with the shipped start). Asked for by each test that compares a lane with the full
+    path, so the other tests keep the shipped start."""
+    with hot_lane_from(0):
+        yield

@@ -7,7 +7,7 @@ import itertools
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +183,74 @@ def hot_lane_off() -> Iterator[None]:
                     del cls.sse_hot_head
             else:
                 cls.sse_hot_head = head
+
+
+# --- the decoders' fast paths: folds with and without them must be the same ---------
+
+
+@contextlib.contextmanager
+def full_path_only() -> Iterator[None]:
+    """The decoders' fast paths switched off: their full paths alone."""
+    from streamfold.providers import anthropic, openai_chat, openai_responses
+    from streamfold.providers.base import Decoder
+
+    saved = (
+        openai_chat.OpenAIChatDecoder.object_text,
+        anthropic.AnthropicDecoder.object_text,
+        dict(openai_responses._FAST),
+    )
+    with hot_lane_off():  # the hot lane reads bytes the fast paths would have read
+        try:
+            # The base's object_text: the fold then takes no dict lane (in either build:
+            # it compares the class attribute, where a compiled call would not see it).
+            openai_chat.OpenAIChatDecoder.object_text = Decoder.object_text  # type: ignore[method-assign]
+            anthropic.AnthropicDecoder.object_text = Decoder.object_text  # type: ignore[method-assign]
+            openai_responses._FAST.clear()
+            yield
+        finally:
+            openai_chat.OpenAIChatDecoder.object_text = saved[0]  # type: ignore[method-assign]
+            anthropic.AnthropicDecoder.object_text = saved[1]  # type: ignore[method-assign]
+            openai_responses._FAST.update(saved[2])
+
+
+def _fast_outcome(run: Callable[[], list[Any]]) -> tuple[list[str], str | None]:
+    events: list[str] = []
+    try:
+        for event in run():
+            events.append(repr(event))
+    except StreamfoldError as exc:
+        return events, f"{type(exc).__name__}: {exc}"
+    return events, None
+
+
+def assert_fast_same(chunks: list[Any], provider: str | None, **options: Any) -> None:
+    """The fold as shipped and with the full paths alone: the same events and error."""
+
+    def run() -> list[Any]:
+        return list(fold(list(chunks), provider, **options))
+
+    fast = _fast_outcome(run)
+    with full_path_only():
+        full = _fast_outcome(run)
+    assert fast == full
+
+
+def reference_depth_over(value: object, limit: int) -> int | None:
+    """json_depth_over as it was written before the per-part work (a generator walk): the
+    reference its shortcuts are held to."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return depth
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return None
 
 
 def attributes(obj: object) -> dict[str, Any]:

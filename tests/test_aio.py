@@ -1,16 +1,34 @@
-"""The async layer runs on asyncio and on trio, and a cancelled consumer keeps a snapshot."""
+"""The async layer runs on asyncio and on trio, and a cancelled consumer keeps a snapshot:
+afold cancelled at every await point keeps what a cut stream keeps."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import pytest
 import trio
-from support import read
+from reliability.test_truncation import check_open_part, reference
+from support import read, without_inferred_marker
 
-from streamfold import Message, MessageCompleted, PartCompleted, afold, afold_message, fold_message
+from streamfold import (
+    ContentPart,
+    Message,
+    MessageCompleted,
+    PartCompleted,
+    PartStarted,
+    afold,
+    afold_message,
+    fold,
+    fold_message,
+    utterance,
+)
+from streamfold.events import Event
+from streamfold.fold import StreamFolder
 
 # A ResourceWarning from a finaliser (trio's, for an async generator abandoned to the
 # garbage collector) reaches pytest as an unraisable exception: an error here as well.
@@ -377,3 +395,149 @@ def test_a_source_only_the_fold_held_is_closed_before_the_run_ends(backend: str)
     for _ in range(20):
         on(backend, main)
     assert closed == [True] * 20
+
+
+# --- cancelling afold at every await point, on asyncio and on trio --------------------------
+#
+# afold is cancelled at every await point (while it waits for input, while the consumer
+# holds an event, between chunks of a sync source) on asyncio and on trio, and the snapshot
+# must keep every part received, marked cancelled.
+
+
+CANCEL_RECORDINGS = [
+    "anthropic/thinking-then-tool-use.sse",
+    "anthropic/text-then-tool-use-no-args.sse",
+    "openai-chat/tool-calls-parallel.sse",
+    "openai-responses/custom-tool-call.sse",
+    "gemini/function-call-streamed-args.sse",
+    "bedrock/text-then-tool-use-nova.eventstream",
+    "ollama/generate-gpt-oss-thinking.ndjson",
+]
+
+
+CHUNK = 23  # bytes per chunk: many chunks per event, and events split across chunks
+
+
+async def chunks(data: bytes, size: int = CHUNK) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), size):
+        await anyio.sleep(0)  # an await point between chunks
+        yield data[start : start + size]
+
+
+@dataclass
+class Cancelled:
+    received: list[Event]
+    snapshot: Message
+    finished_before: bool  # the fold had already folded the end when the cancel landed
+
+
+async def cancel_after(data: bytes, k: int, where: str) -> Cancelled:
+    """Fold `data`; after the consumer got `k` events, cancel at the given await point."""
+    received: list[Event] = []
+    finished_before = False
+    source: Any = (
+        chunks(data)
+        if where != "sync-source"
+        else [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
+    )
+    async with afold(source) as stream:
+        with anyio.CancelScope() as scope:
+            async for event in stream:
+                received.append(event)
+                if len(received) == k:
+                    finished_before = stream.folder.finished
+                    scope.cancel()
+                    if where == "consumer":
+                        # The cancellation lands here, in the consumer, with the fold
+                        # suspended at a yield: leaving `async with` closes it.
+                        await anyio.sleep(0)
+                    # Otherwise it lands on the fold's next await: waiting for input.
+    return Cancelled(received, stream.snapshot(), finished_before)
+
+
+def check_cancelled_at(rel: str, k: int, where: str, result: Cancelled) -> None:
+    ref = reference(rel)
+    snap = result.snapshot
+    label = f"{rel}: cancelled {where} after {k} events"
+    if result.finished_before or snap.status != "cancelled":
+        # The fold had folded the end already, or reached it with no await left for the
+        # cancellation to land on (a Gemini stream ends when its input does): it is whole.
+        assert snap == ref.final, label
+        return
+    assert snap.status == "cancelled", label
+    assert snap.stop_reason == "cancelled", label
+    received = {e.index: e.part for e in result.received if isinstance(e, PartCompleted)}
+    started = {e.index for e in result.received if isinstance(e, PartStarted)}
+    order = snap.stream_order()
+    wholes = ref.final.stream_order()
+    assert len(started) <= len(order) <= len(wholes), label
+    for index, part in enumerate(order):
+        here = f"{label}, slot {index}"
+        if index in received:
+            # The same part; its marker may have come after (or, cut, never).
+            bare = without_inferred_marker
+            assert bare(part) == bare(received[index]) == bare(wholes[index]), here
+            if isinstance(part, ContentPart):
+                assert utterance(part) in (None, utterance(wholes[index])), here  # type: ignore[arg-type]
+        elif part != wholes[index]:
+            # Open when cancelled: closed as it stood, a prefix of what its events carried.
+            check_open_part(part, wholes[index], ref.streamed[index], here)
+
+
+def run_all_cuts(rel: str, backend: str) -> int:
+    """Cancel at every k and every await point; return how many runs were checked."""
+    data = read(rel)
+    total = len(list(fold([data])))
+    # Every k for a short stream; about 40 spread over a long one (each run folds anew).
+    ks = sorted({*range(1, min(total, 12)), *range(1, total, max(1, total // 40))})
+    runs = 0
+
+    async def main() -> None:
+        nonlocal runs
+        for k in ks:
+            for where in ("source", "consumer", "sync-source"):
+                result = await cancel_after(data, k, where)
+                if k > len(result.received):
+                    continue  # the stream had fewer events than k
+                check_cancelled_at(rel, k, where, result)
+                runs += 1
+
+    if backend == "asyncio":
+        asyncio.run(main())
+    else:
+        trio.run(main)
+    return runs
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("rel", CANCEL_RECORDINGS)
+def test_cancel_afold_at_every_await_point(rel: str, backend: str) -> None:
+    assert run_all_cuts(rel, backend) > 0
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "anthropic/compaction.sse",
+        "anthropic/web-search-citations.sse",
+        "openai-responses/custom-tool-call.sse",
+        "bedrock/server-tool-code-execution-nova2.eventstream",
+    ],
+)
+def test_cancel_keeps_what_a_cut_keeps(rel: str) -> None:
+    # Cancelled or cut at the same event boundary, a fold has received the same bytes, so
+    # it must hold the same parts (only the status differs). Today cancel drops what the
+    # decoder buffers: Anthropic compaction text and streamed server-tool input, Bedrock
+    # server-tool input, Responses custom-tool input (parsed as JSON instead).
+    data = read(rel)
+    ref = reference(rel)
+    for step in ref.steps:
+        if step.finished:
+            break
+        cut, cancelled = StreamFolder(ref.provider), StreamFolder(ref.provider)
+        cut.feed(data[: step.offset])
+        cut.close()
+        cancelled.feed(data[: step.offset])
+        cancelled.cancel()
+        where = f"{rel} at byte {step.offset}"
+        assert cancelled.snapshot().stream_order() == cut.snapshot().stream_order(), where

@@ -1,39 +1,56 @@
-"""The fold pipeline: input kinds, provider detection, typed errors, and early ends."""
+"""The fold pipeline: input kinds, provider detection, typed errors, and early ends; its
+lanes against the step-by-step path: when the SSE hot lane starts, the fused frame loop,
+and fold() over decoded dicts."""
 
 from __future__ import annotations
 
 import inspect
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
+from typing import Any
 
+import jiter
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import (
+    HOT_LANE_AFTER,
+    HOT_LANE_AHEAD,
     REAL,
+    decoded_payloads,
     final_message,
     fold_outcome,
+    hot_lane_from,
+    hot_lane_off,
     read,
     recordings,
     split_at,
     streamed_display_items,
+    types_of,
 )
 
 from streamfold import (
+    ContentPart,
     Message,
     MessageCompleted,
     PartCompleted,
     PartStarted,
     StreamFolder,
+    StreamfoldError,
     StreamProtocolError,
     UsageError,
     extract_display_items,
     fold,
     fold_message,
     load_recording,
+    providers,
 )
+from streamfold.deltas import ClosePart, Delta, EndMessage, GrowPart, OpenPart
 from streamfold.framing import sniff_format
+from streamfold.limits import Limits
+from streamfold.providers import anthropic
+from streamfold.providers.base import Decoder
 
 THINKING_TOOL = "anthropic/thinking-then-tool-use.sse"
 
@@ -402,3 +419,292 @@ def test_the_events_before_a_broken_event_are_returned_and_the_error_comes_next(
         restored.close()
     assert (str(again.value), again.value.position) == (str(info.value), info.value.position)
     assert again.value.partial == info.value.partial
+
+
+# When the fold tries the SSE hot lane: after StreamFolder.hot_lane_after events, or at once
+# when hot_lane_ahead events are at hand; never with hot_lane_off().
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+def test_the_lane_starts_after_the_shipped_number_of_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A short stream is framed in one run, never taking the lane; a long one fed one
+    event per chunk takes it from event HOT_LANE_AFTER on. Seen through decode(), which
+    sees every delta the lane does not take (compiled, the fold calls sse_shortcut
+    directly, past a patched class attribute; decode() it calls as a bound method)."""
+    decoded = decoded_payloads(monkeypatch, anthropic.AnthropicDecoder)
+    short = read("anthropic/text-basic.sse")
+    assert short.count(b"\n\n") < HOT_LANE_AFTER
+    long = read("anthropic/thinking-signature.sse")
+    pieces = [event + b"\n\n" for event in long.split(b"\n\n") if event]
+    with hot_lane_from(HOT_LANE_AFTER):
+        list(fold([short], "anthropic"))
+        assert types_of(decoded).count("content_block_delta") == short.count(
+            b"event: content_block_delta"
+        )
+        decoded.clear()
+        events = list(fold(pieces, "anthropic"))
+    # Every event before HOT_LANE_AFTER went through decode(); deltas after it did not.
+    first = [json.loads(p.partition(b"data: ")[2])["type"] for p in pieces[:HOT_LANE_AFTER]]
+    assert types_of(decoded[:HOT_LANE_AFTER]) == first
+    deltas_after = sum(b"event: content_block_delta" in p for p in pieces[HOT_LANE_AFTER:])
+    assert types_of(decoded[HOT_LANE_AFTER:]).count("content_block_delta") < deltas_after
+    assert len(events) > HOT_LANE_AFTER
+
+
+def test_hot_lane_off_leaves_the_lane_untried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lane-against-full-path tests compare two paths only if hot_lane_off switches
+    the lane off, in the compiled build (which reads sse_hot_head natively) too: then
+    every delta goes through decode()."""
+    decoded = decoded_payloads(monkeypatch, anthropic.AnthropicDecoder)
+    long = read("anthropic/thinking-signature.sse")
+    deltas = long.count(b"event: content_block_delta")
+    with hot_lane_off():
+        list(fold([long], "anthropic"))
+    assert types_of(decoded).count("content_block_delta") == deltas
+    decoded.clear()
+    with hot_lane_from(0, 0):  # the control: the same stream takes the lane at once
+        list(fold([long], "anthropic"))
+    assert types_of(decoded).count("content_block_delta") < deltas
+
+
+def test_the_lane_starts_at_once_when_many_events_are_at_hand(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long stream read in one large piece takes the lane from its first delta; the
+    same stream in small pieces only after HOT_LANE_AFTER events; a short one never."""
+    decoded = decoded_payloads(monkeypatch, anthropic.AnthropicDecoder)
+    long = read("anthropic/thinking-signature.sse")
+    assert long.count(b"\n\n") >= HOT_LANE_AHEAD
+    signatures = long.count(b'"signature_delta"')
+    with hot_lane_from(HOT_LANE_AFTER, HOT_LANE_AHEAD):
+        list(fold([long], "anthropic"))
+        assert types_of(decoded).count("content_block_delta") == signatures
+        decoded.clear()
+        list(fold(split_at(long, list(range(0, len(long), 300))), "anthropic"))
+        # The deltas among the first HOT_LANE_AFTER events went through decode().
+        first = long.split(b"\n\n")[:HOT_LANE_AFTER]
+        early = sum(b"event: content_block_delta" in e for e in first)
+        assert types_of(decoded).count("content_block_delta") >= early > signatures
+        # A short stream in one piece: framed in one run, every delta through decode().
+        decoded.clear()
+        short = read("anthropic/text-basic.sse")
+        assert short.count(b"\n\n") < HOT_LANE_AFTER
+        list(fold([short], "anthropic"))
+        assert types_of(decoded).count("content_block_delta") == short.count(
+            b"event: content_block_delta"
+        )
+
+
+# --- StreamFolder: the fused frame loop (provider known) against the step-by-step one ------
+
+_START = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","model":"c",'
+    b'"usage":{"input_tokens":1}}}\n\n'
+    b'data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}'
+    b"\n\n"
+    b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}'
+    b"\n\n"
+)
+
+
+_TAILS = [
+    b"data: {not json\n\n",
+    b"data: [1, 2]\n\n",
+    b'data: {"type":"content_block_delta","index":"0","delta":{"type":"text_delta"}}\n\n',
+    b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":5}}\n\n',
+    b'data: {"type":"message_delta","delta":{"stop_reason":7},"usage":{}}\n\n',
+    b'data: {"type":"content_block_stop","index":0}\n\ndata: {"type":"message_stop"}\n\n'
+    b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}\n\n',
+    b"data: [DONE]\n\n",
+    b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"m"}}\n\n',
+]
+
+
+def _error_details(chunks: list[bytes], provider: str | None) -> tuple[Any, ...]:
+    events: list[str] = []
+    try:
+        for event in fold(chunks, provider):
+            events.append(repr(event))
+    except StreamfoldError as exc:
+        details = {k: repr(v) for k, v in vars(exc).items()}
+        return events, type(exc).__name__, str(exc), details, repr(exc.__cause__)
+    return events, None
+
+
+@pytest.mark.parametrize("tail", range(len(_TAILS)))
+@pytest.mark.parametrize("split", [False, True])
+def test_fused_frame_loop_equals_step_by_step(tail: int, split: bool) -> None:
+    data = _START + _TAILS[tail]
+    # One piece with no provider named: detected on the first event, every frame of the
+    # piece goes the step-by-step way. With the provider named, the fused loop.
+    reference = _error_details([data], None)
+    chunks = [data[:40], data[40:]] if split else [data]
+    assert _error_details(chunks, "anthropic") == reference
+
+
+# --- fold() over decoded dicts (its one-loop lane) equals feeding them one by one -------
+#
+# The reference is `StreamFolder.feed()` chunk by chunk, then `close()`: the path every
+# other input takes. Streams are real recordings decoded to dicts, with events dropped,
+# repeated and broken, strict and lenient, with tight limits; the events, the error (type,
+# text, attributes) and the final snapshot must be the same.
+
+
+def _dicts(rel: str) -> list[Any]:
+    """The JSON payloads of an SSE or NDJSON recording, in order."""
+    out: list[Any] = []
+    for line in read(rel).splitlines():
+        data = line[5:].strip() if line.startswith(b"data:") else line.strip()
+        if data.startswith(b"{"):
+            out.append(jiter.from_json(data))
+    return out
+
+
+def _stepwise(chunks: list[Any], provider: str | None, **options: Any) -> tuple[Any, ...]:
+    folder = StreamFolder(provider, **options)
+    events: list[str] = []
+    try:
+        for chunk in chunks:
+            events.extend(map(repr, folder.feed(chunk)))
+            if folder.finished:
+                break
+        else:
+            events.extend(map(repr, folder.close()))
+    except StreamfoldError as exc:
+        details = {k: repr(v) for k, v in vars(exc).items()}
+        return events, type(exc).__name__, str(exc), details
+    return events, None, repr(folder.snapshot())
+
+
+_SSE_RECORDINGS = [
+    rel
+    for rel in recordings("anthropic", "openai-chat", "openai-responses", "gemini", "ollama")
+    if rel.endswith((".sse", ".ndjson"))
+]
+
+
+@pytest.mark.parametrize("rel", _SSE_RECORDINGS)
+def test_recording_dicts_fold_as_fed_one_by_one(rel: str) -> None:
+    chunks = _dicts(rel)
+    assert chunks
+    for options in ({}, {"strict": True}, {"partial_arguments": True}):
+        assert fold_outcome(chunks, None, **options) == _stepwise(chunks, None, **options)
+
+
+_BROKEN: list[Any] = [
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}},
+    {"type": "content_block_delta", "index": 7, "delta": {"type": "text_delta", "text": "x"}},
+    {"type": "content_block_delta", "index": 0, "delta": "oops"},
+    {"type": "message_stop"},
+    {"type": 3},
+    {"choices": "nope"},
+    [1, 2],
+    b"data: {}\n\n",
+]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rel=st.sampled_from(
+        [
+            "anthropic/thinking-signature.sse",
+            "openai-chat/tool-calls-parallel-interleaved-args.sse",
+            "openai-responses/reasoning-summary.sse",
+        ]
+    ),
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 400), st.sampled_from(["drop", "repeat", "insert"]), st.integers(0, 7)
+        ),
+        max_size=4,
+    ),
+    options=st.sampled_from(
+        [{}, {"strict": True}, {"limits": Limits(max_part_chars=30, max_tool_argument_chars=20)}]
+    ),
+    named=st.booleans(),
+)
+def test_edited_dict_streams_fold_as_fed_one_by_one(
+    rel: str, edits: list[tuple[int, str, int]], options: dict[str, Any], named: bool
+) -> None:
+    chunks = _dicts(rel)
+    for at, kind, which in edits:
+        at %= len(chunks) + 1
+        if kind == "drop" and at < len(chunks):
+            del chunks[at]
+        elif kind == "repeat" and at < len(chunks):
+            chunks.insert(at, chunks[at])
+        else:
+            chunks.insert(at, _BROKEN[which])
+    provider = rel.split("/")[0] if named else None
+    assert fold_outcome(chunks, provider, **options) == _stepwise(chunks, provider, **options)
+
+
+def _responses_edits() -> list[tuple[str, list[Any]]]:
+    """Sequence numbers out of the lane's line: a delta repeated a few events later, two
+    deltas swapped (one then arrives early, the other late) and the early one repeated,
+    each around several deltas."""
+    base = _dicts("openai-responses/reasoning-summary.sse")
+    deltas = [i for i, c in enumerate(base) if str(c.get("type", "")).endswith(".delta")]
+    cases: list[tuple[str, list[Any]]] = []
+    for i in (deltas[0], deltas[1], deltas[5], deltas[len(deltas) // 2]):
+        repeated = list(base)
+        repeated.insert(i + 3, base[i])
+        cases.append((f"repeat {i} later", repeated))
+        for after in (2, 4):  # the early one again: at once, or a few events later
+            swapped = list(base)
+            swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
+            swapped.insert(i + after, base[i + 1])
+            cases.append((f"swap {i}, repeat +{after}", swapped))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "chunks"), _responses_edits(), ids=lambda x: str(x)[:24])
+def test_responses_dicts_with_numbers_out_of_line_fold_as_fed_one_by_one(
+    name: str, chunks: list[Any]
+) -> None:
+    """The Responses dict lane takes a delta only when its number is the one after the
+    last with none above, and records it as decode() would: a later repeat of a delta it
+    took is still a duplicate, and an early one is not taken twice."""
+    for options in ({}, {"strict": True}):
+        assert fold_outcome(chunks, "openai-responses", **options) == _stepwise(
+            chunks, "openai-responses", **options
+        )
+
+
+class _LooseLaneDecoder(Decoder):
+    """A decoder whose dict lane names its one part even after the part closed: the fold
+    must not grow a part that is no longer open however its lane answers (it asks the
+    accumulator again after every full-path event; the built-in decoders never do this)."""
+
+    provider = "anthropic"
+
+    def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
+        step = payload["t"]
+        if step == "open":
+            return [OpenPart("k", ContentPart(type="text", content=""))]
+        if step == "close":
+            return [ClosePart("k")]
+        if step == "end":
+            return [EndMessage()]
+        return [GrowPart("k", payload["x"])]
+
+    def object_text(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
+        return ("k", payload["x"]) if payload["t"] == "grow" else None
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_dict_lane_never_grows_a_part_after_a_full_path_event_closed_it(
+    monkeypatch: pytest.MonkeyPatch, strict: bool
+) -> None:
+    monkeypatch.setitem(providers._CLASSES, "anthropic", _LooseLaneDecoder)
+    grow = [{"t": "grow", "x": x} for x in "abcd"]
+    chunks = [{"t": "open"}, *grow[:2], {"t": "close"}, *grow[2:], {"t": "end"}]
+    outcome = fold_outcome(chunks, "anthropic", strict=strict)
+    assert outcome == _stepwise(chunks, "anthropic", strict=strict)
+    if strict:
+        assert outcome[1] == "StreamProtocolError"
+    else:
+        assert "'ab'" in outcome[-1] and "'abc" not in outcome[-1]
+        assert "delta_after_part_end" in outcome[-1]

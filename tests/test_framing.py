@@ -5,8 +5,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from providers.anthropic.test_decode import _ANTHROPIC_EVENTS
+from support import (
+    split_at,
+)
 
 from streamfold import NDJSONDecoder, SSEDecoder, SSEEvent, UsageError
 
@@ -133,3 +137,38 @@ def test_ndjson_skips_a_leading_bom_even_when_split() -> None:
         assert ndjson(data, cuts) == [b'{"a": 1}', b'{"b": 2}']
     # Only the stream's first bytes can be a byte-order mark: later, it is data.
     assert ndjson(b"{}\n\xef\xbb\xbf{}\n", []) == [b"{}", b"\xef\xbb\xbf{}"]
+
+
+# The framer's take_at_boundary, as the SSE hot lane uses it.
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    picks=st.lists(st.sampled_from(range(len(_ANTHROPIC_EVENTS))), max_size=20),
+    cuts=st.lists(st.integers(0, 3000), max_size=8),
+    take=st.lists(st.booleans(), min_size=10, max_size=10),
+)
+def test_take_at_boundary_loses_and_repeats_nothing(
+    picks: list[int], cuts: list[int], take: list[bool]
+) -> None:
+    """Framing alone: feeding pieces, or taking them at a boundary and feeding the bytes
+    back, gives the same events."""
+    data = b"".join(_ANTHROPIC_EVENTS[i] for i in picks)
+    plain = SSEDecoder()
+    expected = [e for piece in split_at(data, cuts) for e in plain.feed(piece)] + plain.close()
+    framer = SSEDecoder()
+    got = []
+    for n, piece in enumerate(split_at(data, cuts)):
+        taken = framer.take_at_boundary(piece) if take[n % len(take)] else None
+        if taken is None:
+            got.extend(framer.feed(piece))
+            continue
+        events, rest = taken
+        got.extend(events)
+        # Hand the rest back at an arbitrary event end, as the hot lane does.
+        end = rest.find(b"\n\n")
+        got.extend(framer.feed(rest[: end + 2] if end >= 0 else rest))
+        if end >= 0:
+            got.extend(framer.feed(rest[end + 2 :]))
+    got.extend(framer.close())
+    assert got == expected

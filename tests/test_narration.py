@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import ALL_RECORDINGS, final_message, fold_bytes, read, recordings
-from test_dict_lane import _dicts  # the JSON payloads of a recording
+from test_fold import _dicts  # the JSON payloads of a recording
 
 from streamfold import (
     ContentPart,
@@ -262,7 +262,7 @@ def test_every_character_arrives_in_a_part_delta_sdk_objects() -> None:
     from openai._models import construct_type
     from openai.types.chat import ChatCompletionChunk
     from openai.types.responses import ResponseStreamEvent
-    from test_provider_gemini import sdk_chunks
+    from providers.gemini.test_decode import sdk_chunks
 
     kinds = {"openai-chat": ChatCompletionChunk, "openai-responses": ResponseStreamEvent}
     checked = 0

@@ -228,7 +228,7 @@ class StreamfoldModel(BaseModel):
         copy with its slot index) from values its decoder type-checked; model_construct
         spends most of its time on generality they do not need (defaults, aliases, extra
         fields). Given every field in declaration order, this is the object
-        model_construct gives (tests/test_model_trusted.py compares them), but for its
+        model_construct gives (tests/test_model.py compares them), but for its
         fields set: the class's shared, read-only one; given anything else, it is
         model_construct.
         """

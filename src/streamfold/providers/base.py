@@ -136,7 +136,7 @@ class Decoder:
         event that is anything else, or when the grower says False, and return where the
         taken events end
         (`pos` if none): the fold frames and decodes the rest as usual. Nothing may differ
-        from the full path: tests/test_fast_paths.py folds every stream both ways.
+        from the full path: tests/providers/test_lanes.py folds every stream both ways.
         """
         return pos
 

@@ -1,0 +1,205 @@
+"""The benchmark harness runs at tiny N and every implementation folds correctly.
+
+Timing is never asserted (shared, noisy machines); this only keeps the harness from
+rotting: generators, floors, streamfold, every installed peer, recordings, concurrency.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import concurrency, run  # noqa: E402
+from benchmarks.floor import dict_floor, sse_floor  # noqa: E402
+from benchmarks.generate import PROVIDERS, WORKLOADS, count_deltas, generate  # noqa: E402
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_generator_is_seeded_and_counts_its_deltas(provider: str, workload: str) -> None:
+    a = generate(provider, workload, 300, seed=1)
+    b = generate(provider, workload, 300, seed=1)
+    c = generate(provider, workload, 300, seed=2)
+    assert a.sse == b.sse
+    assert a.sse != c.sse
+    assert count_deltas(a) == 300
+    # The SSE bytes and the dicts are the same stream.
+    assert sse_floor(provider, a.sse) == dict_floor(provider, a.dicts)
+    for args in a.expected.tools.values():
+        json.loads(args)
+
+
+def test_check_rejects_a_wrong_result() -> None:
+    stream = generate("anthropic", "mixed", 200)
+    good = sse_floor("anthropic", stream.sse)
+    assert run.check(good, stream, ("text", "thinking", "signature", "tools")) is None
+    good.text += "x"
+    assert run.check(good, stream, ("text",)) == "text differs (1001 vs 1000 chars)".replace(
+        "1001", str(len(good.text))
+    ).replace("1000", str(len(good.text) - 1))
+
+
+def test_whole_harness_at_tiny_n(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run, "clock", run.clock)  # --cpu-time changes it: restored after
+    out = tmp_path / "bench.json"
+    result = run.main(
+        [
+            "--sizes", "40,120", "--repeats", "1", "--budget", "30",
+            "--streams", "20", "--json", str(out), "--quiet", "--smoke", "--cpu-time",
+        ]
+    )  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "Targets:" in printed and "concurrent anthropic streams" in printed
+    rows = result["rows"]
+    assert json.loads(out.read_text())["rows"] == rows
+    assert result["meta"]["clock"] == "process_time"
+    measured = {(r["provider"], r["workload"], r["impl"], r["input"]) for r in rows}
+    for provider in PROVIDERS:
+        for workload in WORKLOADS:
+            for impl, inp in (("floor", "sse"), ("floor", "dicts"),
+                              ("streamfold", "sse"), ("streamfold", "dicts")):  # fmt: skip
+                assert (provider, workload, impl, inp) in measured
+        # The live partial-arguments rows: the re-parse reference and the incremental mode.
+        for impl in ("streamfold + live args (jiter on prefix)",
+                     "streamfold + live args (incremental)"):  # fmt: skip
+            assert (provider, "bigargs", impl, "sse") in measured
+    # Every implementation that ran produced the expected text, thinking and tool
+    # arguments; a peer may only be missing (package not installed), never wrong.
+    bad = [r for r in rows if r["status"] not in ("ok", "missing")]
+    assert bad == []
+    assert all(r["median_s"] is not None for r in rows if r["status"] == "ok")
+    live = result["live"]
+    assert [e["provider"] for e in live] == list(PROVIDERS)
+    assert all(e["status"] == "ok" and e["chunks"] > 40 for e in live)
+    assert "One SSE event per chunk" in printed
+    assert result["concurrency"]["correct"] is True
+    assert result["concurrency"]["tuned_gc"]["correct"] is True
+    recordings = result["recordings"]
+    assert recordings and all(e["status"] == "ok" for e in recordings)
+    assert all(e["text_matches_floor"] is not False for e in recordings)
+
+
+def test_concurrency_folds_every_stream() -> None:
+    result = concurrency.measure(streams=10, n=30, repeats=1, single_runs=2)
+    assert result["correct"] is True
+    for name in ("streamfold", "floor"):
+        assert result[name]["aggregate_deltas_per_s"] > 0
+
+
+def test_concurrency_with_gc_thresholds_restores_them() -> None:
+    before = gc.get_threshold()
+    result = concurrency.measure(
+        streams=10, n=30, repeats=1, single_runs=2, gc_thresholds=(12_345, 11, 12)
+    )
+    assert result["gc_thresholds"] == [12_345, 11, 12]
+    assert result["correct"] is True
+    assert gc.get_threshold() == before
+
+
+def test_compare_runs_two_builds_cell_by_cell_and_plots_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import compare, plot
+
+    # The interpreted build against itself: the same workers a compiled build would get.
+    out = tmp_path / "compare.json"
+    src = str(ROOT / "src")
+    saved = compare.main(
+        [
+            "--src", src, "--build", f"again={sys.executable}:{src}",
+            "--sizes", "40,120", "--repeats", "1", "--budget", "30", "--streams", "20",
+            "--provider", "anthropic", "--workload", "mixed", "--smoke", "--quiet",
+            "--json", str(out),
+        ]
+    )  # fmt: skip
+    printed = capsys.readouterr().out
+    assert json.loads(out.read_text()) == saved
+    assert [(b["name"], b["compiled"]) for b in saved["builds"]] == [
+        ("interpreted", False),
+        ("again", False),
+    ]
+    rows = saved["rows"]
+    for build in ("interpreted", "again"):
+        for inp in compare.INPUTS:
+            cell = {(r["impl"], r["n"]) for r in rows if (r["build"], r["input"]) == (build, inp)}
+            assert cell >= {("floor", 40), ("streamfold", 40), ("floor", 120), ("streamfold", 120)}
+        assert saved["recordings"][build] and saved["concurrency"][build]["correct"] is True
+    # Every row says which build measured it; only the peers' come from one build alone.
+    assert all(r["compiled"] is False for r in rows)
+    assert {r["build"] for r in rows if r["kind"] == "peer"} == {"interpreted"}
+    assert [r for r in rows if r["status"] not in ("ok", "missing")] == []
+    assert all(r["ratio"] is not None for r in rows if r["status"] == "ok")
+    # The targets are printed as a table, each met or not, and never fail the run.
+    assert "Targets, judged on the interpreted build" in printed
+    assert "one SSE event per chunk ≤ 1.3x floor" in printed
+    assert "| anthropic, streamfold interpreted |" in printed
+
+    # A saved run held to itself as the baseline: every cell's ratio to itself is 1.
+    baseline = compare.targets(saved, "interpreted", saved)[-1]
+    assert baseline.what.startswith("interpreted ≤ baseline")
+    assert baseline.worst == pytest.approx(1.0) and baseline.met is True
+
+    # A saved run prints again, its two tables as Markdown for the READMEs.
+    compare.main(["--show", str(out), "--markdown"])
+    shown = capsys.readouterr().out
+    assert "| anthropic, streamfold again |" in shown and "| target | limit |" in shown
+
+    figure = plot.main([str(out), "-o", str(tmp_path / "plot.svg")])
+    svg = figure.read_text()
+    assert svg.startswith("<?xml") and "streamfold interpreted" in svg and "anthropic" in svg
+    lines = plot.series(saved, "mixed")["anthropic"]
+    assert [n for n, _ in lines[("streamfold again", "live")]] == [40, 120]
+    assert [n for n, _ in lines[("floor", "sse")]] == [40, 120]  # one build's floor, once
+
+
+def test_compare_refuses_a_build_that_is_not_what_it_claims(tmp_path: Path) -> None:
+    from benchmarks import compare
+
+    # This interpreter runs the source interpreted: as the compiled build it is refused.
+    claimed = compare.Build("compiled", sys.executable, str(ROOT / "src"), expect_compiled=True)
+    with pytest.raises(RuntimeError, match="runs a streamfold that is interpreted"):
+        compare.compare([claimed], [40], peers=False, recordings=False, streams=0,
+                        inputs=("dicts",), providers=("anthropic",), workloads=("mixed",),
+                        repeats=1, smoke=True, log=lambda _: None)  # fmt: skip
+
+
+def test_hot_lane_benchmark_folds_the_same_either_way_and_restores_the_lane(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streamfold
+    from benchmarks import hot_lane
+    from streamfold.fold import StreamFolder
+    from streamfold.providers.anthropic import AnthropicDecoder
+
+    before = (
+        StreamFolder.hot_lane_after,
+        StreamFolder.hot_lane_ahead,
+        AnthropicDecoder.sse_hot_head,
+    )
+    sse = generate("anthropic", "mixed", 200).sse
+    pieces = hot_lane.live_pieces(sse)
+    assert b"".join(pieces) == sse
+    on = streamfold.fold_message(pieces, provider="anthropic")
+    with hot_lane.lane_off():
+        assert StreamFolder.hot_lane_after == StreamFolder.hot_lane_ahead == sys.maxsize
+        off = streamfold.fold_message(pieces, provider="anthropic")
+    assert on.content == off.content
+    assert (
+        StreamFolder.hot_lane_after,
+        StreamFolder.hot_lane_ahead,
+        AnthropicDecoder.sse_hot_head,
+    ) == before
+    monkeypatch.setattr(sys, "argv", ["hot_lane", "60"])
+    hot_lane.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("compiled: ") and len(lines) == 7  # 3 providers x 2 modes
+    assert all("off / on" in line for line in lines[1:])

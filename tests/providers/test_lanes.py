@@ -1,0 +1,133 @@
+"""The decoders' lanes against their full paths, for every provider that has them.
+
+The SSE hot lane (Anthropic, Chat, Responses) reads the common delta events straight from
+the bytes; the fast paths (object_text, the Responses readers) read decoded payloads before
+the full checks. Each stream here is folded with and without them: every recording, in
+pieces of every size; generated streams; and, for the hot lane, a byte-level fuzz: real
+recordings and generated streams get random byte edits (a flipped byte, a byte removed,
+one of the bytes JSON and SSE care about inserted), anywhere, including inside the events
+the lane reads straight from their bytes. Whatever the edit makes of the stream, the fold
+with the lane must give the same events, error and message as without it.
+`STREAMFOLD_FUZZ_EXAMPLES` raises the number of fuzz examples for a long local run. The
+event pools that build look-alikes by hand are with each provider's decoder tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import assert_fast_same, assert_hot_lane_same, read, recordings, split_at
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.generate import generate
+
+
+def _generated(provider: str, workload: str) -> bytes:
+    return generate(provider, workload, 60).sse
+
+
+_STREAMS: list[tuple[str, bytes]] = [
+    ("anthropic", read("anthropic/thinking-signature.sse")),
+    ("anthropic", read("anthropic/web-search-citations.sse")),
+    ("anthropic", _generated("anthropic", "mixed")),
+    ("openai-chat", read("openai-chat/tool-calls-parallel-interleaved-args.sse")),
+    ("openai-chat", read("openai-chat/text-long-nano.sse")),
+    ("openai-chat", _generated("openai-chat", "mixed")),
+    ("openai-chat", read("deepseek/reasoner-reasoning-content.sse")),
+    ("openai-responses", read("openai-responses/reasoning-summary.sse")),
+    ("openai-responses", read("openai-responses/function-call-reasoning-usage.sse")),
+    ("openai-responses", _generated("openai-responses", "mixed")),
+]
+
+# Bytes that matter to JSON and SSE, and two that are not UTF-8 or not allowed raw.
+_INTERESTING = b'"\\}{],:\n\r 0159-.eE\x00\x1f\x7f\xc3\xff'
+
+_EDIT = st.tuples(
+    st.floats(0, 1, exclude_max=True),  # where, as a fraction of the stream
+    st.sampled_from(["flip", "delete", "insert"]),
+    st.integers(0, 255),
+    st.sampled_from(list(_INTERESTING)),
+)
+
+_EXAMPLES = int(os.environ.get("STREAMFOLD_FUZZ_EXAMPLES", "300"))
+
+
+def _mutate(data: bytes, edits: list[tuple[float, str, int, int]]) -> bytes:
+    buf = bytearray(data)
+    for where, kind, value, interesting in edits:
+        at = int(where * len(buf))
+        if kind == "flip" and buf:
+            buf[at] = value
+        elif kind == "delete" and buf:
+            del buf[at]
+        else:
+            buf.insert(at, interesting)
+    return bytes(buf)
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+@settings(
+    max_examples=_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    stream=st.sampled_from(range(len(_STREAMS))),
+    edits=st.lists(_EDIT, min_size=1, max_size=3),
+    cuts=st.lists(st.integers(0, 20_000), max_size=4),
+    named=st.booleans(),
+    strict=st.booleans(),
+)
+def test_a_mutated_stream_folds_the_same_with_the_hot_lane(
+    stream: int,
+    edits: list[tuple[float, str, int, int]],
+    cuts: list[int],
+    named: bool,
+    strict: bool,
+) -> None:
+    provider, data = _STREAMS[stream]
+    mutated = _mutate(data, edits)
+    assert_hot_lane_same(split_at(mutated, cuts), provider if named else None, strict=strict)
+
+
+# Every recording of the providers with an SSE hot lane, in pieces of every size and one
+# event per piece: the same with the lane as without.
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+@pytest.mark.parametrize("rel", recordings("anthropic", "openai-chat", "openai-responses"))
+def test_recordings_hot_lane_equals_full_path(rel: str) -> None:
+    data = read(rel)
+    for size in (7, 61, 4096):
+        pieces = [data[at : at + size] for at in range(0, len(data), size)]
+        assert_hot_lane_same(pieces, None)
+    # As a live connection delivers it: one event per piece (each ending its buffer).
+    events = [piece for piece in re.split(rb"(?<=\n\n)", data) if piece]
+    assert b"".join(events) == data
+    assert_hot_lane_same(events, None)
+    assert_hot_lane_same([data], None, strict=True)
+
+
+# The decoders' fast paths (object_text, the Responses _FAST readers) against their full
+# paths: every recording and generated streams, the same events and error.
+
+
+@pytest.mark.parametrize("rel", recordings())
+@pytest.mark.parametrize("strict", [False, True])
+def test_recordings_fast_equals_full(rel: str, strict: bool) -> None:
+    assert_fast_same([read(rel)], None, strict=strict)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai-chat", "openai-responses"])
+@pytest.mark.parametrize("workload", ["mixed", "bigargs"])
+def test_generated_fast_equals_full(provider: str, workload: str) -> None:
+    stream = generate(provider, workload, 300)
+    assert_fast_same([stream.sse], provider)
+    assert_fast_same(list(stream.dicts), provider)
