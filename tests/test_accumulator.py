@@ -45,7 +45,6 @@ from streamfold import (
     merge_part,
     put_utterance,
 )
-from streamfold._model import json_depth_over
 from streamfold.deltas import (
     ClosePart,
     Delta,
@@ -58,7 +57,7 @@ from streamfold.deltas import (
     UpdateMessage,
 )
 from streamfold.errors import ToolArgumentsError
-from streamfold.limits import Limits
+from streamfold.limits import Limits, json_depth_over
 from streamfold.message import merge_tool_call, parse_tool_arguments
 from streamfold.parts import Citation
 

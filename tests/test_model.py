@@ -22,10 +22,10 @@ from streamfold._model import (
     _check_json,
     _plain_json,
     check_json_object,
-    json_depth_over,
 )
 from streamfold.display import DisplayItem
 from streamfold.errors import OptionsError
+from streamfold.limits import json_depth_over
 from streamfold.parts import Citation, CitationSource
 
 _EXAMPLES: list[tuple[type[StreamfoldModel], dict[str, Any]]] = [

@@ -21,6 +21,7 @@ COMPILED_MODULES = (
     "streamfold.eventstream",
     "streamfold.accumulator",
     "streamfold.fold",
+    "streamfold.timing",
     "streamfold.providers.base",
     "streamfold.providers.anthropic",
     "streamfold.providers.bedrock",

@@ -43,58 +43,6 @@ def _check_json(value: object, path: str) -> None:
     )
 
 
-def json_depth_over(value: object, limit: int) -> int | None:
-    """The nesting depth of a JSON value if it passes `limit`, else None (iterative)."""
-    if limit >= 2 and _at_most_two_deep(value):
-        return None
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return depth
-        # A plain loop: a generator here costs more than the walk of a small value.
-        for child in children:
-            if isinstance(child, dict | list):
-                stack.append((child, depth + 1))
-    return None
-
-
-_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
-
-
-def _at_most_two_deep(value: object) -> bool:
-    """True when `value` (exact JSON types) holds no container below its children: the
-    usage, metadata and options a fold checks on every update, in a fraction of the walk
-    (which builds a stack entry per container). False: the walk decides."""
-    kind = type(value)
-    if kind is dict:
-        children: Any = value.values()  # type: ignore[attr-defined]
-    elif kind is list:
-        children = value
-    else:
-        return kind in _SCALAR_TYPES
-    for child in children:
-        kind = type(child)
-        if kind is dict:
-            grandchildren: Any = child.values()
-        elif kind is list:
-            grandchildren = child
-        elif kind in _SCALAR_TYPES:
-            continue
-        else:
-            return False
-        for grandchild in grandchildren:
-            if type(grandchild) not in _SCALAR_TYPES:
-                return False
-    return True
-
-
 def _plain_json(value: Any) -> bool:
     """True when `value` is JSON made of exact built-in types (what a JSON parser gives).
 

@@ -10,7 +10,6 @@ import contextlib
 from collections.abc import Hashable, Iterable
 from typing import Any, Literal, assert_never
 
-from ._model import json_depth_over
 from .accumulator_state import AccumulatorState, OpenSlot, SlotState
 from .deltas import (
     ClosePart,
@@ -41,7 +40,7 @@ from .events import (
     ProviderErrored,
     UsageUpdated,
 )
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, Limits, json_depth_over
 from .message import (
     TURN_GOES_ON,
     Message,

@@ -15,8 +15,9 @@ from typing import Annotated, Any, TypeAlias
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
 
-from ._model import check_json_object, json_depth_over
+from ._model import check_json_object
 from .errors import OptionsError, StateError, preview
+from .limits import json_depth_over
 
 
 class BoxState(BaseModel):

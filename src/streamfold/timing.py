@@ -28,7 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .parts import ContentPart
+
 if TYPE_CHECKING:
+    from .accumulator import Accumulator, Slot
     from .message import Message
 
 Clock = Callable[[], float]
@@ -147,7 +150,7 @@ class StreamTiming:
         if self._start is None:
             self._start = self._clock()
 
-    def _changed(self, acc: Any) -> bool:
+    def _changed(self, acc: Accumulator) -> bool:
         """Whether the chunk just folded may have moved anything timed (O(1): two lengths
         and two flags; the fold asks after each chunk, before `_note`)."""
         return (
@@ -157,7 +160,7 @@ class StreamTiming:
             or len(acc._open) != self._open
         )
 
-    def _note(self, acc: Any) -> None:
+    def _note(self, acc: Accumulator) -> None:
         """Read the clock for the chunk just folded and note what it started, filled,
         completed or finished (the accumulator's parts, by their slots)."""
         now = self._clock()
@@ -204,15 +207,15 @@ class StreamTiming:
                 self._first_byte = self._first_token
 
 
-def _has_content(slot: Any) -> bool:
+def _has_content(slot: Slot) -> bool:
     """Whether an accumulator slot got any content: its size while open; once complete,
     its built part's (what a fold restored from a saved state knows of it too)."""
     done = slot.done
     if done is None:
         return bool(slot.size)
-    if slot.kind == "tool_call":
-        return done.arguments not in (None, "")  # ({} too: a call whose input was empty)
-    return bool(done.content)
+    if isinstance(done, ContentPart):
+        return bool(done.content)
+    return done.arguments is not None and done.arguments != ""  # ({} too: input was empty)
 
 
 def replay_clock(times: list[float]) -> tuple[Clock, Callable[[int], None]]:
