@@ -38,7 +38,7 @@ from streamfold.parts import (
     utterance,
     utterance_inferred,
 )
-from streamfold.providers.anthropic import _STOP as ANTHROPIC_STOP
+from streamfold.providers.anthropic.decode import _STOP as ANTHROPIC_STOP
 from streamfold.providers.openai_chat import _FINISH as CHAT_FINISH
 from streamfold.providers.openai_responses import CLIENT_CALL_INPUTS
 

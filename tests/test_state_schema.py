@@ -386,8 +386,6 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
     )
     from streamfold.fold_state import FoldState
     from streamfold.providers import (
-        anthropic,
-        anthropic_state,
         bedrock,
         bedrock_invoke,
         bedrock_invoke_state,
@@ -403,6 +401,8 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
         openai_responses,
         openai_responses_state,
     )
+    from streamfold.providers.anthropic import decode as anthropic
+    from streamfold.providers.anthropic import state as anthropic_state
 
     settings_ = {"choice", "strict", "limits"}  # limits: the fold's, set by the fold
     return [
