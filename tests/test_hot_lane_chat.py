@@ -31,7 +31,7 @@ from support import (
 
 from streamfold import PartDelta, StreamFolder, event_to_json, fold
 from streamfold.limits import Limits
-from streamfold.providers import openai_chat
+from streamfold.providers.openai_chat import decode as openai_chat
 
 
 @pytest.fixture(autouse=True)

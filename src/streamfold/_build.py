@@ -30,9 +30,10 @@ COMPILED_MODULES = (
     "streamfold.providers.gemini",
     "streamfold.providers.messagedelta",
     "streamfold.providers.ollama",
-    "streamfold.providers.openai_chat",
+    "streamfold.providers.openai_chat.decode",
     "streamfold.providers.openai_responses",
     "streamfold.providers.anthropic.encode",
+    "streamfold.providers.openai_chat.encode",
 )
 
 

@@ -42,7 +42,7 @@ from ..errors import InteropError
 from ..message import Message, Status, StopReason, ToolCall, Usage
 from ..parts import Citation, ContentPart
 from ..providers.anthropic.decode import _STOP as ANTHROPIC_STOP
-from ..providers.openai_chat import _FINISH as CHAT_FINISH
+from ..providers.openai_chat.decode import _FINISH as CHAT_FINISH
 from ._common import (
     build_message,
     check_message,

@@ -6,9 +6,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from ..message import Usage
-from ..parts import Citation
-from ..state_schema import BoxState, Count, JsonObject, Key
+from ...message import Usage
+from ...parts import Citation
+from ...state_schema import BoxState, Count, JsonObject, Key
 
 
 class ChatCallState(BoxState):
