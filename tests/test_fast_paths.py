@@ -25,7 +25,8 @@ from streamfold.deltas import ClosePart, GrowPart, OpenPart
 from streamfold.errors import ToolArgumentsError
 from streamfold.limits import Limits
 from streamfold.message import parse_tool_arguments
-from streamfold.providers import anthropic, openai_chat, openai_responses
+from streamfold.providers import anthropic, openai_chat
+from streamfold.providers.openai_responses import decode as openai_responses
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

@@ -39,7 +39,7 @@ from support import (
 
 from streamfold import PartDelta, StreamFolder, StreamfoldError, fold
 from streamfold.limits import Limits
-from streamfold.providers import openai_responses
+from streamfold.providers.openai_responses import decode as openai_responses
 
 
 @pytest.fixture(autouse=True)

@@ -396,13 +396,13 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
         messagedelta_state,
         ollama,
         ollama_state,
-        openai_responses,
-        openai_responses_state,
     )
     from streamfold.providers.anthropic import decode as anthropic
     from streamfold.providers.anthropic import state as anthropic_state
     from streamfold.providers.openai_chat import decode as openai_chat
     from streamfold.providers.openai_chat import state as openai_chat_state
+    from streamfold.providers.openai_responses import decode as openai_responses
+    from streamfold.providers.openai_responses import state as openai_responses_state
 
     settings_ = {"choice", "strict", "limits"}  # limits: the fold's, set by the fold
     return [

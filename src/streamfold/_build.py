@@ -31,9 +31,10 @@ COMPILED_MODULES = (
     "streamfold.providers.messagedelta",
     "streamfold.providers.ollama",
     "streamfold.providers.openai_chat.decode",
-    "streamfold.providers.openai_responses",
+    "streamfold.providers.openai_responses.decode",
     "streamfold.providers.anthropic.encode",
     "streamfold.providers.openai_chat.encode",
+    "streamfold.providers.openai_responses.encode",
 )
 
 

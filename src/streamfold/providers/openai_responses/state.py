@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..state_schema import BoxState, Count, Json, JsonObject, Key, Number
+from ...state_schema import BoxState, Count, Json, JsonObject, Key, Number
 
 
 class ResponsesPartState(BoxState):
