@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..state_schema import BoxState, Count, Json, JsonObject
+from ...state_schema import BoxState, Count, Json, JsonObject
 
 
 class GeminiTextState(BoxState):
