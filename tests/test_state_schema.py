@@ -386,10 +386,8 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
     )
     from streamfold.fold_state import FoldState
     from streamfold.providers import (
-        bedrock,
         bedrock_invoke,
         bedrock_invoke_state,
-        bedrock_state,
         messagedelta,
         messagedelta_state,
         ollama,
@@ -397,6 +395,8 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
     )
     from streamfold.providers.anthropic import decode as anthropic
     from streamfold.providers.anthropic import state as anthropic_state
+    from streamfold.providers.bedrock import decode as bedrock
+    from streamfold.providers.bedrock import state as bedrock_state
     from streamfold.providers.gemini import decode as gemini
     from streamfold.providers.gemini import state as gemini_state
     from streamfold.providers.openai_chat import decode as openai_chat

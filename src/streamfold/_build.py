@@ -25,7 +25,7 @@ COMPILED_MODULES = (
     "streamfold.fold",
     "streamfold.providers.base",
     "streamfold.providers.anthropic.decode",
-    "streamfold.providers.bedrock",
+    "streamfold.providers.bedrock.decode",
     "streamfold.providers.bedrock_invoke",
     "streamfold.providers.gemini.decode",
     "streamfold.providers.messagedelta",

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import jiter
 
-from ..deltas import (
+from ...deltas import (
     ClosePart,
     Delta,
     EndMessage,
@@ -29,11 +29,11 @@ from ..deltas import (
     SkipEvent,
     UpdateMessage,
 )
-from ..errors import StateError
-from ..message import Status, StopReason, ToolCall, Usage
-from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder
-from .bedrock_state import BedrockBlockAt, BedrockBlockState, BedrockState, BlockKind
+from ...errors import StateError
+from ...message import Status, StopReason, ToolCall, Usage
+from ...parts import Citation, CitationSource, ContentPart
+from ..base import Decoder
+from .state import BedrockBlockAt, BedrockBlockState, BedrockState, BlockKind
 
 # The documented in-stream exceptions of ConverseStream (boto3 raises them; the wire and
 # decoded recordings carry them as events).
