@@ -390,8 +390,6 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
         bedrock_invoke_state,
         messagedelta,
         messagedelta_state,
-        ollama,
-        ollama_state,
     )
     from streamfold.providers.anthropic import decode as anthropic
     from streamfold.providers.anthropic import state as anthropic_state
@@ -399,6 +397,8 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
     from streamfold.providers.bedrock import state as bedrock_state
     from streamfold.providers.gemini import decode as gemini
     from streamfold.providers.gemini import state as gemini_state
+    from streamfold.providers.ollama import decode as ollama
+    from streamfold.providers.ollama import state as ollama_state
     from streamfold.providers.openai_chat import decode as openai_chat
     from streamfold.providers.openai_chat import state as openai_chat_state
     from streamfold.providers.openai_responses import decode as openai_responses

@@ -29,7 +29,7 @@ COMPILED_MODULES = (
     "streamfold.providers.bedrock_invoke",
     "streamfold.providers.gemini.decode",
     "streamfold.providers.messagedelta",
-    "streamfold.providers.ollama",
+    "streamfold.providers.ollama.decode",
     "streamfold.providers.openai_chat.decode",
     "streamfold.providers.openai_responses.decode",
     "streamfold.providers.anthropic.encode",

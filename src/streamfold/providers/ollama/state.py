@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..state_schema import BoxState, Count
+from ...state_schema import BoxState, Count
 
 TextKind = Literal["text", "thinking"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..deltas import (
+from ...deltas import (
     ClosePart,
     Delta,
     EndMessage,
@@ -22,10 +22,10 @@ from ..deltas import (
     SkipEvent,
     UpdateMessage,
 )
-from ..message import Status, StopReason, ToolCall, Usage
-from ..parts import ContentPart
-from .base import Decoder
-from .ollama_state import OllamaCallSeen, OllamaOpenPart, OllamaState, TextKind
+from ...message import Status, StopReason, ToolCall, Usage
+from ...parts import ContentPart
+from ..base import Decoder
+from .state import OllamaCallSeen, OllamaOpenPart, OllamaState, TextKind
 
 _DONE_REASONS: dict[str, tuple[StopReason, Status]] = {
     "stop": ("stop", "complete"),
