@@ -388,8 +388,6 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
     from streamfold.providers import (
         bedrock_invoke,
         bedrock_invoke_state,
-        messagedelta,
-        messagedelta_state,
     )
     from streamfold.providers.anthropic import decode as anthropic
     from streamfold.providers.anthropic import state as anthropic_state
@@ -397,6 +395,8 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
     from streamfold.providers.bedrock import state as bedrock_state
     from streamfold.providers.gemini import decode as gemini
     from streamfold.providers.gemini import state as gemini_state
+    from streamfold.providers.messagedelta import decode as messagedelta
+    from streamfold.providers.messagedelta import state as messagedelta_state
     from streamfold.providers.ollama import decode as ollama
     from streamfold.providers.ollama import state as ollama_state
     from streamfold.providers.openai_chat import decode as openai_chat

@@ -28,7 +28,7 @@ COMPILED_MODULES = (
     "streamfold.providers.bedrock.decode",
     "streamfold.providers.bedrock_invoke",
     "streamfold.providers.gemini.decode",
-    "streamfold.providers.messagedelta",
+    "streamfold.providers.messagedelta.decode",
     "streamfold.providers.ollama.decode",
     "streamfold.providers.openai_chat.decode",
     "streamfold.providers.openai_responses.decode",
