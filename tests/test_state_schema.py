@@ -385,14 +385,12 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
         framing_state,
     )
     from streamfold.fold_state import FoldState
-    from streamfold.providers import (
-        bedrock_invoke,
-        bedrock_invoke_state,
-    )
     from streamfold.providers.anthropic import decode as anthropic
     from streamfold.providers.anthropic import state as anthropic_state
     from streamfold.providers.bedrock import decode as bedrock
     from streamfold.providers.bedrock import state as bedrock_state
+    from streamfold.providers.bedrock_invoke import decode as bedrock_invoke
+    from streamfold.providers.bedrock_invoke import state as bedrock_invoke_state
     from streamfold.providers.gemini import decode as gemini
     from streamfold.providers.gemini import state as gemini_state
     from streamfold.providers.messagedelta import decode as messagedelta

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..state_schema import BoxState
+from ...state_schema import BoxState
 
 
 class BedrockInvokeState(BoxState):
