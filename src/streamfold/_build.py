@@ -24,6 +24,7 @@ COMPILED_MODULES = (
     "streamfold.accumulator",
     "streamfold.fold",
     "streamfold.providers.base",
+    "streamfold.providers.fields",
     "streamfold.providers.anthropic.decode",
     "streamfold.providers.bedrock.decode",
     "streamfold.providers.bedrock_invoke.decode",

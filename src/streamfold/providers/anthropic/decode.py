@@ -14,11 +14,10 @@ message_stop) next to the raw ones; they repeat what the raw events said and are
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import jiter
 
@@ -37,6 +36,7 @@ from ...errors import StateError, StreamProtocolError
 from ...message import Status, StopReason, ToolCall, Usage
 from ...parts import Citation, CitationSource, ContentPart
 from ..base import Decoder, PartGrower, json_string_body
+from ..fields import check, describe, optional, required, text_or_none
 from .state import AnthropicBlockAt, AnthropicBlockState, AnthropicState, BlockKind
 
 # stop_reason -> (normalised stop reason, status).
@@ -121,8 +121,6 @@ _LOCATION_KEYS = (
     "end_block_index",
     "search_result_index",
 )
-
-T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -244,8 +242,8 @@ class AnthropicDecoder(Decoder):
         for n, payload in enumerate(state.early):
             try:
                 index = _index(decoder, payload)
-                delta = _field(decoder, payload, "delta", dict)
-                dtype = _check(decoder, delta.get("type"), str, "delta.type", payload)
+                delta = required(decoder, payload, "delta", dict)
+                dtype = check(decoder, delta.get("type"), str, "delta.type", payload)
                 value = decoder._delta_value(dtype, delta, payload)
             except StreamProtocolError as exc:
                 raise StateError(f"early[{n}]", exc.reason) from None
@@ -264,7 +262,7 @@ class AnthropicDecoder(Decoder):
             kind = event or None
         if not isinstance(kind, str):
             raise self.protocol_error(
-                f"expected an event with a string 'type', got {_describe(kind)}", payload
+                f"expected an event with a string 'type', got {describe(kind)}", payload
             )
         if kind == "content_block_delta":
             fast = self.object_text(payload)
@@ -294,19 +292,19 @@ class AnthropicDecoder(Decoder):
     # --- message events ------------------------------------------------------------
 
     def _message_start(self, payload: dict[str, Any]) -> list[Delta]:
-        message = _field(self, payload, "message", dict)
+        message = required(self, payload, "message", dict)
         metadata: dict[str, Any] = {}
         for key in ("id", "model"):
             value = message.get(key)
             if value is not None:
                 if type(value) is not str:  # (checked, or refused by name)
-                    value = _check(self, value, str, f"message.{key}", payload)
+                    value = check(self, value, str, f"message.{key}", payload)
                 metadata[key] = value
         usage_raw = message.get("usage")
         usage: Usage | None = None
         running = self._usage_raw
         if usage_raw is not None:
-            usage_raw = _check(self, usage_raw, dict, "message.usage", payload)
+            usage_raw = check(self, usage_raw, dict, "message.usage", payload)
             self._usage_raw = dict(usage_raw)
             usage = self._usage(payload)
         if self._started:
@@ -320,11 +318,11 @@ class AnthropicDecoder(Decoder):
 
     def _message_delta(self, payload: dict[str, Any]) -> list[Delta]:
         delta = payload.get("delta")
-        delta = {} if delta is None else _check(self, delta, dict, "delta", payload)
+        delta = {} if delta is None else check(self, delta, dict, "delta", payload)
         raw_stop = delta.get("stop_reason")
         stop_reason: StopReason | None = None
         if raw_stop is not None:
-            raw_stop = _check(self, raw_stop, str, "delta.stop_reason", payload)
+            raw_stop = check(self, raw_stop, str, "delta.stop_reason", payload)
             stop_reason, self._status = _STOP.get(raw_stop, ("other", "complete"))
         metadata: dict[str, Any] = {}
         for key in ("stop_sequence", "stop_details", "container"):
@@ -335,7 +333,7 @@ class AnthropicDecoder(Decoder):
         usage: Usage | None = None
         usage_raw = payload.get("usage")
         if usage_raw is not None:
-            usage_raw = _check(self, usage_raw, dict, "usage", payload)
+            usage_raw = check(self, usage_raw, dict, "usage", payload)
             # Running totals: a field left out (or null) keeps its message_start value.
             self._usage_raw.update((k, v) for k, v in usage_raw.items() if v is not None)
             usage = self._usage(payload)
@@ -378,12 +376,12 @@ class AnthropicDecoder(Decoder):
         for wire, name in _USAGE_FIELDS:
             value = self._usage_raw.get(wire)
             if value is not None and type(value) is not int:  # (checked, or refused by name)
-                value = _check(self, value, int, f"usage.{wire}", raw)
+                value = check(self, value, int, f"usage.{wire}", raw)
             fields[name] = value
         details = self._usage_raw.get("output_tokens_details")
         thinking = details.get("thinking_tokens") if isinstance(details, dict) else None
         if thinking is not None:
-            thinking = _check(self, thinking, int, "usage.output_tokens_details", raw)
+            thinking = check(self, thinking, int, "usage.output_tokens_details", raw)
         # Every count checked above, the raw totals here: built without validation.
         raw_totals = check_json_object(dict(self._usage_raw), "raw")
         return Usage.trusted(**fields, reasoning_tokens=thinking, raw=raw_totals, cumulative=True)
@@ -392,8 +390,8 @@ class AnthropicDecoder(Decoder):
 
     def _block_start(self, payload: dict[str, Any]) -> list[Delta]:
         index = _index(self, payload)
-        block = _field(self, payload, "content_block", dict)
-        btype = _check(self, block.get("type"), str, "content_block.type", payload)
+        block = required(self, payload, "content_block", dict)
+        btype = check(self, block.get("type"), str, "content_block.type", payload)
         out: list[Delta] = []
         key: Hashable = index
         old = self._blocks.get(index)
@@ -413,8 +411,8 @@ class AnthropicDecoder(Decoder):
             key = (index, self._restarts)
         part: ContentPart | ToolCall
         if btype == "text":
-            text = _optional(self, block, "text", str, payload)
-            citations = _optional(self, block, "citations", list, payload) or []
+            text = optional(self, block, "text", str, payload, "content_block.")
+            citations = optional(self, block, "citations", list, payload, "content_block.") or []
             blk = _Block("text", btype, block)
             # Checked above (and each citation validated): trusted.
             part = ContentPart.trusted(
@@ -424,8 +422,8 @@ class AnthropicDecoder(Decoder):
                 citations=[_citation(self, c, payload) for c in citations],
             )
         elif btype == "thinking":
-            thinking = _optional(self, block, "thinking", str, payload)
-            signature = _optional(self, block, "signature", str, payload)
+            thinking = optional(self, block, "thinking", str, payload, "content_block.")
+            signature = optional(self, block, "signature", str, payload, "content_block.")
             blk = _Block("thinking", btype, block)
             # An empty signature is not replayable: only a non-empty one is an option.
             part = ContentPart.trusted(
@@ -435,9 +433,9 @@ class AnthropicDecoder(Decoder):
                 citations=[],
             )
         elif btype == "tool_use":
-            call_id = _optional(self, block, "id", str, payload)
-            name = _optional(self, block, "name", str, payload)
-            _optional(self, block, "input", dict, payload)
+            call_id = optional(self, block, "id", str, payload, "content_block.")
+            name = optional(self, block, "name", str, payload, "content_block.")
+            optional(self, block, "input", dict, payload, "content_block.")
             blk = _Block("tool_use", btype, block)
             extra = {k: v for k, v in block.items() if k not in ("type", "id", "name", "input")}
             if extra:  # anything else the block carries: checked as JSON by validation
@@ -610,8 +608,8 @@ class AnthropicDecoder(Decoder):
 
     def _block_delta(self, payload: dict[str, Any]) -> list[Delta]:
         index = _index(self, payload)
-        delta = _field(self, payload, "delta", dict)
-        dtype = _check(self, delta.get("type"), str, "delta.type", payload)
+        delta = required(self, payload, "delta", dict)
+        dtype = check(self, delta.get("type"), str, "delta.type", payload)
         value = self._delta_value(dtype, delta, payload)
         blk = self._blocks.get(index)
         if blk is None:
@@ -637,15 +635,15 @@ class AnthropicDecoder(Decoder):
     def _delta_value(self, dtype: str, delta: dict[str, Any], payload: dict[str, Any]) -> Any:
         """What a delta carries, type-checked (wrong types raise in every mode)."""
         if dtype == "text_delta":
-            return _field(self, delta, "text", str, payload)
+            return required(self, delta, "text", str, payload)
         if dtype == "thinking_delta":
-            return _field(self, delta, "thinking", str, payload)
+            return required(self, delta, "thinking", str, payload)
         if dtype == "signature_delta":
-            return _field(self, delta, "signature", str, payload)
+            return required(self, delta, "signature", str, payload)
         if dtype == "citations_delta":
             return _citation(self, delta.get("citation"), payload)
         if dtype == "input_json_delta":
-            return _field(self, delta, "partial_json", str, payload)
+            return required(self, delta, "partial_json", str, payload)
         if dtype == "compaction_delta":
             return {k: v for k, v in delta.items() if k != "type"}
         return None
@@ -831,7 +829,7 @@ def _opaque_part(block: dict[str, Any], extra: dict[str, Any] | None = None) -> 
 
 def _citation(dec: Decoder, raw: Any, payload: Any) -> Citation:
     """An Anthropic citation as a Citation; the raw citation stays in metadata["raw"]."""
-    raw = _check(dec, raw, dict, "citation", payload)
+    raw = check(dec, raw, dict, "citation", payload)
     ctype = raw.get("type")
     cited = raw.get("cited_text")
     title = raw.get("title")
@@ -839,68 +837,29 @@ def _citation(dec: Decoder, raw: Any, payload: Any) -> Citation:
     source: CitationSource | None = None
     if ctype == "web_search_result_location":
         source = CitationSource(
-            type="web", title=_str_or_none(title), url=_str_or_none(raw.get("url"))
+            type="web", title=text_or_none(title), url=text_or_none(raw.get("url"))
         )
     elif ctype in _DOCUMENT_LOCATIONS:
         # Indexes point into the cited document, not into this part's text: they stay
         # in the source's metadata, and start_index / end_index stay unset.
         source = CitationSource(
             type="document",
-            title=_str_or_none(raw.get("document_title")),
-            document_id=_str_or_none(raw.get("file_id")),
+            title=text_or_none(raw.get("document_title")),
+            document_id=text_or_none(raw.get("file_id")),
             metadata=locations,
         )
     elif ctype == "search_result_location":
-        where = _str_or_none(raw.get("source"))
+        where = text_or_none(raw.get("source"))
         is_url = where is not None and where.startswith(("http://", "https://"))
         source = CitationSource(
             type="web" if is_url else "document",
-            title=_str_or_none(title),
+            title=text_or_none(title),
             url=where if is_url else None,
             document_id=None if is_url else where,
             metadata=locations,
         )
-    return Citation(cited_text=_str_or_none(cited), source=source, metadata={"raw": raw})
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "none"
-    text = json.dumps(value) if isinstance(value, str | int | float | bool) else ""
-    return f"{type(value).__name__} {text}".strip()
-
-
-_TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", int: "an integer"}
-
-
-def _check(dec: Decoder, value: Any, kind: type[T], name: str, raw: Any) -> T:
-    """`value` if it has type `kind` (bools are not integers), else a protocol error."""
-    if type(value) is kind:  # the common answer, in one test (True is a bool, not an int)
-        return value
-    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        return value
-    raise dec.protocol_error(
-        f"expected {name} to be {_TYPE_NAMES.get(kind, kind.__name__)}, got {_describe(value)}",
-        raw,
-    )
-
-
-def _field(dec: Decoder, obj: dict[str, Any], key: str, kind: type[T], raw: Any = None) -> T:
-    """A required field of type `kind`."""
-    return _check(dec, obj.get(key), kind, key, obj if raw is None else raw)
-
-
-def _optional(dec: Decoder, obj: dict[str, Any], key: str, kind: type[T], raw: Any) -> T | None:
-    """An optional field: None when absent or null, else it must have type `kind`."""
-    value = obj.get(key)
-    if value is None or type(value) is kind:  # (the name below is only for the error)
-        return value
-    return _check(dec, value, kind, f"content_block.{key}", raw)
+    return Citation(cited_text=text_or_none(cited), source=source, metadata={"raw": raw})
 
 
 def _index(dec: Decoder, payload: dict[str, Any]) -> int:
-    return _check(dec, payload.get("index"), int, "index", payload)
+    return check(dec, payload.get("index"), int, "index", payload)

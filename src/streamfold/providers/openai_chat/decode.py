@@ -33,6 +33,7 @@ from ...errors import StateError
 from ...message import Status, StopReason, ToolCall, Usage
 from ...parts import Citation, CitationSource, ContentPart, PartType
 from ..base import Decoder, PartGrower, json_string_body
+from ..fields import describe, optional
 from .state import ChatCallAt, ChatCallState, ChatExecuted, OpenAIChatState
 
 
@@ -159,10 +160,6 @@ def _hot_tail(tail: _HotTail) -> Callable[[bytes, int], re.Match[bytes] | None]:
 
 def _first(value: int | None, earlier: int | None) -> int | None:
     return earlier if value is None else value
-
-
-def _type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 class _Call:
@@ -314,7 +311,7 @@ class OpenAIChatDecoder(Decoder):
         if choices is not None:
             if not isinstance(choices, list):
                 raise self.protocol_error(
-                    f"expected choices to be a list, got {_type_name(choices)}", payload
+                    f"expected choices to be a list, got {describe(choices)}", payload
                 )
             for choice in choices:
                 self._choice(choice, out)
@@ -712,7 +709,7 @@ class OpenAIChatDecoder(Decoder):
         if x_groq is not None:
             if not isinstance(x_groq, dict):
                 raise self.protocol_error(
-                    f"expected x_groq to be an object, got {_type_name(x_groq)}", payload
+                    f"expected x_groq to be an object, got {describe(x_groq)}", payload
                 )
             kept = {k: v for k, v in x_groq.items() if k != "usage"}
             merged = {**self._metadata.get("x_groq", {}), **kept}
@@ -732,20 +729,20 @@ class OpenAIChatDecoder(Decoder):
         if raw is None:
             return
         if not isinstance(raw, dict):
-            raise self.protocol_error(f"expected usage to be an object, got {_type_name(raw)}", raw)
+            raise self.protocol_error(f"expected usage to be an object, got {describe(raw)}", raw)
         if raw == self._usage_raw:
             return  # the same running total again (Perplexity, OpenRouter repeat it)
         self._usage_raw = raw
-        prompt = self._int(raw, "prompt_tokens")
-        completion = self._int(raw, "completion_tokens")
-        total = self._int(raw, "total_tokens")
-        prompt_details = self._dict(raw, "prompt_tokens_details")
-        completion_details = self._dict(raw, "completion_tokens_details")
-        cache_read = self._int(prompt_details, "cached_tokens")
+        prompt = optional(self, raw, "prompt_tokens", int)
+        completion = optional(self, raw, "completion_tokens", int)
+        total = optional(self, raw, "total_tokens", int)
+        prompt_details = optional(self, raw, "prompt_tokens_details", dict)
+        completion_details = optional(self, raw, "completion_tokens_details", dict)
+        cache_read = optional(self, prompt_details, "cached_tokens", int)
         if cache_read is None:
-            cache_read = self._int(raw, "prompt_cache_hit_tokens")  # DeepSeek
-        cache_write = self._int(prompt_details, "cache_write_tokens")  # OpenRouter
-        reasoning = self._int(completion_details, "reasoning_tokens")
+            cache_read = optional(self, raw, "prompt_cache_hit_tokens", int)  # DeepSeek
+        cache_write = optional(self, prompt_details, "cache_write_tokens", int)  # OpenRouter
+        reasoning = optional(self, completion_details, "reasoning_tokens", int)
         output = completion
         if (
             completion is not None
@@ -776,7 +773,7 @@ class OpenAIChatDecoder(Decoder):
             return ReportError(None, error, error)
         if not isinstance(error, dict):
             raise self.protocol_error(
-                f"expected error to be an object or a string, got {_type_name(error)}", error
+                f"expected error to be an object or a string, got {describe(error)}", error
             )
         code = error.get("code")
         kind = error.get("type")
@@ -795,7 +792,7 @@ class OpenAIChatDecoder(Decoder):
     def _finish(self, reason: Any, choice: dict[str, Any], out: list[Delta]) -> None:
         if not isinstance(reason, str):
             raise self.protocol_error(
-                f"expected finish_reason to be a string, got {_type_name(reason)}", choice
+                f"expected finish_reason to be a string, got {describe(reason)}", choice
             )
         stop_reason, status = _FINISH.get(reason, ("other", "complete"))
         if self._saw_refusal and reason == "stop":
@@ -824,12 +821,12 @@ class OpenAIChatDecoder(Decoder):
     def _choice(self, choice: Any, out: list[Delta]) -> None:
         if not isinstance(choice, dict):
             raise self.protocol_error(
-                f"expected each choice to be an object, got {_type_name(choice)}", choice
+                f"expected each choice to be an object, got {describe(choice)}", choice
             )
         index = choice.get("index", 0)
         if not isinstance(index, int) or isinstance(index, bool):
             raise self.protocol_error(
-                f"expected choice index to be an integer, got {_type_name(index)}", choice
+                f"expected choice index to be an integer, got {describe(index)}", choice
             )
         if index != self.choice:
             return
@@ -838,20 +835,20 @@ class OpenAIChatDecoder(Decoder):
             delta = {}
         if not isinstance(delta, dict):
             raise self.protocol_error(
-                f"expected delta to be an object, got {_type_name(delta)}", choice
+                f"expected delta to be an object, got {describe(delta)}", choice
             )
         self._reasoning(delta, out)
         self._executed_tools(delta, out)
         self._content(delta, out)
         self._annotations(delta, out)
-        refusal = self._str(delta, "refusal")
+        refusal = optional(self, delta, "refusal", str)
         if refusal:
             self._grow_refusal(refusal, out)
         tool_calls = delta.get("tool_calls")
         if tool_calls is not None:
             if not isinstance(tool_calls, list):
                 raise self.protocol_error(
-                    f"expected tool_calls to be a list, got {_type_name(tool_calls)}", delta
+                    f"expected tool_calls to be a list, got {describe(tool_calls)}", delta
                 )
             for fragment in tool_calls:
                 self._tool_fragment(fragment, out)
@@ -868,7 +865,7 @@ class OpenAIChatDecoder(Decoder):
         details = delta.get("reasoning_details")
         if details is not None and not isinstance(details, list):
             raise self.protocol_error(
-                f"expected reasoning_details to be a list, got {_type_name(details)}", delta
+                f"expected reasoning_details to be a list, got {describe(details)}", delta
             )
         # OpenRouter sends the same reasoning twice, as `reasoning` and as
         # `reasoning_details`; the details carry signatures, so they win when they carry
@@ -881,8 +878,8 @@ class OpenAIChatDecoder(Decoder):
                 return
         # DeepSeek, xAI and Z.ai say reasoning_content; Groq, OpenRouter and vLLM say
         # reasoning. A server that sends both sends the same text: take one.
-        content = self._str(delta, "reasoning_content")
-        plain = self._str(delta, "reasoning")
+        content = optional(self, delta, "reasoning_content", str)
+        plain = optional(self, delta, "reasoning", str)
         text = content or plain
         if text:
             slot: tuple[int | None, str] = (None, "text")
@@ -894,14 +891,14 @@ class OpenAIChatDecoder(Decoder):
         """Decode one reasoning_details entry; True if it carried reasoning text."""
         if not isinstance(detail, dict):
             raise self.protocol_error(
-                f"expected each reasoning_details entry to be an object, got {_type_name(detail)}",
+                f"expected each reasoning_details entry to be an object, got {describe(detail)}",
                 detail,
             )
         kind = detail.get("type")
         index = detail.get("index")
         if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
             raise self.protocol_error(
-                f"expected reasoning_details index to be an integer, got {_type_name(index)}",
+                f"expected reasoning_details index to be an integer, got {describe(index)}",
                 detail,
             )
         options: dict[str, Any] = {}
@@ -910,22 +907,22 @@ class OpenAIChatDecoder(Decoder):
             if isinstance(value, str) and value:
                 options[name] = value
         if kind == "reasoning.text":
-            text = self._str(detail, "text")
-            signature = self._str(detail, "signature")
+            text = optional(self, detail, "text", str)
+            signature = optional(self, detail, "signature", str)
             if signature:  # an empty signature is not replayable: never store one
                 options["signature"] = signature
             if text or signature:
                 self._grow_thinking(text or None, options, (index, "text"), out)
             return bool(text)
         if kind == "reasoning.summary":
-            summary = self._str(detail, "summary")
+            summary = optional(self, detail, "summary", str)
             if summary:
                 options["summary"] = True
                 self._grow_thinking(summary, options, (index, "summary"), out)
             return bool(summary)
         if kind == "reasoning.encrypted":
             # Redacted reasoning arrives whole and must go back whole: an opaque part.
-            self._data(detail, "data")
+            optional(self, detail, "data", str)
             self._close_thinking(out)
             self._close_text(out)
             key = self._new_key("encrypted")
@@ -961,19 +958,19 @@ class OpenAIChatDecoder(Decoder):
             return
         if not isinstance(content, list):
             raise self.protocol_error(
-                f"expected content to be a string or a list of chunks, got {_type_name(content)}",
+                f"expected content to be a string or a list of chunks, got {describe(content)}",
                 delta,
             )
         # Mistral: a list of typed chunks; magistral nests its thinking text one level down.
         for chunk in content:
             if not isinstance(chunk, dict):
                 raise self.protocol_error(
-                    f"expected each content chunk to be an object, got {_type_name(chunk)}",
+                    f"expected each content chunk to be an object, got {describe(chunk)}",
                     chunk,
                 )
             kind = chunk.get("type")
             if kind == "text":
-                text = self._str(chunk, "text")
+                text = optional(self, chunk, "text", str)
                 if text:
                     self._grow_text(text, out)
             elif kind == "thinking":
@@ -989,17 +986,17 @@ class OpenAIChatDecoder(Decoder):
             return inner or ""
         if not isinstance(inner, list):
             raise self.protocol_error(
-                f"expected thinking to be a string or a list of chunks, got {_type_name(inner)}",
+                f"expected thinking to be a string or a list of chunks, got {describe(inner)}",
                 chunk,
             )
         pieces: list[str] = []
         for item in inner:
             if not isinstance(item, dict):
                 raise self.protocol_error(
-                    f"expected each thinking chunk to be an object, got {_type_name(item)}", item
+                    f"expected each thinking chunk to be an object, got {describe(item)}", item
                 )
             if item.get("type") == "text":
-                pieces.append(self._str(item, "text") or "")
+                pieces.append(optional(self, item, "text", str) or "")
         return "".join(pieces)
 
     def _grow_text(
@@ -1027,13 +1024,13 @@ class OpenAIChatDecoder(Decoder):
             return
         if not isinstance(annotations, list):
             raise self.protocol_error(
-                f"expected annotations to be a list, got {_type_name(annotations)}", delta
+                f"expected annotations to be a list, got {describe(annotations)}", delta
             )
         found: list[Citation] = []
         for note in annotations:
             if not isinstance(note, dict):
                 raise self.protocol_error(
-                    f"expected each annotation to be an object, got {_type_name(note)}", note
+                    f"expected each annotation to be an object, got {describe(note)}", note
                 )
             if note.get("type") != "url_citation":
                 out.append(SkipEvent(f"annotation.{note.get('type')}"))
@@ -1041,7 +1038,7 @@ class OpenAIChatDecoder(Decoder):
             body = note.get("url_citation")
             if not isinstance(body, dict):
                 raise self.protocol_error(
-                    f"expected url_citation to be an object, got {_type_name(body)}", note
+                    f"expected url_citation to be an object, got {describe(body)}", note
                 )
             extra = {
                 k: v
@@ -1052,11 +1049,11 @@ class OpenAIChatDecoder(Decoder):
                 Citation(
                     source=CitationSource(
                         type="web",
-                        url=self._str(body, "url"),
-                        title=self._str(body, "title") or None,
+                        url=optional(self, body, "url", str),
+                        title=optional(self, body, "title", str) or None,
                     ),
-                    start_index=self._int(body, "start_index"),
-                    end_index=self._int(body, "end_index"),
+                    start_index=optional(self, body, "start_index", int),
+                    end_index=optional(self, body, "end_index", int),
                     metadata=extra,
                 )
             )
@@ -1074,28 +1071,28 @@ class OpenAIChatDecoder(Decoder):
             return
         if urls is not None and not isinstance(urls, list):
             raise self.protocol_error(
-                f"expected citations to be a list, got {_type_name(urls)}", payload
+                f"expected citations to be a list, got {describe(urls)}", payload
             )
         if results is not None and not isinstance(results, list):
             raise self.protocol_error(
-                f"expected search_results to be a list, got {_type_name(results)}", payload
+                f"expected search_results to be a list, got {describe(results)}", payload
             )
         by_url: dict[str, dict[str, Any]] = {}
         order: list[str] = []
         for result in results or []:
             if not isinstance(result, dict):
                 raise self.protocol_error(
-                    f"expected each search result to be an object, got {_type_name(result)}",
+                    f"expected each search result to be an object, got {describe(result)}",
                     result,
                 )
-            url = self._str(result, "url")
+            url = optional(self, result, "url", str)
             if url:
                 by_url.setdefault(url, result)
                 order.append(url)
         for url in urls or []:
             if not isinstance(url, str):
                 raise self.protocol_error(
-                    f"expected each citation to be a URL string, got {_type_name(url)}", urls
+                    f"expected each citation to be a URL string, got {describe(url)}", urls
                 )
         listed = list(urls) if urls else order
         new: list[Citation] = []
@@ -1132,17 +1129,17 @@ class OpenAIChatDecoder(Decoder):
             return
         if not isinstance(tools, list):
             raise self.protocol_error(
-                f"expected executed_tools to be a list, got {_type_name(tools)}", delta
+                f"expected executed_tools to be a list, got {describe(tools)}", delta
             )
         for tool in tools:
             if not isinstance(tool, dict):
                 raise self.protocol_error(
-                    f"expected each executed tool to be an object, got {_type_name(tool)}", tool
+                    f"expected each executed tool to be an object, got {describe(tool)}", tool
                 )
             index = tool.get("index", len(self._executed))
             if not isinstance(index, int) or isinstance(index, bool):
                 raise self.protocol_error(
-                    f"expected executed tool index to be an integer, got {_type_name(index)}",
+                    f"expected executed tool index to be an integer, got {describe(index)}",
                     tool,
                 )
             self._close_thinking(out)
@@ -1173,29 +1170,28 @@ class OpenAIChatDecoder(Decoder):
     def _tool_fragment(self, fragment: Any, out: list[Delta]) -> None:
         if not isinstance(fragment, dict):
             raise self.protocol_error(
-                f"expected each tool_calls entry to be an object, got {_type_name(fragment)}",
+                f"expected each tool_calls entry to be an object, got {describe(fragment)}",
                 fragment,
             )
         index = fragment.get("index")
         if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
             raise self.protocol_error(
-                f"expected tool call index to be an integer, got {_type_name(index)}", fragment
+                f"expected tool call index to be an integer, got {describe(index)}", fragment
             )
-        call_id = self._str(fragment, "id") or None
+        call_id = optional(self, fragment, "id", str) or None
         function = fragment.get("function")
         if function is None:
             function = {}
         if not isinstance(function, dict):
             raise self.protocol_error(
-                f"expected tool call function to be an object, got {_type_name(function)}",
+                f"expected tool call function to be an object, got {describe(function)}",
                 fragment,
             )
-        name = self._str(function, "name") or None
+        name = optional(self, function, "name", str) or None
         arguments = function.get("arguments")
         if arguments is not None and not isinstance(arguments, str):
             raise self.protocol_error(
-                f"expected tool call arguments to be a string fragment, got "
-                f"{_type_name(arguments)}",
+                f"expected tool call arguments to be a string fragment, got {describe(arguments)}",
                 fragment,
             )
         self._call_fragment(call_id, index, name, arguments, fragment, out)
@@ -1204,15 +1200,15 @@ class OpenAIChatDecoder(Decoder):
         # The deprecated `functions` API: one call, no id, no index.
         if not isinstance(function_call, dict):
             raise self.protocol_error(
-                f"expected function_call to be an object, got {_type_name(function_call)}",
+                f"expected function_call to be an object, got {describe(function_call)}",
                 function_call,
             )
-        name = self._str(function_call, "name") or None
+        name = optional(self, function_call, "name", str) or None
         arguments = function_call.get("arguments")
         if arguments is not None and not isinstance(arguments, str):
             raise self.protocol_error(
                 f"expected function_call arguments to be a string fragment, got "
-                f"{_type_name(arguments)}",
+                f"{describe(arguments)}",
                 function_call,
             )
         self._call_fragment(None, None, name, arguments, function_call, out)
@@ -1340,32 +1336,3 @@ class OpenAIChatDecoder(Decoder):
             call.closed = True
         self._unclosed.clear()
         self._thinking = self._thinking_slot = self._text = self._refusal = None
-
-    # --- field checks ----------------------------------------------------------------------
-
-    def _str(self, obj: dict[str, Any], name: str) -> str | None:
-        value = obj.get(name)
-        if value is None or isinstance(value, str):
-            return value
-        raise self.protocol_error(f"expected {name} to be a string, got {_type_name(value)}", obj)
-
-    def _data(self, obj: dict[str, Any], name: str) -> None:
-        value = obj.get(name)
-        if value is not None and not isinstance(value, str):
-            raise self.protocol_error(
-                f"expected {name} to be a string, got {_type_name(value)}", obj
-            )
-
-    def _int(self, obj: dict[str, Any] | None, name: str) -> int | None:
-        if obj is None:
-            return None
-        value = obj.get(name)
-        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-            return value
-        raise self.protocol_error(f"expected {name} to be an integer, got {_type_name(value)}", obj)
-
-    def _dict(self, obj: dict[str, Any], name: str) -> dict[str, Any] | None:
-        value = obj.get(name)
-        if value is None or isinstance(value, dict):
-            return value
-        raise self.protocol_error(f"expected {name} to be an object, got {_type_name(value)}", obj)

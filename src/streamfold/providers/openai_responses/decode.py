@@ -44,6 +44,7 @@ from ...errors import StateError, ToolArgumentsError
 from ...message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
 from ...parts import Citation, CitationSource, ContentPart
 from ..base import Decoder, PartGrower, json_string_body
+from ..fields import describe, event_field, int_or_none, optional, text_or_none
 from .state import (
     OpenAIResponsesState,
     ResponsesEarly,
@@ -366,7 +367,7 @@ class OpenAIResponsesDecoder(Decoder):
         kind = payload.get("type", event)
         if not isinstance(kind, str):
             raise self.protocol_error(
-                f"expected a string event 'type', got {_type_name(kind)}", payload
+                f"expected a string event 'type', got {describe(kind)}", payload
             )
         sequence = payload.get("sequence_number")
         if type(sequence) is int and self._seen(sequence):
@@ -844,40 +845,6 @@ class OpenAIResponsesDecoder(Decoder):
 
     # --- helpers: field access -----------------------------------------------------------
 
-    def _field(self, payload: dict[str, Any], name: str, types: Any, what: str) -> Any:
-        value = payload.get(name)
-        if not isinstance(value, types):
-            raise self.protocol_error(
-                f"expected {payload.get('type', 'event')}.{name} to be {what}, "
-                f"got {_type_name(value)}",
-                payload,
-            )
-        return value
-
-    def _str(self, payload: dict[str, Any], name: str) -> str:
-        value: str = self._field(payload, name, str, "a string")
-        return value
-
-    def _opt_str(self, payload: dict[str, Any], name: str) -> str | None:
-        value: str | None = self._field(payload, name, (str, type(None)), "a string or null")
-        return value
-
-    def _int(self, payload: dict[str, Any], name: str, default: int | None = None) -> int:
-        value = payload.get(name)
-        if value is None and default is not None:
-            return default
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.protocol_error(
-                f"expected {payload.get('type', 'event')}.{name} to be an integer, "
-                f"got {_type_name(value)}",
-                payload,
-            )
-        return value
-
-    def _dict(self, payload: dict[str, Any], name: str) -> dict[str, Any]:
-        value: dict[str, Any] = self._field(payload, name, dict, "an object")
-        return value
-
     def _item_for(self, payload: dict[str, Any]) -> _Item:
         """The open item an event refers to, by item_id (output_index only if no id)."""
         item_id = payload.get("item_id")
@@ -885,8 +852,8 @@ class OpenAIResponsesDecoder(Decoder):
         if item is not None:
             return item  # the common case: no message to build
         if item_id is None and "output_index" in payload:
-            item_id = self._by_index.get(self._int(payload, "output_index"))
-        reason = f"expected {payload.get('type')}.item_id to be a string, got {_type_name(item_id)}"
+            item_id = self._by_index.get(event_field(self, payload, "output_index", int))
+        reason = f"expected {payload.get('type')}.item_id to be a string, got {describe(item_id)}"
         if item_id is None and self._items:
             # No id and no known position: the item added last that is still open.
             self._note("missing_item_id", reason, payload)
@@ -913,7 +880,7 @@ class OpenAIResponsesDecoder(Decoder):
     # --- response lifecycle ----------------------------------------------------------------
 
     def _response(self, payload: dict[str, Any]) -> dict[str, Any]:
-        return self._dict(payload, "response")
+        return event_field(self, payload, "response", dict)
 
     def _metadata(self, response: dict[str, Any]) -> dict[str, Any]:
         metadata = {k: response[k] for k in _RESPONSE_METADATA if response.get(k) is not None}
@@ -932,32 +899,23 @@ class OpenAIResponsesDecoder(Decoder):
             return None
         if not isinstance(usage, dict):
             raise self.protocol_error(
-                f"expected response.usage to be an object, got {_type_name(usage)}", usage
+                f"expected response.usage to be an object, got {describe(usage)}", usage
             )
-        input_details = usage.get("input_tokens_details")
-        output_details = usage.get("output_tokens_details")
-        # Every count checked by _opt_count, the raw object here: built without validation.
+        # Details that are not objects are left out, as an older server's absent ones are.
+        inputs = usage.get("input_tokens_details")
+        inputs = inputs if isinstance(inputs, dict) else None
+        outputs = usage.get("output_tokens_details")
+        outputs = outputs if isinstance(outputs, dict) else None
+        # Every count checked here, the raw object below: built without validation.
         return Usage.trusted(
-            input_tokens=self._opt_count(usage, "input_tokens"),
-            output_tokens=self._opt_count(usage, "output_tokens"),
-            cache_read_tokens=self._opt_count(input_details, "cached_tokens"),
-            cache_write_tokens=self._opt_count(input_details, "cache_write_tokens"),
-            reasoning_tokens=self._opt_count(output_details, "reasoning_tokens"),
+            input_tokens=optional(self, usage, "input_tokens", int, usage, "usage "),
+            output_tokens=optional(self, usage, "output_tokens", int, usage, "usage "),
+            cache_read_tokens=optional(self, inputs, "cached_tokens", int, inputs, "usage "),
+            cache_write_tokens=optional(self, inputs, "cache_write_tokens", int, inputs, "usage "),
+            reasoning_tokens=optional(self, outputs, "reasoning_tokens", int, outputs, "usage "),
             raw=check_json_object(dict(usage), "raw"),
             cumulative=True,  # one final total per response
         )
-
-    def _opt_count(self, obj: Any, name: str) -> int | None:
-        if not isinstance(obj, dict):
-            return None
-        value = obj.get(name)
-        if value is None:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.protocol_error(
-                f"expected usage {name} to be an integer, got {_type_name(value)}", obj
-            )
-        return value
 
     def _on_finished(self, payload: dict[str, Any]) -> list[Delta]:
         # response.completed / response.incomplete / response.failed
@@ -1043,15 +1001,15 @@ class OpenAIResponsesDecoder(Decoder):
     # --- output items ----------------------------------------------------------------------
 
     def _on_item_added(self, payload: dict[str, Any]) -> list[Delta]:
-        raw = self._dict(payload, "item")
-        item_type = self._str(raw, "type")
+        raw = event_field(self, payload, "item", dict)
+        item_type = event_field(self, raw, "type", str)
         item_id = raw.get("id")
         if item_id is None:
             # Some compatible servers omit ids; fall back to the position, once.
-            item_id = f"output_index:{self._int(payload, 'output_index')}"
+            item_id = f"output_index:{event_field(self, payload, 'output_index', int)}"
         elif not isinstance(item_id, str):
             raise self.protocol_error(
-                f"expected output_item.added item.id to be a string, got {_type_name(item_id)}",
+                f"expected output_item.added item.id to be a string, got {describe(item_id)}",
                 payload,
             )
         if item_id in self._items:
@@ -1076,7 +1034,7 @@ class OpenAIResponsesDecoder(Decoder):
             item = _Item(item_id, item_type, "message", raw, phase=phase)
             if phase is not None and not isinstance(phase, str):
                 raise self.protocol_error(
-                    f"expected message phase to be a string, got {_type_name(phase)}", payload
+                    f"expected message phase to be a string, got {describe(phase)}", payload
                 )
             self._items[item_id] = item
             return self._replay_early(item_id, [])
@@ -1085,13 +1043,12 @@ class OpenAIResponsesDecoder(Decoder):
             return self._replay_early(item_id, [])
         if item_type in _TOOL_CALL_TYPES:
             item = _Item(item_id, item_type, "tool_call", raw)
-            item.call_id = self._opt_str(raw, "call_id")
-            item.name = self._opt_str(raw, "name")
+            item.call_id = optional(self, raw, "call_id", str, raw, f"{item_type}.")
+            item.name = optional(self, raw, "name", str, raw, f"{item_type}.")
             initial = raw.get("arguments" if item_type == "function_call" else "input")
             if initial is not None and not isinstance(initial, str):
                 raise self.protocol_error(
-                    f"expected {item_type} arguments/input to be a string, "
-                    f"got {_type_name(initial)}",
+                    f"expected {item_type} arguments/input to be a string, got {describe(initial)}",
                     payload,
                 )
             metadata: dict[str, Any] = {"item_id": item_id}
@@ -1114,7 +1071,7 @@ class OpenAIResponsesDecoder(Decoder):
             return self._replay_early(item_id, [OpenPart((item_id,), call)])
         if _client_runs(item_type, raw):
             item = _Item(item_id, item_type, "client_call", raw)
-            item.call_id = self._opt_str(raw, "call_id")
+            item.call_id = optional(self, raw, "call_id", str, raw, f"{item_type}.")
             self._items[item_id] = item
             self._tool_calls += 1
             client_call = ToolCall.trusted(
@@ -1136,13 +1093,13 @@ class OpenAIResponsesDecoder(Decoder):
         return self._replay_early(item_id, [OpenPart((item_id,), part, _is_tool_item(item_type))])
 
     def _on_item_done(self, payload: dict[str, Any]) -> list[Delta]:
-        raw = self._dict(payload, "item")
+        raw = event_field(self, payload, "item", dict)
         item_id = raw.get("id")
         if item_id is None and isinstance(payload.get("output_index"), int):
             item_id = self._by_index.get(payload["output_index"])
         if not isinstance(item_id, str):
             raise self.protocol_error(
-                f"expected output_item.done item.id to be a string, got {_type_name(item_id)}",
+                f"expected output_item.done item.id to be a string, got {describe(item_id)}",
                 payload,
             )
         deltas: list[Delta] = []
@@ -1230,7 +1187,7 @@ class OpenAIResponsesDecoder(Decoder):
             encrypted = item.added.get("encrypted_content")
         if encrypted is not None and not isinstance(encrypted, str):
             raise self.protocol_error(
-                f"expected reasoning encrypted_content to be a string, got {_type_name(encrypted)}",
+                f"expected reasoning encrypted_content to be a string, got {describe(encrypted)}",
                 raw,
             )
         for open_key in list(item.parts):
@@ -1245,9 +1202,9 @@ class OpenAIResponsesDecoder(Decoder):
         call_id = item.call_id
         name = item.name
         if raw.get("call_id") is not None:
-            call_id = self._str(raw, "call_id")
+            call_id = event_field(self, raw, "call_id", str)
         if raw.get("name") is not None:
-            name = self._str(raw, "name")
+            name = event_field(self, raw, "name", str)
         metadata: dict[str, Any] = {"item_id": item.id}
         if item.type == "custom_tool_call":
             metadata["type"] = "custom_tool_call"
@@ -1302,7 +1259,7 @@ class OpenAIResponsesDecoder(Decoder):
         fields = {k: v for k, v in raw.items() if k not in inputs and k not in _ITEM_IDS}
         text = json.dumps(arguments, ensure_ascii=False)
         deltas: list[Delta] = [GrowPart(key, content=text, options={"item_fields": fields})]
-        call_id = self._opt_str(raw, "call_id")
+        call_id = optional(self, raw, "call_id", str, raw, f"{item.type}.")
         if call_id is not None and call_id != item.call_id:
             # The start lacked the id (or said another): the finished item's stands.
             final = ToolCall.model_construct(
@@ -1351,7 +1308,7 @@ class OpenAIResponsesDecoder(Decoder):
             start = part.get(field_name)
             if start is not None and not isinstance(start, str):
                 raise self.protocol_error(
-                    f"expected content part {field_name} to be a string, got {_type_name(start)}",
+                    f"expected content part {field_name} to be a string, got {describe(start)}",
                     raw,
                 )
             options: dict[str, Any] = {"id": item.id}
@@ -1397,8 +1354,8 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_content_part_added(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        index = self._int(payload, "content_index")
-        part = self._dict(payload, "part")
+        index = event_field(self, payload, "content_index", int)
+        part = event_field(self, payload, "part", dict)
         key = (item.id, "content", index)
         if key in item.parts or key in item.closed:
             self._drop(
@@ -1413,8 +1370,8 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_content_part_done(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        index = self._int(payload, "content_index")
-        part = self._dict(payload, "part")
+        index = event_field(self, payload, "content_index", int)
+        part = event_field(self, payload, "part", dict)
         key = (item.id, "content", index)
         state = item.parts.get(key)
         deltas: list[Delta] = []
@@ -1475,7 +1432,11 @@ class OpenAIResponsesDecoder(Decoder):
     def _text_part(self, payload: dict[str, Any], kind: str) -> tuple[Hashable, _Part, list[Delta]]:
         """The part a text/refusal/reasoning_text event is about, and deltas opening it."""
         item = self._item_for(payload)
-        index = self._int(payload, "content_index", default=0)
+        index = (
+            0
+            if payload.get("content_index") is None
+            else event_field(self, payload, "content_index", int)
+        )
         key = (item.id, "content", index)
         state = item.parts.get(key)
         if state is not None:
@@ -1496,7 +1457,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_text_delta(self, payload: dict[str, Any], kind: str) -> list[Delta]:
         key, state, deltas = self._text_part(payload, kind)
-        delta = self._str(payload, "delta")
+        delta = event_field(self, payload, "delta", str)
         if state.ended:
             self._drop(
                 "event_after_part_done",
@@ -1528,29 +1489,29 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_annotation(self, payload: dict[str, Any]) -> list[Delta]:
         key, state, deltas = self._text_part(payload, "text")
-        annotation = self._dict(payload, "annotation")
+        annotation = event_field(self, payload, "annotation", dict)
         state.annotated = True
         deltas.append(GrowPart(key, citations=(self._citation(annotation),)))
         return deltas
 
     def _citation(self, annotation: dict[str, Any]) -> Citation:
         kind = annotation.get("type")
-        start = _opt_int(annotation.get("start_index"))
-        end = _opt_int(annotation.get("end_index"))
+        start = int_or_none(annotation.get("start_index"))
+        end = int_or_none(annotation.get("end_index"))
         metadata = {"annotation": annotation}
         if kind == "url_citation":
             source = CitationSource(
                 type="web",
-                title=_opt_text(annotation.get("title")),
-                url=_opt_text(annotation.get("url")),
+                title=text_or_none(annotation.get("title")),
+                url=text_or_none(annotation.get("url")),
             )
         elif kind in ("file_citation", "container_file_citation", "file_path"):
             if start is None:
-                start = _opt_int(annotation.get("index"))
+                start = int_or_none(annotation.get("index"))
             source = CitationSource(
                 type="document",
-                title=_opt_text(annotation.get("filename")),
-                document_id=_opt_text(annotation.get("file_id")),
+                title=text_or_none(annotation.get("filename")),
+                document_id=text_or_none(annotation.get("file_id")),
             )
         else:
             source = None
@@ -1563,7 +1524,7 @@ class OpenAIResponsesDecoder(Decoder):
     ) -> tuple[_Item, Hashable, list[Delta]]:
         """The summary part an event is about, and deltas opening it if it never started."""
         item = self._item_for(payload)
-        index = self._int(payload, "summary_index")
+        index = event_field(self, payload, "summary_index", int)
         if item.kind != "reasoning":
             # Lenient: kept as a thinking part of the item it names.
             self._note(
@@ -1606,7 +1567,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_summary_delta(self, payload: dict[str, Any]) -> list[Delta]:
         item, key, deltas = self._summary_part(payload, open_missing=True)
-        delta = self._str(payload, "delta")
+        delta = event_field(self, payload, "delta", str)
         item.parts[key].has_text = item.parts[key].has_text or bool(delta)
         deltas.append(GrowPart(key, delta))
         return deltas
@@ -1639,7 +1600,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_arguments_delta(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        delta = self._str(payload, "delta")
+        delta = event_field(self, payload, "delta", str)
         if item.kind == "builtin":
             # mcp_call arguments: shown while streaming; the final item replaces them.
             return [GrowPart((item.id,), delta)]
@@ -1660,7 +1621,7 @@ class OpenAIResponsesDecoder(Decoder):
         item = self._item_for(payload)
         if item.type != "function_call":
             return []
-        arguments = self._str(payload, "arguments")
+        arguments = event_field(self, payload, "arguments", str)
         if not item.has_arguments and arguments:
             item.has_arguments = True
             return [GrowPart((item.id,), content=arguments)]
@@ -1668,7 +1629,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_custom_input_delta(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        delta = self._str(payload, "delta")
+        delta = event_field(self, payload, "delta", str)
         if item.type != "custom_tool_call":
             self._note(
                 "delta_type_mismatch",
@@ -1685,7 +1646,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_custom_input_done(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        text = self._str(payload, "input")
+        text = event_field(self, payload, "input", str)
         if item.type != "custom_tool_call":
             self._drop(
                 "delta_type_mismatch",
@@ -1701,7 +1662,7 @@ class OpenAIResponsesDecoder(Decoder):
     def _on_code_delta(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
         # Code shown while it streams; the final item from output_item.done replaces it.
-        return [GrowPart((item.id,), content=self._str(payload, "delta"))]
+        return [GrowPart((item.id,), content=event_field(self, payload, "delta", str))]
 
     def _on_builtin_done_field(self, payload: dict[str, Any]) -> list[Delta]:
         self._item_for(payload)  # the whole value arrives again with output_item.done
@@ -1709,7 +1670,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_partial_image(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        image = self._str(payload, "partial_image_b64")
+        image = event_field(self, payload, "partial_image_b64", str)
         options: dict[str, Any] = {"partial_image_b64": image}
         index = payload.get("partial_image_index")
         if isinstance(index, int):
@@ -1728,24 +1689,6 @@ class OpenAIResponsesDecoder(Decoder):
                 return [GrowPart((item.id,), options={"status": status})]
             return []
         return [SkipEvent(kind)]
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"bool {value!r}"
-    if isinstance(value, str):
-        return f"str {value[:40]!r}"
-    return type(value).__name__
-
-
-def _opt_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _opt_text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 _Handler = Callable[[OpenAIResponsesDecoder, dict[str, Any]], list[Delta]]
