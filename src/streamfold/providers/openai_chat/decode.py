@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Literal
 
 import jiter
 
@@ -33,7 +33,7 @@ from ...errors import StateError
 from ...message import Status, StopReason, ToolCall, Usage
 from ...parts import Citation, CitationSource, ContentPart, PartType
 from ..base import Decoder, PartGrower, json_string_body
-from ..fields import describe, optional
+from ..fields import check, describe, optional
 from .state import ChatCallAt, ChatCallState, ChatExecuted, OpenAIChatState
 
 
@@ -165,14 +165,36 @@ def _first(value: int | None, earlier: int | None) -> int | None:
 class _Call:
     """What the decoder knows of one streamed tool call, for matching later fragments."""
 
-    __slots__ = ("closed", "id", "index", "key", "name")
+    __slots__ = ("closed", "custom", "id", "index", "input_chunks", "key", "name")
 
-    def __init__(self, key: Hashable, call_id: str | None, index: int | None, name: str | None):
+    def __init__(
+        self,
+        key: Hashable,
+        call_id: str | None,
+        index: int | None,
+        name: str | None,
+        custom: bool = False,
+    ):
         self.key = key
         self.id = call_id
         self.index = index
         self.name = name
         self.closed = False
+        # A custom (free-text) tool: its input is text, not JSON, kept for the final call.
+        self.custom = custom
+        self.input_chunks: list[str] = []
+
+    def custom_call(self, status: Literal["complete", "incomplete"]) -> ToolCall:
+        """The finished custom call: its text as {"input": text}, as Responses gives one."""
+        # Each field is the decoder's own, checked when it arrived: built without validation.
+        return ToolCall.model_construct(
+            call_id=self.id,
+            name=self.name,
+            arguments={"input": "".join(self.input_chunks)},
+            index=None,
+            status=status,
+            metadata={"type": "custom_tool_call"},
+        )
 
 
 class OpenAIChatDecoder(Decoder):
@@ -230,7 +252,15 @@ class OpenAIChatDecoder(Decoder):
             refusal=self._refusal,
             saw_refusal=self._saw_refusal,
             calls=[
-                ChatCallState(key=c.key, id=c.id, index=c.index, name=c.name, closed=c.closed)
+                ChatCallState(
+                    key=c.key,
+                    id=c.id,
+                    index=c.index,
+                    name=c.name,
+                    closed=c.closed,
+                    custom=c.custom,
+                    input_chunks=["".join(c.input_chunks)] if c.input_chunks else [],
+                )
                 for c in self._calls
             ],
             calls_by_id={call_id: place[id(c)] for call_id, c in self._calls_by_id.items()},
@@ -254,9 +284,10 @@ class OpenAIChatDecoder(Decoder):
     ) -> OpenAIChatDecoder:
         """The decoder `state` describes."""
         decoder = cls(choice=choice, strict=strict)
-        calls = [_Call(c.key, c.id, c.index, c.name) for c in state.calls]
+        calls = [_Call(c.key, c.id, c.index, c.name, c.custom) for c in state.calls]
         for call, saved in zip(calls, state.calls, strict=True):
             call.closed = saved.closed
+            call.input_chunks = list(saved.input_chunks)
 
         def call_at(place: int, field: str) -> _Call:
             if place >= len(calls):
@@ -444,7 +475,7 @@ class OpenAIChatDecoder(Decoder):
             if fn_name is not None and fn_name != "":
                 return None
         call = self._latest_at.get(index)
-        if call is None or call.closed:
+        if call is None or call.closed or call.custom:  # custom: the full path refuses it
             return None
         return call.key, arguments
 
@@ -558,7 +589,7 @@ class OpenAIChatDecoder(Decoder):
         if self._thinking is not None or self._thinking_slot is not None:
             return None
         call = self._latest_at.get(shape.index)
-        return None if call is None or call.closed else call.key
+        return None if call is None or call.closed or call.custom else call.key
 
     def _hot_learn(self, buffer: bytes, pos: int) -> _HotShape | None:
         """The shape of the chunk at `pos`, learned, if the fast path takes it as one
@@ -1179,6 +1210,16 @@ class OpenAIChatDecoder(Decoder):
                 f"expected tool call index to be an integer, got {describe(index)}", fragment
             )
         call_id = optional(self, fragment, "id", str) or None
+        custom = fragment.get("custom")
+        if custom is not None or fragment.get("type") == "custom":
+            # A custom (free-text) tool: {"type": "custom", "custom": {"name", "input"}}.
+            custom = check(
+                self, {} if custom is None else custom, dict, "tool call custom", fragment
+            )
+            name = optional(self, custom, "name", str, fragment, "tool call custom.") or None
+            text = optional(self, custom, "input", str, fragment, "tool call custom.")
+            self._call_fragment(call_id, index, name, text, fragment, out, custom=True)
+            return
         function = fragment.get("function")
         if function is None:
             function = {}
@@ -1267,21 +1308,36 @@ class OpenAIChatDecoder(Decoder):
         arguments: str | None,
         raw: dict[str, Any],
         out: list[Delta],
+        custom: bool = False,
     ) -> None:
         self._close_thinking(out)
         self._close_text(out)
         call = self._match(call_id, index, name, raw, out)
+        if call is not None and call.custom != custom:
+            # A function fragment for a custom call (or the reverse): its text is of
+            # another kind, so it cannot continue the call.
+            raise self.protocol_error(
+                f"expected a {'custom' if call.custom else 'function'} fragment for tool call "
+                f"{call.id or call.index!r}, got a {'custom' if custom else 'function'} one",
+                raw,
+            )
         if call is None:
             key = self._new_key("tool")
-            call = _Call(key, call_id, index, name)
+            call = _Call(key, call_id, index, name, custom)
             self._calls.append(call)
             self._latest_at[index] = call
             self._unclosed.append(call)
             if call_id is not None:
                 self._calls_by_id[call_id] = call
             self._open[key] = None
+            metadata = {"type": "custom_tool_call"} if custom else {}
             out.append(
-                OpenPart(key, ToolCall(call_id=call_id, name=name, arguments="", index=index))
+                OpenPart(
+                    key,
+                    ToolCall(
+                        call_id=call_id, name=name, arguments="", index=index, metadata=metadata
+                    ),
+                )
             )
         if call.name is None and name is not None:
             call.name = name  # for matching; the part keeps the name it opened with
@@ -1299,7 +1355,20 @@ class OpenAIChatDecoder(Decoder):
                 )
             )
             return
+        if call.custom:
+            call.input_chunks.append(arguments)
         out.append(GrowPart(call.key, content=arguments))
+
+    def close(self) -> list[Delta]:
+        """The input ended: open custom calls close with the text that arrived (incomplete)."""
+        out: list[Delta] = []
+        for call in self._unclosed:
+            if call.custom and call.key in self._open:
+                del self._open[call.key]
+                out.append(
+                    ClosePart(call.key, explicit=False, final=call.custom_call("incomplete"))
+                )
+        return out
 
     # --- part bookkeeping ----------------------------------------------------------------
 
@@ -1330,8 +1399,15 @@ class OpenAIChatDecoder(Decoder):
         self._refusal = None
 
     def _close_all(self, out: list[Delta]) -> None:
+        # Custom calls close with their text as {"input": text}: it is not JSON to parse.
+        custom = {call.key: call for call in self._unclosed if call.custom}
         for key in list(self._open):
-            self._close(key, out)
+            call = custom.get(key)
+            if call is None:
+                self._close(key, out)
+            else:
+                del self._open[key]
+                out.append(ClosePart(key, explicit=False, final=call.custom_call("complete")))
         for call in self._unclosed:
             call.closed = True
         self._unclosed.clear()

@@ -19,6 +19,9 @@ class ChatCallState(BoxState):
     index: int | None = None
     name: str | None = None
     closed: bool = False
+    # A custom (free-text) tool call, and its input text so far.
+    custom: bool = False
+    input_chunks: list[str] = Field(default_factory=list)
 
 
 class ChatCallAt(BoxState):
