@@ -1,4 +1,4 @@
-"""The saved state of the Anthropic decoder (anthropic.py)."""
+"""The saved state of the Anthropic decoder (decode.py)."""
 
 from __future__ import annotations
 

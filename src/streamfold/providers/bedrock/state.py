@@ -1,4 +1,4 @@
-"""The saved state of the Bedrock ConverseStream decoder (bedrock.py)."""
+"""The saved state of the Bedrock ConverseStream decoder (decode.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The saved state of the Bedrock InvokeModelWithResponseStream decoder (bedrock_invoke.py)."""
+"""The saved state of the Bedrock InvokeModelWithResponseStream decoder (decode.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The saved state of the Gemini decoder (gemini.py)."""
+"""The saved state of the Gemini decoder (decode.py)."""
 
 from __future__ import annotations
 

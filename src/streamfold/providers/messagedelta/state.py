@@ -1,4 +1,4 @@
-"""The saved state of the MessageDelta decoder (messagedelta.py)."""
+"""The saved state of the MessageDelta decoder (decode.py)."""
 
 from __future__ import annotations
 

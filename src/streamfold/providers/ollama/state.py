@@ -1,4 +1,4 @@
-"""The saved state of the Ollama decoder (ollama.py)."""
+"""The saved state of the Ollama decoder (decode.py)."""
 
 from __future__ import annotations
 

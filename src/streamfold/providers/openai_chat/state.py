@@ -1,4 +1,4 @@
-"""The saved state of the OpenAI Chat Completions decoder (openai_chat.py)."""
+"""The saved state of the OpenAI Chat Completions decoder (decode.py)."""
 
 from __future__ import annotations
 

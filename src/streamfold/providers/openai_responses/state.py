@@ -1,4 +1,4 @@
-"""The saved state of the OpenAI Responses decoder (openai_responses.py)."""
+"""The saved state of the OpenAI Responses decoder (decode.py)."""
 
 from __future__ import annotations
 
