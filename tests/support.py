@@ -191,8 +191,9 @@ def hot_lane_off() -> Iterator[None]:
 @contextlib.contextmanager
 def full_path_only() -> Iterator[None]:
     """The decoders' fast paths switched off: their full paths alone."""
-    from streamfold.providers import anthropic, openai_chat, openai_responses
+    from streamfold.providers import anthropic, openai_chat
     from streamfold.providers.base import Decoder
+    from streamfold.providers.openai_responses import decode as openai_responses
 
     saved = (
         openai_chat.OpenAIChatDecoder.object_text,

@@ -107,7 +107,7 @@ def test_the_graph_sees_relative_package_and_function_level_imports() -> None:
     # a lazy import inside a method: StreamFolder.restore loads the state module
     assert "streamfold.state" in graph["streamfold.fold"]
     # "from .. import encoding" inside providers/ is the encoding module, not the package
-    assert "streamfold.encoding" in graph["streamfold.providers.anthropic"]
+    assert "streamfold.encoding" in graph["streamfold.providers.anthropic.encode"]
 
 
 def test_no_module_inside_the_package_imports_the_package_itself() -> None:

@@ -38,8 +38,8 @@ from streamfold.parts import (
     utterance,
     utterance_inferred,
 )
-from streamfold.providers.anthropic import _STOP as ANTHROPIC_STOP
-from streamfold.providers.openai_chat import _FINISH as CHAT_FINISH
+from streamfold.providers.anthropic.decode import _STOP as ANTHROPIC_STOP
+from streamfold.providers.openai_chat.decode import _FINISH as CHAT_FINISH
 from streamfold.providers.openai_responses import CLIENT_CALL_INPUTS
 
 MESSAGES = {rel: streamfold.fold_message(read(rel)) for rel in ALL_RECORDINGS}

@@ -6,12 +6,14 @@ import importlib.machinery
 import importlib.util
 
 # The pipeline modules a wheel build compiles (hatch_build.py reads this list): every module
-# on the per-delta path. What stays interpreted: the pydantic models (parts, message, _model,
-# state, state_schema and each box's saved-state model in its *_state module: mypyc writes a
-# model's annotations loosely, `str | None` as `type`, `Count` as a plain `int`, so pydantic
-# would validate against the wrong types), and the edges (aio, cli, serve, relay, web, ui,
-# live, recording), where the time is the network's. providers.base is compiled with
-# allow_interpreted_subclasses, so the decoders users register still subclass it.
+# on the per-delta path, and each provider's encoder beside its decoder (they shared one
+# module before each provider had its package). What stays interpreted: the pydantic models
+# (parts, message, _model, state, state_schema, each box's saved-state model in its *_state
+# module and each provider's state.py: mypyc writes a model's annotations loosely,
+# `str | None` as `type`, `Count` as a plain `int`, so pydantic would validate against the
+# wrong types), the packages' __init__ re-exports, and the edges (aio, cli, serve, relay,
+# web, ui, live, recording), where the time is the network's. providers.base is compiled
+# with allow_interpreted_subclasses, so the decoders users register still subclass it.
 COMPILED_MODULES = (
     "streamfold.partial_json",
     "streamfold.deltas",
@@ -23,14 +25,20 @@ COMPILED_MODULES = (
     "streamfold.fold",
     "streamfold.timing",
     "streamfold.providers.base",
-    "streamfold.providers.anthropic",
-    "streamfold.providers.bedrock",
-    "streamfold.providers.bedrock_invoke",
-    "streamfold.providers.gemini",
-    "streamfold.providers.messagedelta",
-    "streamfold.providers.ollama",
-    "streamfold.providers.openai_chat",
-    "streamfold.providers.openai_responses",
+    "streamfold.providers.fields",
+    "streamfold.providers.anthropic.decode",
+    "streamfold.providers.bedrock.decode",
+    "streamfold.providers.bedrock_invoke.decode",
+    "streamfold.providers.gemini.decode",
+    "streamfold.providers.messagedelta.decode",
+    "streamfold.providers.ollama.decode",
+    "streamfold.providers.openai_chat.decode",
+    "streamfold.providers.openai_responses.decode",
+    "streamfold.providers.anthropic.encode",
+    "streamfold.providers.bedrock_invoke.encode",
+    "streamfold.providers.gemini.encode",
+    "streamfold.providers.openai_chat.encode",
+    "streamfold.providers.openai_responses.encode",
 )
 
 

@@ -298,7 +298,7 @@ class StreamFolder:
     def feed(self, chunk: Any) -> list[Event]:
         """Feed one chunk: bytes, str, a decoded event dict, an SDK object, or a MessageDelta.
 
-        A bare ContentPart is a delta too (see providers/messagedelta.py).
+        A bare ContentPart is a delta too (see providers/messagedelta/).
 
         A stream that breaks inside a chunk of bytes: the events before the fault are
         returned, and the next feed() or close() raises its StreamProtocolError.
@@ -1132,7 +1132,7 @@ def fold(
     """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects.
 
     streamfold's own MessageDeltas (and bare ContentParts) fold too, as provider
-    `streamfold` (see providers/messagedelta.py).
+    `streamfold` (see providers/messagedelta/).
 
     `partial_arguments`: scan each tool call's argument JSON as it streams; every
     PartDelta of a tool call then carries `arguments_changes` (see

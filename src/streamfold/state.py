@@ -18,7 +18,7 @@ mac is not checked).
 
 A box that gains an attribute: add a field to its state model (`SSEState` in
 framing_state.py for framing.py's SSEDecoder, `AnthropicState` in
-providers/anthropic_state.py, ...) with a default, write it in
+providers/anthropic/state.py, ...) with a default, write it in
 the box's `to_state()` and read it back in `from_state()`, checking it against the other
 fields where they must agree. A cache or a value derived from others is not saved: the
 constructor `from_state` starts from rebuilds it (tests/state/test_state_schema.py lists those,

@@ -283,3 +283,37 @@ def test_a_detector_that_fails_is_named_as_the_fault() -> None:
         assert fold_message([{"done": True, "message": {"content": "hi"}}]).text == "hi"
     finally:
         unregister_provider("fragile")
+
+
+# --- the shared field checks: every decoder says a wrong type the same way ----------------
+
+# One event per provider with a string where a count belongs.
+_COUNT_AS_TEXT = [
+    (
+        "anthropic",
+        {"type": "content_block_delta", "index": "3", "delta": {"type": "text_delta"}},
+        "index",
+    ),
+    ("openai-chat", {"choices": [], "usage": {"prompt_tokens": "3"}}, "prompt_tokens"),
+    (
+        "openai-responses",
+        {"type": "response.completed", "response": {"id": "r", "usage": {"input_tokens": "3"}}},
+        "usage input_tokens",
+    ),
+    (
+        "gemini",
+        {"candidates": [], "usageMetadata": {"promptTokenCount": "3"}},
+        "usageMetadata.promptTokenCount",
+    ),
+    ("bedrock", {"metadata": {"usage": {"inputTokens": "3"}}}, "metadata.usage.inputTokens"),
+    ("ollama", {"model": "m", "response": "", "done": True, "eval_count": "3"}, "eval_count"),
+]
+
+
+@pytest.mark.parametrize(("provider", "event", "name"), _COUNT_AS_TEXT)
+def test_a_wrong_type_says_what_was_expected_and_what_arrived_alike(
+    provider: str, event: dict[str, Any], name: str
+) -> None:
+    with pytest.raises(StreamProtocolError) as info:
+        fold_message([event], provider=provider)
+    assert f'expected {name} to be an integer, got str "3"' in str(info.value)

@@ -920,7 +920,7 @@ def test_gemini_grounding_offsets_map_as_on_the_joined_text(
     # Regression: each grounding report re-encoded the whole text to map its byte offsets
     # to characters, so a report on every chunk of a long text was quadratic. The chunk
     # index must map exactly as decoding the joined text's byte prefix did.
-    from streamfold.providers.gemini import _TextPart
+    from streamfold.providers.gemini.decode import _TextPart
 
     part = _TextPart(0, [])
     for chunk in chunks:

@@ -385,24 +385,22 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
         framing_state,
     )
     from streamfold.fold_state import FoldState
-    from streamfold.providers import (
-        anthropic,
-        anthropic_state,
-        bedrock,
-        bedrock_invoke,
-        bedrock_invoke_state,
-        bedrock_state,
-        gemini,
-        gemini_state,
-        messagedelta,
-        messagedelta_state,
-        ollama,
-        ollama_state,
-        openai_chat,
-        openai_chat_state,
-        openai_responses,
-        openai_responses_state,
-    )
+    from streamfold.providers.anthropic import decode as anthropic
+    from streamfold.providers.anthropic import state as anthropic_state
+    from streamfold.providers.bedrock import decode as bedrock
+    from streamfold.providers.bedrock import state as bedrock_state
+    from streamfold.providers.bedrock_invoke import decode as bedrock_invoke
+    from streamfold.providers.bedrock_invoke import state as bedrock_invoke_state
+    from streamfold.providers.gemini import decode as gemini
+    from streamfold.providers.gemini import state as gemini_state
+    from streamfold.providers.messagedelta import decode as messagedelta
+    from streamfold.providers.messagedelta import state as messagedelta_state
+    from streamfold.providers.ollama import decode as ollama
+    from streamfold.providers.ollama import state as ollama_state
+    from streamfold.providers.openai_chat import decode as openai_chat
+    from streamfold.providers.openai_chat import state as openai_chat_state
+    from streamfold.providers.openai_responses import decode as openai_responses
+    from streamfold.providers.openai_responses import state as openai_responses_state
 
     settings_ = {"choice", "strict", "limits"}  # limits: the fold's, set by the fold
     return [

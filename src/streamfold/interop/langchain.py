@@ -41,8 +41,8 @@ from pydantic import ValidationError
 from ..errors import InteropError
 from ..message import Message, Status, StopReason, ToolCall, Usage
 from ..parts import Citation, ContentPart
-from ..providers.anthropic import _STOP as ANTHROPIC_STOP
-from ..providers.openai_chat import _FINISH as CHAT_FINISH
+from ..providers.anthropic.decode import _STOP as ANTHROPIC_STOP
+from ..providers.openai_chat.decode import _FINISH as CHAT_FINISH
 from ._common import (
     build_message,
     check_message,

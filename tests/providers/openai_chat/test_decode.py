@@ -43,14 +43,16 @@ from streamfold import (
     StreamProtocolError,
     ToolCall,
     UsageUpdated,
+    encode,
     event_to_json,
     extract_display_items,
     fold,
 )
 from streamfold.deltas import ClosePart, GrowPart, OpenPart, ReportError, UpdateMessage
 from streamfold.limits import Limits
-from streamfold.providers import get_decoder, openai_chat
+from streamfold.providers import get_decoder
 from streamfold.providers.openai_chat import OpenAIChatDecoder
+from streamfold.providers.openai_chat import decode as openai_chat
 
 DIRS = (
     "openai-chat",
@@ -1892,3 +1894,130 @@ def test_chat_look_alikes_fast_equals_full(look_alike: int, opening: str) -> Non
     for strict in (False, True):
         assert_fast_same([*start, chunk, _CHAT_CHUNKS[13]], "openai-chat", strict=strict)
         assert_fast_same([*start, text_like, _CHAT_CHUNKS[1]], "openai-chat", strict=strict)
+
+
+# --- custom (free-text) tool calls ----------------------------------------------------------
+
+
+def custom(
+    index: int = 0, call_id: str | None = None, name: str | None = None, text: str | None = None
+) -> dict[str, Any]:
+    """One tool_calls fragment of a custom tool: {"type": "custom", "custom": {name, input}}."""
+    body: dict[str, Any] = {}
+    if name is not None:
+        body["name"] = name
+    if text is not None:
+        body["input"] = text
+    fragment: dict[str, Any] = {"index": index, "custom": body}
+    if call_id is not None:
+        fragment["id"] = call_id
+        fragment["type"] = "custom"
+    return fragment
+
+
+CUSTOM_CHUNKS = [
+    chunk({"role": "assistant", "content": "Running it."}),
+    chunk({"tool_calls": [custom(0, "call_1", "code_exec", "")]}),
+    chunk({"tool_calls": [custom(0, text="print(")]}),
+    chunk({"tool_calls": [custom(0, text="'a \"quoted\" {not json')")]}),
+    chunk({"tool_calls": [tc(1, "call_2", "get_weather", '{"city": ')]}),
+    chunk({"tool_calls": [tc(1, arguments='"Paris"}')]}),
+    chunk(finish="tool_calls"),
+]
+CUSTOM_INPUT = "print('a \"quoted\" {not json')"
+
+
+def _assert_custom_calls(message: Message) -> None:
+    first, second = message.tool_calls
+    assert (first.call_id, first.name, first.arguments) == (
+        "call_1",
+        "code_exec",
+        {"input": CUSTOM_INPUT},
+    )
+    assert first.metadata["type"] == "custom_tool_call"
+    assert first.status == "complete"
+    assert "arguments_error" not in first.metadata
+    assert (second.name, second.arguments) == ("get_weather", {"city": "Paris"})
+    assert "type" not in second.metadata
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, len(sse(*CUSTOM_CHUNKS))), max_size=8))
+def test_a_custom_tool_call_keeps_its_name_and_free_text_from_split_bytes(cuts: list[int]) -> None:
+    data = sse(*CUSTOM_CHUNKS)
+    _assert_custom_calls(final_message(list(fold(split_at(data, cuts), "openai-chat"))))
+
+
+def test_a_custom_tool_call_from_dicts_is_the_same_and_streams_its_text() -> None:
+    events = list(fold(CUSTOM_CHUNKS, "openai-chat", partial_arguments=True))
+    message = final_message(events)
+    _assert_custom_calls(message)
+    # Free text, not JSON: never scanned as partial arguments (no fault recorded).
+    assert "partial_arguments_error" not in message.tool_calls[0].metadata
+    grown = [e.content for e in events if isinstance(e, PartDelta) and e.index == 1]
+    assert "".join(d for d in grown if isinstance(d, str)) == CUSTOM_INPUT
+    assert_hot_lane_same([sse(*CUSTOM_CHUNKS)], "openai-chat")
+
+
+def test_a_custom_tool_call_round_trips_through_encode() -> None:
+    message = final_message(list(fold([sse(*CUSTOM_CHUNKS)], "openai-chat")))
+    body = encode([message], provider="openai-chat", model="m")
+    entry = body["messages"][-1]["tool_calls"][0]
+    assert entry == {
+        "id": "call_1",
+        "type": "custom",
+        "custom": {"name": "code_exec", "input": CUSTOM_INPUT},
+    }
+
+
+def test_a_custom_tool_call_cut_short_keeps_its_text_as_incomplete() -> None:
+    message = final_message(list(fold([sse(*CUSTOM_CHUNKS[:4], done=False)], "openai-chat")))
+    (call,) = message.tool_calls
+    assert (call.name, call.arguments, call.status) == (
+        "code_exec",
+        {"input": CUSTOM_INPUT},
+        "incomplete",
+    )
+    assert call.metadata["type"] == "custom_tool_call"
+
+
+def test_a_custom_tool_call_resumes_from_a_saved_state() -> None:
+    data = sse(*CUSTOM_CHUNKS)
+    cut = data.index(b"print(") + 20  # inside the custom call's text
+    folder = StreamFolder()
+    folder.feed(data[:cut])
+    restored = StreamFolder.restore(json.loads(json.dumps(folder.save_state())))
+    events = [*restored.feed(data[cut:]), *restored.close()]
+    _assert_custom_calls(final_message(events))
+
+
+@pytest.mark.parametrize(
+    ("fragment", "says"),
+    [
+        (
+            {"index": 0, "id": "c", "type": "custom", "custom": "print(1)"},
+            "tool call custom to be an object",
+        ),
+        (
+            {"index": 0, "id": "c", "type": "custom", "custom": {"input": 5}},
+            "tool call custom.input to be a string",
+        ),
+        (
+            {"index": 0, "id": "c", "type": "custom", "custom": {"name": ["x"]}},
+            "tool call custom.name to be a string",
+        ),
+    ],
+)
+def test_a_malformed_custom_tool_call_is_a_protocol_error(
+    fragment: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(StreamProtocolError, match=says) as info:
+        run(chunk({"content": "kept"}), chunk({"tool_calls": [fragment]}))
+    assert info.value.partial is not None and info.value.partial.text == "kept"
+
+
+def test_function_arguments_for_a_custom_tool_call_are_a_protocol_error() -> None:
+    start = chunk({"tool_calls": [custom(0, "call_1", "code_exec", "x")]})
+    wrong = chunk({"tool_calls": [tc(0, arguments='{"a": 1}')]})
+    with pytest.raises(StreamProtocolError, match="expected a custom fragment for tool call"):
+        run(start, wrong)

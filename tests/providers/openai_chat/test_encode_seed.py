@@ -11,7 +11,7 @@ import pytest
 
 from streamfold import ContentPart, Message, ToolCall
 from streamfold.encoding import EncodeError, encode
-from streamfold.providers.openai_chat import (
+from streamfold.providers.openai_chat.encode import (
     CHAT_DEFAULTS,
     cleanup_chat_request,
     content_to_array,

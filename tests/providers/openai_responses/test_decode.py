@@ -51,8 +51,8 @@ from streamfold import (
 from streamfold.errors import StreamProtocolError
 from streamfold.framing import SSEDecoder
 from streamfold.limits import Limits
-from streamfold.providers import openai_responses
 from streamfold.providers.openai_responses import OpenAIResponsesDecoder
+from streamfold.providers.openai_responses import decode as openai_responses
 
 RESPONSES = [r for r in recordings() if entry(r)["api"] == "responses"]
 PROVIDER = "openai-responses"

@@ -1,10 +1,10 @@
-"""The saved state of the Bedrock InvokeModelWithResponseStream decoder (bedrock_invoke.py)."""
+"""The saved state of the Bedrock InvokeModelWithResponseStream decoder (decode.py)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..state_schema import BoxState
+from ...state_schema import BoxState
 
 
 class BedrockInvokeState(BoxState):

@@ -34,9 +34,9 @@ import bisect
 import json
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from ..deltas import (
+from ...deltas import (
     ClosePart,
     Delta,
     EndMessage,
@@ -46,11 +46,12 @@ from ..deltas import (
     SkipEvent,
     UpdateMessage,
 )
-from ..errors import StateError
-from ..message import Status, StopReason, ToolCall, Usage
-from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder
-from .gemini_state import (
+from ...errors import StateError
+from ...message import Status, StopReason, ToolCall, Usage
+from ...parts import Citation, CitationSource, ContentPart
+from ..base import Decoder
+from ..fields import check, describe, text_or_none
+from .state import (
     GeminiArgsFrame,
     GeminiArgsState,
     GeminiCallState,
@@ -74,8 +75,6 @@ _CHUNK_FIELDS = frozenset(
         "parsed",
     }
 )
-
-T = TypeVar("T")
 
 _STOP: dict[str, tuple[StopReason, Status]] = {
     "STOP": ("stop", "complete"),
@@ -109,14 +108,6 @@ _PART_META = frozenset(
 # Parts that are a tool the model has Gemini run (code, a built-in tool call): the text
 # before one is narration. Their results (codeExecutionResult, toolResponse) are not.
 _TOOL_KINDS = frozenset({"executableCode", "toolCall"})
-
-_TYPE_NAMES: dict[type, str] = {
-    str: "a string",
-    int: "an integer",
-    bool: "a boolean",
-    dict: "an object",
-    list: "a list",
-}
 
 _URLSAFE = str.maketrans("-_", "+/")
 
@@ -515,11 +506,11 @@ class GeminiDecoder(Decoder):
         for wire, name in (("responseId", "id"), ("modelVersion", "model")):
             value = payload.get(wire)
             if value is not None:
-                meta[name] = _check(self, value, str, wire, payload)
+                meta[name] = check(self, value, str, wire, payload)
         candidates = payload.get("candidates")
         finish: UpdateMessage | None = None
         if candidates is not None:
-            candidate = self._candidate(_check(self, candidates, list, "candidates", payload))
+            candidate = self._candidate(check(self, candidates, list, "candidates", payload))
             if candidate is not None:
                 finish = self._candidate_deltas(candidate, payload, out, meta)
         out.extend(self._pending)
@@ -552,9 +543,9 @@ class GeminiDecoder(Decoder):
 
     def _candidate(self, candidates: list[Any]) -> dict[str, Any] | None:
         for position, candidate in enumerate(candidates):
-            cand = _check(self, candidate, dict, f"candidates[{position}]", candidates)
+            cand = check(self, candidate, dict, f"candidates[{position}]", candidates)
             index = cand.get("index", 0)
-            if _check(self, index, int, "candidate.index", cand) == self.choice:
+            if check(self, index, int, "candidate.index", cand) == self.choice:
                 return cand
         return None
 
@@ -563,14 +554,14 @@ class GeminiDecoder(Decoder):
     ) -> UpdateMessage | None:
         content = cand.get("content")
         if content is not None:
-            content = _check(self, content, dict, "candidate.content", payload)
+            content = check(self, content, dict, "candidate.content", payload)
             parts = content.get("parts")
             if parts is not None:
-                for part in _check(self, parts, list, "candidate.content.parts", payload):
-                    self._part(_check(self, part, dict, "content.parts[]", payload), out)
+                for part in check(self, parts, list, "candidate.content.parts", payload):
+                    self._part(check(self, part, dict, "content.parts[]", payload), out)
         grounding = cand.get("groundingMetadata")
         if grounding is not None:
-            grounding = _check(self, grounding, dict, "groundingMetadata", payload)
+            grounding = check(self, grounding, dict, "groundingMetadata", payload)
             if grounding:
                 meta["grounding_metadata"] = grounding
                 self._citations(grounding, out)
@@ -579,15 +570,15 @@ class GeminiDecoder(Decoder):
             ("citationMetadata", "citation_metadata"),
         ):
             value = cand.get(wire)
-            if value is not None and _check(self, value, dict, wire, payload):
+            if value is not None and check(self, value, dict, wire, payload):
                 meta[name] = value
         message = cand.get("finishMessage")
         if message is not None:
-            meta["finish_message"] = _check(self, message, str, "finishMessage", payload)
+            meta["finish_message"] = check(self, message, str, "finishMessage", payload)
         reason = cand.get("finishReason")
         if reason is None:
             return None
-        finish = self._finish(_check(self, reason, str, "finishReason", payload))
+        finish = self._finish(check(self, reason, str, "finishReason", payload))
         self._finish_seen = True
         return finish
 
@@ -607,15 +598,15 @@ class GeminiDecoder(Decoder):
     def _part(self, part: dict[str, Any], out: list[Delta]) -> None:
         signature = part.get("thoughtSignature")
         if signature is not None:
-            signature = _standard_b64(_check(self, signature, str, "thoughtSignature", part))
+            signature = _standard_b64(check(self, signature, str, "thoughtSignature", part))
         thought = part.get("thought")
         if thought is not None:
-            _check(self, thought, bool, "part.thought", part)
+            check(self, thought, bool, "part.thought", part)
         if "text" in part:
-            text = _check(self, part["text"], str, "part.text", part)
+            text = check(self, part["text"], str, "part.text", part)
             self._text(text, "thinking" if thought else "text", signature, out)
         elif "functionCall" in part:
-            call = _check(self, part["functionCall"], dict, "part.functionCall", part)
+            call = check(self, part["functionCall"], dict, "part.functionCall", part)
             self._function_call(call, signature, part, out)
         elif "inlineData" in part:
             self._inline_data(part, signature, out)
@@ -674,19 +665,19 @@ class GeminiDecoder(Decoder):
     ) -> None:
         name = call.get("name")
         if name is not None:
-            _check(self, name, str, "functionCall.name", part)
+            check(self, name, str, "functionCall.name", part)
         call_id = call.get("id")
         if call_id is not None:
-            _check(self, call_id, str, "functionCall.id", part)
+            check(self, call_id, str, "functionCall.id", part)
         more = call.get("willContinue")
         if more is not None:
-            _check(self, more, bool, "functionCall.willContinue", part)
+            check(self, more, bool, "functionCall.willContinue", part)
         partial = call.get("partialArgs")
         if partial is not None:
-            _check(self, partial, list, "functionCall.partialArgs", part)
+            check(self, partial, list, "functionCall.partialArgs", part)
         args = call.get("args")
         if args is not None:
-            _check(self, args, dict, "functionCall.args", part)
+            check(self, args, dict, "functionCall.args", part)
         streamed = self._call
         if streamed is None and name is None and call_id is None and signature is None:
             if not args and not partial:
@@ -696,7 +687,7 @@ class GeminiDecoder(Decoder):
                     self.repair(
                         "end_for_unknown_call",
                         "expected a functionCall with a name, args or partialArgs, or a "
-                        f"streaming call to end, got {_describe(call)}",
+                        f"streaming call to end, got {describe(call)}",
                         part,
                     )
                 )
@@ -762,7 +753,7 @@ class GeminiDecoder(Decoder):
             out.append(GrowPart(streamed.key, options={"thought_signature": signature}))
         writer = streamed.writer
         for item in partial or ():
-            text = self._partial_arg(writer, _check(self, item, dict, "partialArgs[]", part))
+            text = self._partial_arg(writer, check(self, item, dict, "partialArgs[]", part))
             if text:
                 out.append(GrowPart(streamed.key, content=text))
         if args:
@@ -773,7 +764,7 @@ class GeminiDecoder(Decoder):
             self._end_call(out, explicit=True)
 
     def _partial_arg(self, writer: _ArgsWriter, item: dict[str, Any]) -> str:
-        path_text = _check(self, item.get("jsonPath"), str, "partialArgs[].jsonPath", item)
+        path_text = check(self, item.get("jsonPath"), str, "partialArgs[].jsonPath", item)
         path = _json_path(path_text)
         if path is None:
             raise self.protocol_error(
@@ -790,21 +781,21 @@ class GeminiDecoder(Decoder):
             )
         more = item.get("willContinue")
         if more is not None:
-            _check(self, more, bool, "partialArgs[].willContinue", item)
+            check(self, more, bool, "partialArgs[].willContinue", item)
         value: Any
         if "stringValue" in item:
-            value = _check(self, item["stringValue"], str, "partialArgs[].stringValue", item)
+            value = check(self, item["stringValue"], str, "partialArgs[].stringValue", item)
             is_string = True
         elif "numberValue" in item:
             value = item["numberValue"]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise self.protocol_error(
-                    f"expected partialArgs[].numberValue to be a number, got {_describe(value)}",
+                    f"expected partialArgs[].numberValue to be a number, got {describe(value)}",
                     item,
                 )
             is_string, more = False, False
         elif "boolValue" in item:
-            value = _check(self, item["boolValue"], bool, "partialArgs[].boolValue", item)
+            value = check(self, item["boolValue"], bool, "partialArgs[].boolValue", item)
             is_string, more = False, False
         elif "nullValue" in item:
             value, is_string, more = None, False, False
@@ -841,12 +832,12 @@ class GeminiDecoder(Decoder):
         self._pending.append(ClosePart(streamed.key, explicit=explicit))
 
     def _inline_data(self, part: dict[str, Any], signature: str | None, out: list[Delta]) -> None:
-        blob = _check(self, part["inlineData"], dict, "part.inlineData", part)
-        data = _check(self, blob.get("data", ""), str, "inlineData.data", part)
+        blob = check(self, part["inlineData"], dict, "part.inlineData", part)
+        data = check(self, blob.get("data", ""), str, "inlineData.data", part)
         mime = blob.get("mimeType")
         options: dict[str, Any] = {}
         if mime is not None:
-            options["media"] = _check(self, mime, str, "inlineData.mimeType", part)
+            options["media"] = check(self, mime, str, "inlineData.mimeType", part)
         if signature is not None:
             options["signature"] = signature
         kind: Literal["image", "file"] = (
@@ -898,27 +889,27 @@ class GeminiDecoder(Decoder):
         target = self._last_text
         if supports is None or target is None or target.key not in self._open_text:
             return
-        supports = _check(self, supports, list, "groundingSupports", grounding)
+        supports = check(self, supports, list, "groundingSupports", grounding)
         sources = grounding.get("groundingChunks") or []
-        _check(self, sources, list, "groundingChunks", grounding)
+        check(self, sources, list, "groundingChunks", grounding)
         citations: list[Citation] = []
         for support in supports:
-            support = _check(self, support, dict, "groundingSupports[]", grounding)
-            segment = _check(self, support.get("segment", {}), dict, "segment", support)
-            start = _check(self, segment.get("startIndex", 0), int, "segment.startIndex", support)
-            end = _check(self, segment.get("endIndex", 0), int, "segment.endIndex", support)
+            support = check(self, support, dict, "groundingSupports[]", grounding)
+            segment = check(self, support.get("segment", {}), dict, "segment", support)
+            start = check(self, segment.get("startIndex", 0), int, "segment.startIndex", support)
+            end = check(self, segment.get("endIndex", 0), int, "segment.endIndex", support)
             cited = segment.get("text")
             if cited is not None:
-                _check(self, cited, str, "segment.text", support)
+                check(self, cited, str, "segment.text", support)
             indices = support.get("groundingChunkIndices") or []
-            _check(self, indices, list, "groundingChunkIndices", support)
+            check(self, indices, list, "groundingChunkIndices", support)
             scores = support.get("confidenceScores") or []
-            _check(self, scores, list, "confidenceScores", support)
+            check(self, scores, list, "confidenceScores", support)
             in_range = 0 <= start <= end <= target.size
             char_start = target.chars(start) if in_range else None
             char_end = target.chars(end) if in_range else None
             for n, index in enumerate(indices):
-                _check(self, index, int, "groundingChunkIndices[]", support)
+                check(self, index, int, "groundingChunkIndices[]", support)
                 mark = (start, end, index, segment.get("partIndex"))
                 if mark in target.cited:
                     continue  # a repeated grounding report
@@ -930,7 +921,7 @@ class GeminiDecoder(Decoder):
                     metadata["part_index"] = segment["partIndex"]
                 source = None
                 if 0 <= index < len(sources):
-                    chunk = _check(self, sources[index], dict, "groundingChunks[]", grounding)
+                    chunk = check(self, sources[index], dict, "groundingChunks[]", grounding)
                     source = _source(chunk)
                 citations.append(
                     Citation(
@@ -951,7 +942,7 @@ class GeminiDecoder(Decoder):
         raw = payload.get("usageMetadata")
         if raw is None:
             return None
-        raw = _check(self, raw, dict, "usageMetadata", payload)
+        raw = check(self, raw, dict, "usageMetadata", payload)
         if not any(k.endswith("TokenCount") for k in raw) or raw == self._usage_raw:
             # Vertex sends {"trafficType": ...} alone while a call streams: no counts.
             return None
@@ -965,7 +956,7 @@ class GeminiDecoder(Decoder):
             "toolUsePromptTokenCount",
         ):
             value = raw.get(key, 0)  # proto3 JSON leaves out zeros
-            counts[key] = _check(self, value, int, f"usageMetadata.{key}", payload)
+            counts[key] = check(self, value, int, f"usageMetadata.{key}", payload)
         thoughts = counts["thoughtsTokenCount"]
         return Usage(
             input_tokens=counts["promptTokenCount"] + counts["toolUsePromptTokenCount"],
@@ -979,12 +970,12 @@ class GeminiDecoder(Decoder):
     def _prompt_feedback(
         self, feedback: Any, payload: dict[str, Any], meta: dict[str, Any]
     ) -> list[Delta]:
-        feedback = _check(self, feedback, dict, "promptFeedback", payload)
+        feedback = check(self, feedback, dict, "promptFeedback", payload)
         meta["prompt_feedback"] = feedback
         reason = feedback.get("blockReason")
         if reason is None:
             return []
-        reason = _check(self, reason, str, "promptFeedback.blockReason", payload)
+        reason = check(self, reason, str, "promptFeedback.blockReason", payload)
         return [
             UpdateMessage(
                 status="content_filtered", stop_reason="content_filter", raw_stop_reason=reason
@@ -1009,17 +1000,19 @@ def _source(chunk: dict[str, Any]) -> CitationSource | None:
     if isinstance(web, dict):
         return CitationSource(
             type="web",
-            url=_str(web.get("uri")),
-            title=_str(web.get("title")),
+            url=text_or_none(web.get("uri")),
+            title=text_or_none(web.get("title")),
             metadata={k: v for k, v in web.items() if k not in ("uri", "title")},
         )
     context = chunk.get("retrievedContext")
     if isinstance(context, dict):
-        document = _str(context.get("documentName")) or _str(context.get("fileSearchStore"))
+        document = text_or_none(context.get("documentName")) or text_or_none(
+            context.get("fileSearchStore")
+        )
         return CitationSource(
             type="document",
-            url=_str(context.get("uri")),
-            title=_str(context.get("title")),
+            url=text_or_none(context.get("uri")),
+            title=text_or_none(context.get("title")),
             document_id=document,
             metadata={k: v for k, v in context.items() if k not in ("uri", "title")},
         )
@@ -1027,16 +1020,12 @@ def _source(chunk: dict[str, Any]) -> CitationSource | None:
     if isinstance(maps, dict):
         return CitationSource(
             type="place",
-            url=_str(maps.get("uri")),
-            title=_str(maps.get("title")),
-            document_id=_str(maps.get("placeId")),
+            url=text_or_none(maps.get("uri")),
+            title=text_or_none(maps.get("title")),
+            document_id=text_or_none(maps.get("placeId")),
             metadata={k: v for k, v in maps.items() if k not in ("uri", "title")},
         )
     return None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _json_path(text: str) -> list[str | int] | None:
@@ -1070,246 +1059,3 @@ def _json_path(text: str) -> list[str | int] | None:
         else:
             return None
     return path or None
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    return f"{type(value).__name__} {json.dumps(value)[:60] if _jsonable(value) else repr(value)}"
-
-
-def _jsonable(value: Any) -> bool:
-    return isinstance(value, str | int | float | bool | list | dict)
-
-
-def _check(dec: Decoder, value: Any, kind: type[T], name: str, raw: Any) -> T:
-    """`value` if it has type `kind` (bools are not integers), else a protocol error."""
-    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        return value
-    raise dec.protocol_error(
-        f"expected {name} to be {_TYPE_NAMES.get(kind, kind.__name__)}, got {_describe(value)}",
-        raw,
-    )
-
-
-# --- encoding: Message -> request ---------------------------------------------------------
-#
-# `contents` with roles user / model, `systemInstruction` from system messages and
-# instructions. A model turn's parts go back in stream order, each thought signature on the
-# part that carried it (text, thought, functionCall, or inside an opaque part's block); a
-# signed empty part stays a part of its own. Tool messages become one user turn of
-# functionResponse parts (consecutive tool messages join, as Gemini wants one response per
-# call of the turn). Call ids streamfold generated (metadata["generated_id"]) are not sent.
-# Signatures and blocks folded from another provider are left out with a ReplayWarning.
-
-from .. import encoding as _enc  # noqa: E402
-from ..message import Message, ToolResult  # noqa: E402
-
-
-def replay_problems(history: list[Message]) -> list[_enc.Problem]:
-    """What Gemini cannot take back: another provider's thinking and blocks, bad arguments."""
-    problems: list[_enc.Problem] = []
-    names: dict[str, str] = {}
-    for mi, message in enumerate(history):
-        foreign = _enc.foreign(message, "gemini")
-        for pi, item in enumerate(message.stream_order()):
-            problem: _enc.Problem | None = None
-            if isinstance(item, ToolCall):
-                if item.call_id and item.name:
-                    names[item.call_id] = item.name
-                problem = _enc.arguments_problem(item, mi, pi)
-            elif item.type == "thinking" and (foreign or message.role != "assistant"):
-                signed = (
-                    "a thought signature another provider issued"
-                    if item.options.get("signature")
-                    else "thinking"
-                )
-                problem = _enc.Problem(
-                    "foreign_signature",
-                    f"gemini cannot verify {signed} (folded from {_enc.origin(message)})",
-                    mi,
-                    pi,
-                    True,
-                )
-            elif item.type == "unsupported" and not (
-                item.options.get("native")
-                or (not foreign and isinstance(item.options.get("block"), dict))
-            ):
-                what = f"a {item.options.get('type')!r} block"
-                problem = _enc.dropped(message, "gemini", mi, pi, what)
-            if problem is not None:
-                problems.append(problem)
-        for result in message.tool_results:
-            if not result.name and result.tool_call_id not in names:
-                problems.append(
-                    _enc.Problem(
-                        "tool_result_without_call",
-                        f"tool result {result.tool_call_id!r} has no name and follows no call "
-                        "with its id: Gemini needs the function name",
-                        mi,
-                    )
-                )
-    return problems
-
-
-def encode_request(
-    history: list[Message], params: _enc.RequestParams, skip: frozenset[_enc.PartRef]
-) -> dict[str, Any]:
-    """The generateContent request body for `history` and the common params."""
-    system: list[dict[str, Any]] = [{"text": i} for i in params.instructions]
-    contents: list[dict[str, Any]] = []
-    calls: dict[str, ToolCall] = {}
-    for mi, message in enumerate(history):
-        for call in message.tool_calls:
-            if call.call_id:
-                calls[call.call_id] = call
-        if message.role == "system":
-            system.extend(gemini_part(p, mi, True) for p in message.content if p.type == "text")
-            continue
-        if message.role == "tool":
-            parts = [gemini_function_response(r, calls) for r in message.tool_results]
-            if contents and contents[-1].get("_tool"):
-                contents[-1]["parts"].extend(parts)
-            elif parts:
-                contents.append({"role": "user", "parts": parts, "_tool": True})
-            continue
-        entry = gemini_content(message, mi, skip)
-        if entry is not None:
-            contents.append(entry)
-    body: dict[str, Any] = {
-        "contents": [{k: v for k, v in c.items() if k != "_tool"} for c in contents]
-    }
-    if system:
-        body["systemInstruction"] = {"parts": system}
-    if params.tools:
-        declarations = [gemini_function(t) for t in params.tools if t.native is None]
-        tools: list[dict[str, Any]] = []
-        if declarations:
-            tools.append({"functionDeclarations": declarations})
-        tools.extend(t.native for t in params.tools if t.native is not None)
-        body["tools"] = tools
-    if params.tool_choice is not None:
-        body["toolConfig"] = gemini_tool_config(params.tool_choice)
-    if params.response_format is not None:
-        config = body.get("generationConfig") or params.extra.get("generationConfig") or {}
-        body["generationConfig"] = {**config, **gemini_response_format(params.response_format)}
-    for key, value in params.extra.items():
-        body.setdefault(key, value)
-    return body
-
-
-def gemini_content(
-    message: Message, mi: int, skip: frozenset[_enc.PartRef]
-) -> dict[str, Any] | None:
-    """A user or assistant Message as a Content (role user / model)."""
-    own = not _enc.foreign(message, "gemini")
-    parts: list[dict[str, Any]] = []
-    for pi, item in enumerate(message.stream_order()):
-        if (mi, pi) in skip:
-            continue
-        if isinstance(item, ToolCall):
-            parts.append(gemini_function_call(item, own))
-            continue
-        part = gemini_part(item, mi, own)
-        if part.get("text") == "" and "thoughtSignature" not in part:
-            continue  # an empty unsigned text part carries nothing
-        parts.append(part)
-    if not parts:
-        return None
-    return {"role": "model" if message.role == "assistant" else "user", "parts": parts}
-
-
-def gemini_part(part: ContentPart, mi: int, own: bool) -> dict[str, Any]:
-    """A content part as a Gemini Part (the signature only when Gemini issued it)."""
-    out: dict[str, Any]
-    if part.type == "unsupported":
-        return dict(part.options["block"])
-    if part.type in ("text", "thinking"):
-        out = {"text": part.content or ""}
-        if part.type == "thinking":
-            out["thought"] = True
-    elif part.type in ("image", "file"):
-        inline = _enc.split_data_url(part.content or "")
-        if inline is not None:
-            mime, data = inline
-        else:
-            mime = _enc.media_type(part) or ""
-            data = part.content or ""
-        if not mime:
-            raise _enc.EncodeError(
-                f"a base64 {part.type} part needs a media option (e.g. media='image/png')",
-                index=mi,
-            )
-        out = {"inlineData": {"mimeType": mime, "data": data}}
-    else:  # image_url, file_url
-        url = part.content or ""
-        inline = _enc.split_data_url(url)
-        if inline is not None:
-            out = {"inlineData": {"mimeType": inline[0], "data": inline[1]}}
-        else:
-            out = {"fileData": {"fileUri": url}}
-            url_mime = _enc.media_type(part)
-            if url_mime is not None:
-                out["fileData"]["mimeType"] = url_mime
-    signature = part.options.get("signature")
-    if own and isinstance(signature, str) and signature:
-        out["thoughtSignature"] = signature
-    return out
-
-
-def gemini_function_call(call: ToolCall, own: bool) -> dict[str, Any]:
-    """A ToolCall as a functionCall part, its thought signature kept when Gemini issued it."""
-    body: dict[str, Any] = {"name": call.name or "", "args": _enc.call_arguments(call)}
-    if call.call_id and not call.metadata.get("generated_id"):
-        body["id"] = call.call_id
-    out: dict[str, Any] = {"functionCall": body}
-    signature = call.metadata.get("thought_signature")
-    if own and isinstance(signature, str) and signature:
-        out["thoughtSignature"] = signature
-    return out
-
-
-def gemini_function_response(result: ToolResult, calls: dict[str, ToolCall]) -> dict[str, Any]:
-    """A ToolResult as a functionResponse part ({"output": ...} or {"error": ...})."""
-    call = calls.get(result.tool_call_id)
-    name = result.name or (call.name if call is not None else None) or ""
-    text = _enc.result_text(result)
-    body: dict[str, Any] = {
-        "name": name,
-        "response": {"error" if result.is_error else "output": text},
-    }
-    if call is None or not call.metadata.get("generated_id"):
-        body["id"] = result.tool_call_id
-    return {"functionResponse": body}
-
-
-def gemini_function(tool: _enc.Tool) -> dict[str, Any]:
-    """A common-form tool as a FunctionDeclaration (the schema as full JSON Schema)."""
-    out: dict[str, Any] = {"name": tool.name}
-    if tool.description is not None:
-        out["description"] = tool.description
-    if tool.parameters is not None:
-        out["parametersJsonSchema"] = tool.parameters
-    return out
-
-
-def gemini_tool_config(choice: _enc.ToolChoice) -> dict[str, Any]:
-    """tool_choice as toolConfig.functionCallingConfig (AUTO / ANY / NONE / one name)."""
-    if choice.mode == "native":
-        return dict(choice.native)
-    if choice.mode == "function":
-        return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [choice.name]}}
-    mode = {"auto": "AUTO", "required": "ANY", "none": "NONE"}[choice.mode]
-    return {"functionCallingConfig": {"mode": mode}}
-
-
-def gemini_response_format(fmt: _enc.ResponseFormat) -> dict[str, Any]:
-    """response_format as generationConfig fields (responseMimeType, responseJsonSchema)."""
-    if fmt.native is not None:
-        return fmt.native
-    if fmt.type == "text":
-        return {"responseMimeType": "text/plain"}
-    out: dict[str, Any] = {"responseMimeType": "application/json"}
-    if fmt.type == "json_schema" and fmt.schema is not None:
-        out["responseJsonSchema"] = fmt.schema
-    return out

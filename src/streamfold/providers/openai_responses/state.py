@@ -1,10 +1,10 @@
-"""The saved state of the OpenAI Responses decoder (openai_responses.py)."""
+"""The saved state of the OpenAI Responses decoder (decode.py)."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from ..state_schema import BoxState, Count, Json, JsonObject, Key, Number
+from ...state_schema import BoxState, Count, Json, JsonObject, Key, Number
 
 
 class ResponsesPartState(BoxState):

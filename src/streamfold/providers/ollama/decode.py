@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..deltas import (
+from ...deltas import (
     ClosePart,
     Delta,
     EndMessage,
@@ -22,10 +22,11 @@ from ..deltas import (
     SkipEvent,
     UpdateMessage,
 )
-from ..message import Status, StopReason, ToolCall, Usage
-from ..parts import ContentPart
-from .base import Decoder
-from .ollama_state import OllamaCallSeen, OllamaOpenPart, OllamaState, TextKind
+from ...message import Status, StopReason, ToolCall, Usage
+from ...parts import ContentPart
+from ..base import Decoder
+from ..fields import check, optional
+from .state import OllamaCallSeen, OllamaOpenPart, OllamaState, TextKind
 
 _DONE_REASONS: dict[str, tuple[StopReason, Status]] = {
     "stop": ("stop", "complete"),
@@ -104,7 +105,7 @@ class OllamaDecoder(Decoder):
                 out.append(UpdateMessage(metadata=metadata))
         message = payload.get("message")
         if message is not None:
-            message = self._field(message, dict, "message", "an object", payload)
+            message = check(self, message, dict, "message", payload)
             thinking = message.get("thinking")
             content = message.get("content")
             tool_calls = message.get("tool_calls")
@@ -115,15 +116,13 @@ class OllamaDecoder(Decoder):
             tool_calls = None
             where = ""
         if thinking is not None:
-            thinking = self._field(thinking, str, where + "thinking", "a string", payload)
+            thinking = check(self, thinking, str, where + "thinking", payload)
             out.extend(self._grow("thinking", thinking))
         if content is not None:
-            content = self._field(
-                content, str, where + "content" if where else "response", "a string", payload
-            )
+            content = check(self, content, str, where + "content" if where else "response", payload)
             out.extend(self._grow("text", content))
         if tool_calls is not None:
-            calls = self._field(tool_calls, list, "message.tool_calls", "a list", payload)
+            calls = check(self, tool_calls, list, "message.tool_calls", payload)
             out.extend(self._calls(calls, payload))
         done = payload.get("done", False)
         if not isinstance(done, bool):
@@ -166,16 +165,12 @@ class OllamaDecoder(Decoder):
         if calls:
             out.extend(self._close_open())
         for call in calls:
-            call = self._field(call, dict, "message.tool_calls[]", "an object", payload)
-            function = self._field(
-                call.get("function"), dict, "message.tool_calls[].function", "an object", payload
+            call = check(self, call, dict, "message.tool_calls[]", payload)
+            function = check(
+                self, call.get("function"), dict, "message.tool_calls[].function", payload
             )
-            name = self._field(
-                function.get("name"),
-                str,
-                "message.tool_calls[].function.name",
-                "a string",
-                payload,
+            name = check(
+                self, function.get("name"), str, "message.tool_calls[].function.name", payload
             )
             arguments = function.get("arguments")
             if arguments is None:
@@ -231,11 +226,7 @@ class OllamaDecoder(Decoder):
     # --- the end -----------------------------------------------------------------------
 
     def _done(self, payload: dict[str, Any]) -> list[Delta]:
-        reason = payload.get("done_reason")
-        if reason is not None and not isinstance(reason, str):
-            raise self.protocol_error(
-                f"expected done_reason to be a string, got {reason!r}", payload
-            )
+        reason = optional(self, payload, "done_reason", str)
         stop_reason: StopReason
         status: Status
         if reason is None:
@@ -248,14 +239,9 @@ class OllamaDecoder(Decoder):
             stop_reason = "tool_use"
         counts: dict[str, int] = {}
         for key in _COUNTS:
-            value = payload.get(key)
-            if value is None:
-                continue
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise self.protocol_error(
-                    f"expected {key} to be an integer, got {value!r}", payload
-                )
-            counts[key] = value
+            value = optional(self, payload, key, int)
+            if value is not None:
+                counts[key] = value
         usage = (
             Usage.model_construct(
                 input_tokens=counts.get("prompt_eval_count"),
@@ -288,17 +274,7 @@ class OllamaDecoder(Decoder):
             kind = error.get("type")
         else:
             message, kind = error, None
-        if not isinstance(message, str):
-            raise self.protocol_error(
-                f"expected error to be a string, got {type(message).__name__}", payload
-            )
+        message = check(self, message, str, "error", payload)
         return ReportError(
             error_type=kind if isinstance(kind, str) else None, message=message, raw=payload
         )
-
-    def _field(self, value: Any, kind: type, what: str, expected: str, raw: Any) -> Any:
-        if not isinstance(value, kind):
-            raise self.protocol_error(
-                f"expected {what} to be {expected}, got {type(value).__name__}", raw
-            )
-        return value

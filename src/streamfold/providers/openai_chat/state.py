@@ -1,4 +1,4 @@
-"""The saved state of the OpenAI Chat Completions decoder (openai_chat.py)."""
+"""The saved state of the OpenAI Chat Completions decoder (decode.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from ..message import Usage
-from ..parts import Citation
-from ..state_schema import BoxState, Count, JsonObject, Key
+from ...message import Usage
+from ...parts import Citation
+from ...state_schema import BoxState, Count, JsonObject, Key
 
 
 class ChatCallState(BoxState):
@@ -19,6 +19,9 @@ class ChatCallState(BoxState):
     index: int | None = None
     name: str | None = None
     closed: bool = False
+    # A custom (free-text) tool call, and its input text so far.
+    custom: bool = False
+    input_chunks: list[str] = Field(default_factory=list)
 
 
 class ChatCallAt(BoxState):

@@ -1,4 +1,4 @@
-"""The saved state of the Bedrock ConverseStream decoder (bedrock.py)."""
+"""The saved state of the Bedrock ConverseStream decoder (decode.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..state_schema import BoxState, Count, JsonObject, Key
+from ...state_schema import BoxState, Count, JsonObject, Key
 
 BlockKind = Literal["text", "thinking", "redacted", "tool_call", "server_tool_use", "tool_result"]
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Literal
 
 import jiter
 
-from ..deltas import (
+from ...deltas import (
     ClosePart,
     Delta,
     EndMessage,
@@ -29,11 +29,12 @@ from ..deltas import (
     SkipEvent,
     UpdateMessage,
 )
-from ..errors import StateError
-from ..message import Status, StopReason, ToolCall, Usage
-from ..parts import Citation, CitationSource, ContentPart, PartType
-from .base import Decoder, PartGrower, json_string_body
-from .openai_chat_state import ChatCallAt, ChatCallState, ChatExecuted, OpenAIChatState
+from ...errors import StateError
+from ...message import Status, StopReason, ToolCall, Usage
+from ...parts import Citation, CitationSource, ContentPart, PartType
+from ..base import Decoder, PartGrower, json_string_body
+from ..fields import check, describe, optional
+from .state import ChatCallAt, ChatCallState, ChatExecuted, OpenAIChatState
 
 
 def _empty_part(kind: PartType, options: dict[str, Any] | None = None) -> ContentPart:
@@ -161,21 +162,39 @@ def _first(value: int | None, earlier: int | None) -> int | None:
     return earlier if value is None else value
 
 
-def _type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
-
-
 class _Call:
     """What the decoder knows of one streamed tool call, for matching later fragments."""
 
-    __slots__ = ("closed", "id", "index", "key", "name")
+    __slots__ = ("closed", "custom", "id", "index", "input_chunks", "key", "name")
 
-    def __init__(self, key: Hashable, call_id: str | None, index: int | None, name: str | None):
+    def __init__(
+        self,
+        key: Hashable,
+        call_id: str | None,
+        index: int | None,
+        name: str | None,
+        custom: bool = False,
+    ):
         self.key = key
         self.id = call_id
         self.index = index
         self.name = name
         self.closed = False
+        # A custom (free-text) tool: its input is text, not JSON, kept for the final call.
+        self.custom = custom
+        self.input_chunks: list[str] = []
+
+    def custom_call(self, status: Literal["complete", "incomplete"]) -> ToolCall:
+        """The finished custom call: its text as {"input": text}, as Responses gives one."""
+        # Each field is the decoder's own, checked when it arrived: built without validation.
+        return ToolCall.model_construct(
+            call_id=self.id,
+            name=self.name,
+            arguments={"input": "".join(self.input_chunks)},
+            index=None,
+            status=status,
+            metadata={"type": "custom_tool_call"},
+        )
 
 
 class OpenAIChatDecoder(Decoder):
@@ -233,7 +252,15 @@ class OpenAIChatDecoder(Decoder):
             refusal=self._refusal,
             saw_refusal=self._saw_refusal,
             calls=[
-                ChatCallState(key=c.key, id=c.id, index=c.index, name=c.name, closed=c.closed)
+                ChatCallState(
+                    key=c.key,
+                    id=c.id,
+                    index=c.index,
+                    name=c.name,
+                    closed=c.closed,
+                    custom=c.custom,
+                    input_chunks=["".join(c.input_chunks)] if c.input_chunks else [],
+                )
                 for c in self._calls
             ],
             calls_by_id={call_id: place[id(c)] for call_id, c in self._calls_by_id.items()},
@@ -257,9 +284,10 @@ class OpenAIChatDecoder(Decoder):
     ) -> OpenAIChatDecoder:
         """The decoder `state` describes."""
         decoder = cls(choice=choice, strict=strict)
-        calls = [_Call(c.key, c.id, c.index, c.name) for c in state.calls]
+        calls = [_Call(c.key, c.id, c.index, c.name, c.custom) for c in state.calls]
         for call, saved in zip(calls, state.calls, strict=True):
             call.closed = saved.closed
+            call.input_chunks = list(saved.input_chunks)
 
         def call_at(place: int, field: str) -> _Call:
             if place >= len(calls):
@@ -314,7 +342,7 @@ class OpenAIChatDecoder(Decoder):
         if choices is not None:
             if not isinstance(choices, list):
                 raise self.protocol_error(
-                    f"expected choices to be a list, got {_type_name(choices)}", payload
+                    f"expected choices to be a list, got {describe(choices)}", payload
                 )
             for choice in choices:
                 self._choice(choice, out)
@@ -447,7 +475,7 @@ class OpenAIChatDecoder(Decoder):
             if fn_name is not None and fn_name != "":
                 return None
         call = self._latest_at.get(index)
-        if call is None or call.closed:
+        if call is None or call.closed or call.custom:  # custom: the full path refuses it
             return None
         return call.key, arguments
 
@@ -560,7 +588,7 @@ class OpenAIChatDecoder(Decoder):
         if self._thinking is not None or self._thinking_slot is not None:
             return None
         call = self._latest_at.get(shape.index)
-        return None if call is None or call.closed else call.key
+        return None if call is None or call.closed or call.custom else call.key
 
     def _hot_learn(self, buffer: bytes, pos: int) -> _HotShape | None:
         """The shape of the chunk at `pos`, learned, if the fast path takes it as one
@@ -711,7 +739,7 @@ class OpenAIChatDecoder(Decoder):
         if x_groq is not None:
             if not isinstance(x_groq, dict):
                 raise self.protocol_error(
-                    f"expected x_groq to be an object, got {_type_name(x_groq)}", payload
+                    f"expected x_groq to be an object, got {describe(x_groq)}", payload
                 )
             kept = {k: v for k, v in x_groq.items() if k != "usage"}
             merged = {**self._metadata.get("x_groq", {}), **kept}
@@ -731,20 +759,20 @@ class OpenAIChatDecoder(Decoder):
         if raw is None:
             return
         if not isinstance(raw, dict):
-            raise self.protocol_error(f"expected usage to be an object, got {_type_name(raw)}", raw)
+            raise self.protocol_error(f"expected usage to be an object, got {describe(raw)}", raw)
         if raw == self._usage_raw:
             return  # the same running total again (Perplexity, OpenRouter repeat it)
         self._usage_raw = raw
-        prompt = self._int(raw, "prompt_tokens")
-        completion = self._int(raw, "completion_tokens")
-        total = self._int(raw, "total_tokens")
-        prompt_details = self._dict(raw, "prompt_tokens_details")
-        completion_details = self._dict(raw, "completion_tokens_details")
-        cache_read = self._int(prompt_details, "cached_tokens")
+        prompt = optional(self, raw, "prompt_tokens", int)
+        completion = optional(self, raw, "completion_tokens", int)
+        total = optional(self, raw, "total_tokens", int)
+        prompt_details = optional(self, raw, "prompt_tokens_details", dict)
+        completion_details = optional(self, raw, "completion_tokens_details", dict)
+        cache_read = optional(self, prompt_details, "cached_tokens", int)
         if cache_read is None:
-            cache_read = self._int(raw, "prompt_cache_hit_tokens")  # DeepSeek
-        cache_write = self._int(prompt_details, "cache_write_tokens")  # OpenRouter
-        reasoning = self._int(completion_details, "reasoning_tokens")
+            cache_read = optional(self, raw, "prompt_cache_hit_tokens", int)  # DeepSeek
+        cache_write = optional(self, prompt_details, "cache_write_tokens", int)  # OpenRouter
+        reasoning = optional(self, completion_details, "reasoning_tokens", int)
         output = completion
         if (
             completion is not None
@@ -775,7 +803,7 @@ class OpenAIChatDecoder(Decoder):
             return ReportError(None, error, error)
         if not isinstance(error, dict):
             raise self.protocol_error(
-                f"expected error to be an object or a string, got {_type_name(error)}", error
+                f"expected error to be an object or a string, got {describe(error)}", error
             )
         code = error.get("code")
         kind = error.get("type")
@@ -794,7 +822,7 @@ class OpenAIChatDecoder(Decoder):
     def _finish(self, reason: Any, choice: dict[str, Any], out: list[Delta]) -> None:
         if not isinstance(reason, str):
             raise self.protocol_error(
-                f"expected finish_reason to be a string, got {_type_name(reason)}", choice
+                f"expected finish_reason to be a string, got {describe(reason)}", choice
             )
         stop_reason, status = _FINISH.get(reason, ("other", "complete"))
         if self._saw_refusal and reason == "stop":
@@ -823,12 +851,12 @@ class OpenAIChatDecoder(Decoder):
     def _choice(self, choice: Any, out: list[Delta]) -> None:
         if not isinstance(choice, dict):
             raise self.protocol_error(
-                f"expected each choice to be an object, got {_type_name(choice)}", choice
+                f"expected each choice to be an object, got {describe(choice)}", choice
             )
         index = choice.get("index", 0)
         if not isinstance(index, int) or isinstance(index, bool):
             raise self.protocol_error(
-                f"expected choice index to be an integer, got {_type_name(index)}", choice
+                f"expected choice index to be an integer, got {describe(index)}", choice
             )
         if index != self.choice:
             return
@@ -837,20 +865,20 @@ class OpenAIChatDecoder(Decoder):
             delta = {}
         if not isinstance(delta, dict):
             raise self.protocol_error(
-                f"expected delta to be an object, got {_type_name(delta)}", choice
+                f"expected delta to be an object, got {describe(delta)}", choice
             )
         self._reasoning(delta, out)
         self._executed_tools(delta, out)
         self._content(delta, out)
         self._annotations(delta, out)
-        refusal = self._str(delta, "refusal")
+        refusal = optional(self, delta, "refusal", str)
         if refusal:
             self._grow_refusal(refusal, out)
         tool_calls = delta.get("tool_calls")
         if tool_calls is not None:
             if not isinstance(tool_calls, list):
                 raise self.protocol_error(
-                    f"expected tool_calls to be a list, got {_type_name(tool_calls)}", delta
+                    f"expected tool_calls to be a list, got {describe(tool_calls)}", delta
                 )
             for fragment in tool_calls:
                 self._tool_fragment(fragment, out)
@@ -867,7 +895,7 @@ class OpenAIChatDecoder(Decoder):
         details = delta.get("reasoning_details")
         if details is not None and not isinstance(details, list):
             raise self.protocol_error(
-                f"expected reasoning_details to be a list, got {_type_name(details)}", delta
+                f"expected reasoning_details to be a list, got {describe(details)}", delta
             )
         # OpenRouter sends the same reasoning twice, as `reasoning` and as
         # `reasoning_details`; the details carry signatures, so they win when they carry
@@ -880,8 +908,8 @@ class OpenAIChatDecoder(Decoder):
                 return
         # DeepSeek, xAI and Z.ai say reasoning_content; Groq, OpenRouter and vLLM say
         # reasoning. A server that sends both sends the same text: take one.
-        content = self._str(delta, "reasoning_content")
-        plain = self._str(delta, "reasoning")
+        content = optional(self, delta, "reasoning_content", str)
+        plain = optional(self, delta, "reasoning", str)
         text = content or plain
         if text:
             slot: tuple[int | None, str] = (None, "text")
@@ -893,14 +921,14 @@ class OpenAIChatDecoder(Decoder):
         """Decode one reasoning_details entry; True if it carried reasoning text."""
         if not isinstance(detail, dict):
             raise self.protocol_error(
-                f"expected each reasoning_details entry to be an object, got {_type_name(detail)}",
+                f"expected each reasoning_details entry to be an object, got {describe(detail)}",
                 detail,
             )
         kind = detail.get("type")
         index = detail.get("index")
         if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
             raise self.protocol_error(
-                f"expected reasoning_details index to be an integer, got {_type_name(index)}",
+                f"expected reasoning_details index to be an integer, got {describe(index)}",
                 detail,
             )
         options: dict[str, Any] = {}
@@ -909,22 +937,22 @@ class OpenAIChatDecoder(Decoder):
             if isinstance(value, str) and value:
                 options[name] = value
         if kind == "reasoning.text":
-            text = self._str(detail, "text")
-            signature = self._str(detail, "signature")
+            text = optional(self, detail, "text", str)
+            signature = optional(self, detail, "signature", str)
             if signature:  # an empty signature is not replayable: never store one
                 options["signature"] = signature
             if text or signature:
                 self._grow_thinking(text or None, options, (index, "text"), out)
             return bool(text)
         if kind == "reasoning.summary":
-            summary = self._str(detail, "summary")
+            summary = optional(self, detail, "summary", str)
             if summary:
                 options["summary"] = True
                 self._grow_thinking(summary, options, (index, "summary"), out)
             return bool(summary)
         if kind == "reasoning.encrypted":
             # Redacted reasoning arrives whole and must go back whole: an opaque part.
-            self._data(detail, "data")
+            optional(self, detail, "data", str)
             self._close_thinking(out)
             self._close_text(out)
             key = self._new_key("encrypted")
@@ -960,19 +988,19 @@ class OpenAIChatDecoder(Decoder):
             return
         if not isinstance(content, list):
             raise self.protocol_error(
-                f"expected content to be a string or a list of chunks, got {_type_name(content)}",
+                f"expected content to be a string or a list of chunks, got {describe(content)}",
                 delta,
             )
         # Mistral: a list of typed chunks; magistral nests its thinking text one level down.
         for chunk in content:
             if not isinstance(chunk, dict):
                 raise self.protocol_error(
-                    f"expected each content chunk to be an object, got {_type_name(chunk)}",
+                    f"expected each content chunk to be an object, got {describe(chunk)}",
                     chunk,
                 )
             kind = chunk.get("type")
             if kind == "text":
-                text = self._str(chunk, "text")
+                text = optional(self, chunk, "text", str)
                 if text:
                     self._grow_text(text, out)
             elif kind == "thinking":
@@ -988,17 +1016,17 @@ class OpenAIChatDecoder(Decoder):
             return inner or ""
         if not isinstance(inner, list):
             raise self.protocol_error(
-                f"expected thinking to be a string or a list of chunks, got {_type_name(inner)}",
+                f"expected thinking to be a string or a list of chunks, got {describe(inner)}",
                 chunk,
             )
         pieces: list[str] = []
         for item in inner:
             if not isinstance(item, dict):
                 raise self.protocol_error(
-                    f"expected each thinking chunk to be an object, got {_type_name(item)}", item
+                    f"expected each thinking chunk to be an object, got {describe(item)}", item
                 )
             if item.get("type") == "text":
-                pieces.append(self._str(item, "text") or "")
+                pieces.append(optional(self, item, "text", str) or "")
         return "".join(pieces)
 
     def _grow_text(
@@ -1026,13 +1054,13 @@ class OpenAIChatDecoder(Decoder):
             return
         if not isinstance(annotations, list):
             raise self.protocol_error(
-                f"expected annotations to be a list, got {_type_name(annotations)}", delta
+                f"expected annotations to be a list, got {describe(annotations)}", delta
             )
         found: list[Citation] = []
         for note in annotations:
             if not isinstance(note, dict):
                 raise self.protocol_error(
-                    f"expected each annotation to be an object, got {_type_name(note)}", note
+                    f"expected each annotation to be an object, got {describe(note)}", note
                 )
             if note.get("type") != "url_citation":
                 out.append(SkipEvent(f"annotation.{note.get('type')}"))
@@ -1040,7 +1068,7 @@ class OpenAIChatDecoder(Decoder):
             body = note.get("url_citation")
             if not isinstance(body, dict):
                 raise self.protocol_error(
-                    f"expected url_citation to be an object, got {_type_name(body)}", note
+                    f"expected url_citation to be an object, got {describe(body)}", note
                 )
             extra = {
                 k: v
@@ -1051,11 +1079,11 @@ class OpenAIChatDecoder(Decoder):
                 Citation(
                     source=CitationSource(
                         type="web",
-                        url=self._str(body, "url"),
-                        title=self._str(body, "title") or None,
+                        url=optional(self, body, "url", str),
+                        title=optional(self, body, "title", str) or None,
                     ),
-                    start_index=self._int(body, "start_index"),
-                    end_index=self._int(body, "end_index"),
+                    start_index=optional(self, body, "start_index", int),
+                    end_index=optional(self, body, "end_index", int),
                     metadata=extra,
                 )
             )
@@ -1073,28 +1101,28 @@ class OpenAIChatDecoder(Decoder):
             return
         if urls is not None and not isinstance(urls, list):
             raise self.protocol_error(
-                f"expected citations to be a list, got {_type_name(urls)}", payload
+                f"expected citations to be a list, got {describe(urls)}", payload
             )
         if results is not None and not isinstance(results, list):
             raise self.protocol_error(
-                f"expected search_results to be a list, got {_type_name(results)}", payload
+                f"expected search_results to be a list, got {describe(results)}", payload
             )
         by_url: dict[str, dict[str, Any]] = {}
         order: list[str] = []
         for result in results or []:
             if not isinstance(result, dict):
                 raise self.protocol_error(
-                    f"expected each search result to be an object, got {_type_name(result)}",
+                    f"expected each search result to be an object, got {describe(result)}",
                     result,
                 )
-            url = self._str(result, "url")
+            url = optional(self, result, "url", str)
             if url:
                 by_url.setdefault(url, result)
                 order.append(url)
         for url in urls or []:
             if not isinstance(url, str):
                 raise self.protocol_error(
-                    f"expected each citation to be a URL string, got {_type_name(url)}", urls
+                    f"expected each citation to be a URL string, got {describe(url)}", urls
                 )
         listed = list(urls) if urls else order
         new: list[Citation] = []
@@ -1131,17 +1159,17 @@ class OpenAIChatDecoder(Decoder):
             return
         if not isinstance(tools, list):
             raise self.protocol_error(
-                f"expected executed_tools to be a list, got {_type_name(tools)}", delta
+                f"expected executed_tools to be a list, got {describe(tools)}", delta
             )
         for tool in tools:
             if not isinstance(tool, dict):
                 raise self.protocol_error(
-                    f"expected each executed tool to be an object, got {_type_name(tool)}", tool
+                    f"expected each executed tool to be an object, got {describe(tool)}", tool
                 )
             index = tool.get("index", len(self._executed))
             if not isinstance(index, int) or isinstance(index, bool):
                 raise self.protocol_error(
-                    f"expected executed tool index to be an integer, got {_type_name(index)}",
+                    f"expected executed tool index to be an integer, got {describe(index)}",
                     tool,
                 )
             self._close_thinking(out)
@@ -1172,29 +1200,38 @@ class OpenAIChatDecoder(Decoder):
     def _tool_fragment(self, fragment: Any, out: list[Delta]) -> None:
         if not isinstance(fragment, dict):
             raise self.protocol_error(
-                f"expected each tool_calls entry to be an object, got {_type_name(fragment)}",
+                f"expected each tool_calls entry to be an object, got {describe(fragment)}",
                 fragment,
             )
         index = fragment.get("index")
         if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
             raise self.protocol_error(
-                f"expected tool call index to be an integer, got {_type_name(index)}", fragment
+                f"expected tool call index to be an integer, got {describe(index)}", fragment
             )
-        call_id = self._str(fragment, "id") or None
+        call_id = optional(self, fragment, "id", str) or None
+        custom = fragment.get("custom")
+        if custom is not None or fragment.get("type") == "custom":
+            # A custom (free-text) tool: {"type": "custom", "custom": {"name", "input"}}.
+            custom = check(
+                self, {} if custom is None else custom, dict, "tool call custom", fragment
+            )
+            name = optional(self, custom, "name", str, fragment, "tool call custom.") or None
+            text = optional(self, custom, "input", str, fragment, "tool call custom.")
+            self._call_fragment(call_id, index, name, text, fragment, out, custom=True)
+            return
         function = fragment.get("function")
         if function is None:
             function = {}
         if not isinstance(function, dict):
             raise self.protocol_error(
-                f"expected tool call function to be an object, got {_type_name(function)}",
+                f"expected tool call function to be an object, got {describe(function)}",
                 fragment,
             )
-        name = self._str(function, "name") or None
+        name = optional(self, function, "name", str) or None
         arguments = function.get("arguments")
         if arguments is not None and not isinstance(arguments, str):
             raise self.protocol_error(
-                f"expected tool call arguments to be a string fragment, got "
-                f"{_type_name(arguments)}",
+                f"expected tool call arguments to be a string fragment, got {describe(arguments)}",
                 fragment,
             )
         self._call_fragment(call_id, index, name, arguments, fragment, out)
@@ -1203,15 +1240,15 @@ class OpenAIChatDecoder(Decoder):
         # The deprecated `functions` API: one call, no id, no index.
         if not isinstance(function_call, dict):
             raise self.protocol_error(
-                f"expected function_call to be an object, got {_type_name(function_call)}",
+                f"expected function_call to be an object, got {describe(function_call)}",
                 function_call,
             )
-        name = self._str(function_call, "name") or None
+        name = optional(self, function_call, "name", str) or None
         arguments = function_call.get("arguments")
         if arguments is not None and not isinstance(arguments, str):
             raise self.protocol_error(
                 f"expected function_call arguments to be a string fragment, got "
-                f"{_type_name(arguments)}",
+                f"{describe(arguments)}",
                 function_call,
             )
         self._call_fragment(None, None, name, arguments, function_call, out)
@@ -1270,21 +1307,36 @@ class OpenAIChatDecoder(Decoder):
         arguments: str | None,
         raw: dict[str, Any],
         out: list[Delta],
+        custom: bool = False,
     ) -> None:
         self._close_thinking(out)
         self._close_text(out)
         call = self._match(call_id, index, name, raw, out)
+        if call is not None and call.custom != custom:
+            # A function fragment for a custom call (or the reverse): its text is of
+            # another kind, so it cannot continue the call.
+            raise self.protocol_error(
+                f"expected a {'custom' if call.custom else 'function'} fragment for tool call "
+                f"{call.id or call.index!r}, got a {'custom' if custom else 'function'} one",
+                raw,
+            )
         if call is None:
             key = self._new_key("tool")
-            call = _Call(key, call_id, index, name)
+            call = _Call(key, call_id, index, name, custom)
             self._calls.append(call)
             self._latest_at[index] = call
             self._unclosed.append(call)
             if call_id is not None:
                 self._calls_by_id[call_id] = call
             self._open[key] = None
+            metadata = {"type": "custom_tool_call"} if custom else {}
             out.append(
-                OpenPart(key, ToolCall(call_id=call_id, name=name, arguments="", index=index))
+                OpenPart(
+                    key,
+                    ToolCall(
+                        call_id=call_id, name=name, arguments="", index=index, metadata=metadata
+                    ),
+                )
             )
         if call.name is None and name is not None:
             call.name = name  # for matching; the part keeps the name it opened with
@@ -1302,7 +1354,20 @@ class OpenAIChatDecoder(Decoder):
                 )
             )
             return
+        if call.custom:
+            call.input_chunks.append(arguments)
         out.append(GrowPart(call.key, content=arguments))
+
+    def close(self) -> list[Delta]:
+        """The input ended: open custom calls close with the text that arrived (incomplete)."""
+        out: list[Delta] = []
+        for call in self._unclosed:
+            if call.custom and call.key in self._open:
+                del self._open[call.key]
+                out.append(
+                    ClosePart(call.key, explicit=False, final=call.custom_call("incomplete"))
+                )
+        return out
 
     # --- part bookkeeping ----------------------------------------------------------------
 
@@ -1333,339 +1398,16 @@ class OpenAIChatDecoder(Decoder):
         self._refusal = None
 
     def _close_all(self, out: list[Delta]) -> None:
+        # Custom calls close with their text as {"input": text}: it is not JSON to parse.
+        custom = {call.key: call for call in self._unclosed if call.custom}
         for key in list(self._open):
-            self._close(key, out)
+            call = custom.get(key)
+            if call is None:
+                self._close(key, out)
+            else:
+                del self._open[key]
+                out.append(ClosePart(key, explicit=False, final=call.custom_call("complete")))
         for call in self._unclosed:
             call.closed = True
         self._unclosed.clear()
         self._thinking = self._thinking_slot = self._text = self._refusal = None
-
-    # --- field checks ----------------------------------------------------------------------
-
-    def _str(self, obj: dict[str, Any], name: str) -> str | None:
-        value = obj.get(name)
-        if value is None or isinstance(value, str):
-            return value
-        raise self.protocol_error(f"expected {name} to be a string, got {_type_name(value)}", obj)
-
-    def _data(self, obj: dict[str, Any], name: str) -> None:
-        value = obj.get(name)
-        if value is not None and not isinstance(value, str):
-            raise self.protocol_error(
-                f"expected {name} to be a string, got {_type_name(value)}", obj
-            )
-
-    def _int(self, obj: dict[str, Any] | None, name: str) -> int | None:
-        if obj is None:
-            return None
-        value = obj.get(name)
-        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-            return value
-        raise self.protocol_error(f"expected {name} to be an integer, got {_type_name(value)}", obj)
-
-    def _dict(self, obj: dict[str, Any], name: str) -> dict[str, Any] | None:
-        value = obj.get(name)
-        if value is None or isinstance(value, dict):
-            return value
-        raise self.protocol_error(f"expected {name} to be an object, got {_type_name(value)}", obj)
-
-
-# --- encoding: Message -> request ---------------------------------------------------------
-#
-# The ActiveAgent seed's Chat transforms, behaviour by behaviour, minus its silent losses:
-# instructions become developer message(s); consecutive same-role messages merge (tool
-# messages never, and a merge that would lose a field does not happen); tools, tool_choice
-# and response_format take the nested Chat form (`strict: false` survives); a lone text part
-# becomes a string, empty content goes; parameters equal to the API default go;
-# `web_search_options` stays when set. Chat has no field for thinking, signatures or other
-# providers' blocks: those are left out with a ReplayWarning (see encode.check_replayable).
-
-from .. import encoding as _enc  # noqa: E402
-from ..message import Message  # noqa: E402
-
-# Request parameters whose value equals the API default are left out (the seed's cleanup).
-CHAT_DEFAULTS: dict[str, Any] = {
-    "frequency_penalty": 0,
-    "presence_penalty": 0,
-    "temperature": 1,
-    "top_p": 1,
-    "n": 1,
-    "logprobs": False,
-    "stream": False,
-    "store": False,
-    "parallel_tool_calls": True,
-}
-
-_CHAT_MERGED_KEYS = frozenset({"role", "content", "tool_calls"})
-
-
-def _chat_fate(message: Message, item: ContentPart | ToolCall) -> str | None:
-    """Why Chat cannot carry this part of the message (None: it can)."""
-    if isinstance(item, ToolCall):
-        return None if message.role == "assistant" else "a tool call outside an assistant turn"
-    if item.type == "unsupported":
-        return None if item.options.get("native") else f"a {item.options.get('type')!r} block"
-    if item.type == "thinking":
-        return "thinking (Chat has no field for it; its signature cannot go back)"
-    if item.type == "text":
-        return None
-    if message.role == "user" and item.type in ("image", "image_url", "file"):
-        return None
-    return f"a {item.type} part in a {message.role} message"
-
-
-def replay_problems(history: list[Message]) -> list[_enc.Problem]:
-    """What OpenAI Chat cannot carry: thinking, foreign blocks, media outside user turns."""
-    problems: list[_enc.Problem] = []
-    for mi, message in enumerate(history):
-        for pi, item in enumerate(message.stream_order()):
-            why = _chat_fate(message, item)
-            if why is not None:
-                problems.append(_enc.dropped(message, "openai-chat", mi, pi, why))
-    return problems
-
-
-def encode_request(
-    history: list[Message], params: _enc.RequestParams, skip: frozenset[_enc.PartRef]
-) -> dict[str, Any]:
-    """The Chat Completions request body for `history` and the common params."""
-    messages = chat_instructions(params.instructions)
-    for mi, message in enumerate(history):
-        messages.extend(chat_messages(message, mi, skip, params.strict))
-    body: dict[str, Any] = dict(params.extra)
-    body["messages"] = merge_chat_messages(messages)
-    if params.tools:
-        body["tools"] = [chat_tool(t) for t in params.tools]
-    if params.tool_choice is not None:
-        body["tool_choice"] = chat_tool_choice(params.tool_choice)
-    if params.response_format is not None:
-        body["response_format"] = chat_response_format(params.response_format)
-    return cleanup_chat_request(body, CHAT_DEFAULTS)
-
-
-def chat_instructions(instructions: list[str]) -> list[dict[str, Any]]:
-    """Instructions as developer messages: several become parts of one developer message."""
-    if len(instructions) > 1:
-        return [{"role": "developer", "content": [_chat_text(i) for i in instructions]}]
-    return [{"role": "developer", "content": [_chat_text(i)]} for i in instructions]
-
-
-def _chat_text(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def chat_messages(
-    message: Message, mi: int, skip: frozenset[_enc.PartRef], strict: bool = False
-) -> list[dict[str, Any]]:
-    """One Message as Chat message dicts (a tool message gives one per result)."""
-    extra: dict[str, Any] = dict(message.metadata.get("extra") or {})
-    if message.role == "tool":
-        out = []
-        for result in message.tool_results:
-            content: str | list[dict[str, Any]]
-            if isinstance(result.content, str):
-                content = result.content
-            else:
-                content = [_chat_text(p.content or "") for p in result.content if p.type == "text"]
-                if len(content) != len(result.content):
-                    _enc_drop(strict, mi, "non-text parts of a tool result (Chat tool "
-                              "messages hold text only)")  # fmt: skip
-            out.append(
-                {"role": "tool", "tool_call_id": result.tool_call_id, "content": content, **extra}
-            )
-        return out
-    role = str(message.metadata.get("role") or message.role)
-    parts: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    refusals: list[str] = []
-    for pi, item in enumerate(message.stream_order()):
-        if (mi, pi) in skip:
-            continue
-        if isinstance(item, ToolCall):
-            calls.append(chat_tool_call(item))
-        elif item.type == "text" and item.options.get("refusal") and role == "assistant":
-            refusals.append(item.content or "")
-        else:
-            parts.append(chat_content_part(item, mi))
-    msg: dict[str, Any] = {"role": role, "content": parts}
-    if isinstance(message.metadata.get("name"), str):
-        msg["name"] = message.metadata["name"]
-    if refusals:
-        msg["refusal"] = "".join(refusals)
-    if calls:
-        msg["tool_calls"] = calls
-    msg.update(extra)
-    return [msg]
-
-
-def _enc_drop(strict: bool, mi: int, what: str) -> None:
-    if strict:
-        raise _enc.EncodeError(f"openai-chat cannot carry {what}", index=mi)
-    import warnings
-
-    warnings.warn(f"messages[{mi}]: left out {what}", _enc.ReplayWarning, stacklevel=4)
-
-
-def chat_content_part(part: ContentPart, mi: int) -> dict[str, Any]:
-    """A content part as a Chat content part (text, image_url, file, or a native part)."""
-    if part.type == "unsupported":
-        block: dict[str, Any] = part.options["block"]
-        return dict(block)
-    if part.type == "text":
-        return _chat_text(part.content or "")
-    if part.type in ("image", "image_url"):
-        url = part.content or ""
-        if part.type == "image":
-            url = _enc.data_url(part, mi)
-        image: dict[str, Any] = {"url": url}
-        if isinstance(part.options.get("detail"), str):
-            image["detail"] = part.options["detail"]
-        return {"type": "image_url", "image_url": image}
-    # a base64 file (the only other part _chat_fate lets through)
-    file: dict[str, Any] = {"file_data": _enc.data_url(part, mi, "application/pdf")}
-    if isinstance(part.options.get("filename"), str):
-        file["filename"] = part.options["filename"]
-    return {"type": "file", "file": file}
-
-
-def chat_tool_call(call: ToolCall) -> dict[str, Any]:
-    """A ToolCall as a Chat tool_calls entry (custom tools keep their free-text input)."""
-    if call.metadata.get("type") == "custom_tool_call" and isinstance(call.arguments, dict):
-        return {
-            "id": call.call_id,
-            "type": "custom",
-            "custom": {"name": call.name, "input": str(call.arguments.get("input", ""))},
-        }
-    return {
-        "id": call.call_id,
-        "type": "function",
-        "function": {"name": call.name or "", "arguments": _enc.arguments_text(call)},
-    }
-
-
-def content_to_array(content: Any) -> list[Any]:
-    """Content as a list of parts, for merging (the seed's content_to_array)."""
-    if isinstance(content, str):
-        return [_chat_text(content)]
-    if isinstance(content, list):
-        return [_chat_text(p) if isinstance(p, str) else p for p in content]
-    if content is None:
-        return []
-    return [content]
-
-
-def merge_content(first: Any, second: Any) -> list[Any]:
-    """Two messages' content as one list of parts, never joined into one string."""
-    return content_to_array(first) + content_to_array(second)
-
-
-def _mergeable(first: dict[str, Any], second: dict[str, Any]) -> bool:
-    if first["role"] != second["role"] or first["role"] == "tool":
-        return False
-    for key in (first.keys() & second.keys()) - _CHAT_MERGED_KEYS:
-        # A field both carry (a name, a refusal, a pass-through field) would have to
-        # lose one value: keep the messages apart instead.
-        if key != "name" or first[key] != second[key]:
-            return False
-    return True
-
-
-def merge_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Merge consecutive same-role messages (never tool messages, never losing a field)."""
-    grouped: list[dict[str, Any]] = []
-    for msg in messages:
-        if grouped and _mergeable(grouped[-1], msg):
-            last = grouped[-1]
-            merged = {
-                **last,
-                **msg,
-                "content": merge_content(last.get("content"), msg.get("content")),
-            }
-            calls = [*last.get("tool_calls", []), *msg.get("tool_calls", [])]
-            if calls:
-                merged["tool_calls"] = calls
-            grouped[-1] = merged
-        else:
-            grouped.append(dict(msg))
-    return grouped
-
-
-def simplify_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A lone plain text part becomes a string; empty content is removed."""
-    out = []
-    for msg in messages:
-        simplified = dict(msg)
-        content = simplified.get("content")
-        if isinstance(content, list) and len(content) == 1:
-            part = content[0]
-            if (
-                isinstance(part, dict)
-                and part.get("type") == "text"
-                and set(part)
-                == {
-                    "type",
-                    "text",
-                }
-            ):
-                simplified["content"] = part["text"]
-        if simplified.get("content") == [] or (
-            "content" in simplified and simplified["content"] is None
-        ):
-            del simplified["content"]
-        out.append(simplified)
-    return out
-
-
-def cleanup_chat_request(body: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    """Drop parameters equal to their API default, simplify messages, keep web search on."""
-    web_search = body.get("web_search_options")
-    cleaned = {
-        k: v for k, v in body.items() if not (k in defaults and _enc.same_value(v, defaults[k]))
-    }
-    if "messages" in cleaned:
-        cleaned["messages"] = simplify_messages(cleaned["messages"])
-    if web_search is not None and web_search is not False:
-        # An empty object is how Chat turns web search on: it is never a default to drop.
-        cleaned["web_search_options"] = web_search if isinstance(web_search, dict) else {}
-    return cleaned
-
-
-def chat_tool(tool: _enc.Tool) -> dict[str, Any]:
-    """A tool in the nested Chat form (a native tool passes through)."""
-    if tool.native is not None:
-        return tool.native
-    function: dict[str, Any] = {"name": tool.name}
-    if tool.description is not None:
-        function["description"] = tool.description
-    if tool.parameters is not None:
-        function["parameters"] = tool.parameters
-    if tool.strict is not None:
-        function["strict"] = tool.strict
-    return {"type": "function", "function": function}
-
-
-def chat_tool_choice(choice: _enc.ToolChoice) -> Any:
-    """tool_choice in the Chat form: "auto" / "required" / "none" / the nested function."""
-    if choice.mode == "native":
-        return choice.native
-    if choice.mode == "function":
-        return {"type": "function", "function": {"name": choice.name}}
-    return choice.mode
-
-
-def chat_response_format(fmt: _enc.ResponseFormat) -> dict[str, Any]:
-    """response_format in the Chat form (json_schema nested, `strict: false` kept)."""
-    if fmt.native is not None:
-        return fmt.native
-    if fmt.type != "json_schema":
-        return {"type": fmt.type}
-    schema: dict[str, Any] = {}
-    for key, value in (
-        ("name", fmt.name),
-        ("description", fmt.description),
-        ("schema", fmt.schema),
-        ("strict", fmt.strict),
-    ):
-        if value is not None:
-            schema[key] = value
-    return {"type": "json_schema", "json_schema": schema}

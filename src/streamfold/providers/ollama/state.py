@@ -1,4 +1,4 @@
-"""The saved state of the Ollama decoder (ollama.py)."""
+"""The saved state of the Ollama decoder (decode.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..state_schema import BoxState, Count
+from ...state_schema import BoxState, Count
 
 TextKind = Literal["text", "thinking"]
 

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NoReturn
 
 import jiter
 
-from .._model import check_json_object
-from ..deltas import (
+from ..._model import check_json_object
+from ...deltas import (
     ClosePart,
     Delta,
     EndMessage,
@@ -40,11 +40,12 @@ from ..deltas import (
     SkipEvent,
     UpdateMessage,
 )
-from ..errors import StateError, ToolArgumentsError
-from ..message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
-from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder, PartGrower, json_string_body, starts_at
-from .openai_responses_state import (
+from ...errors import StateError, ToolArgumentsError
+from ...message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
+from ...parts import Citation, CitationSource, ContentPart
+from ..base import Decoder, PartGrower, json_string_body, starts_at
+from ..fields import describe, event_field, int_or_none, optional, text_or_none
+from .state import (
     OpenAIResponsesState,
     ResponsesEarly,
     ResponsesItemAt,
@@ -366,7 +367,7 @@ class OpenAIResponsesDecoder(Decoder):
         kind = payload.get("type", event)
         if not isinstance(kind, str):
             raise self.protocol_error(
-                f"expected a string event 'type', got {_type_name(kind)}", payload
+                f"expected a string event 'type', got {describe(kind)}", payload
             )
         sequence = payload.get("sequence_number")
         if type(sequence) is int and self._seen(sequence):
@@ -852,40 +853,6 @@ class OpenAIResponsesDecoder(Decoder):
 
     # --- helpers: field access -----------------------------------------------------------
 
-    def _field(self, payload: dict[str, Any], name: str, types: Any, what: str) -> Any:
-        value = payload.get(name)
-        if not isinstance(value, types):
-            raise self.protocol_error(
-                f"expected {payload.get('type', 'event')}.{name} to be {what}, "
-                f"got {_type_name(value)}",
-                payload,
-            )
-        return value
-
-    def _str(self, payload: dict[str, Any], name: str) -> str:
-        value: str = self._field(payload, name, str, "a string")
-        return value
-
-    def _opt_str(self, payload: dict[str, Any], name: str) -> str | None:
-        value: str | None = self._field(payload, name, (str, type(None)), "a string or null")
-        return value
-
-    def _int(self, payload: dict[str, Any], name: str, default: int | None = None) -> int:
-        value = payload.get(name)
-        if value is None and default is not None:
-            return default
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.protocol_error(
-                f"expected {payload.get('type', 'event')}.{name} to be an integer, "
-                f"got {_type_name(value)}",
-                payload,
-            )
-        return value
-
-    def _dict(self, payload: dict[str, Any], name: str) -> dict[str, Any]:
-        value: dict[str, Any] = self._field(payload, name, dict, "an object")
-        return value
-
     def _item_for(self, payload: dict[str, Any]) -> _Item:
         """The open item an event refers to, by item_id (output_index only if no id)."""
         item_id = payload.get("item_id")
@@ -893,8 +860,8 @@ class OpenAIResponsesDecoder(Decoder):
         if item is not None:
             return item  # the common case: no message to build
         if item_id is None and "output_index" in payload:
-            item_id = self._by_index.get(self._int(payload, "output_index"))
-        reason = f"expected {payload.get('type')}.item_id to be a string, got {_type_name(item_id)}"
+            item_id = self._by_index.get(event_field(self, payload, "output_index", int))
+        reason = f"expected {payload.get('type')}.item_id to be a string, got {describe(item_id)}"
         if item_id is None and self._items:
             # No id and no known position: the item added last that is still open.
             self._note("missing_item_id", reason, payload)
@@ -921,7 +888,7 @@ class OpenAIResponsesDecoder(Decoder):
     # --- response lifecycle ----------------------------------------------------------------
 
     def _response(self, payload: dict[str, Any]) -> dict[str, Any]:
-        return self._dict(payload, "response")
+        return event_field(self, payload, "response", dict)
 
     def _metadata(self, response: dict[str, Any]) -> dict[str, Any]:
         metadata = {k: response[k] for k in _RESPONSE_METADATA if response.get(k) is not None}
@@ -940,32 +907,23 @@ class OpenAIResponsesDecoder(Decoder):
             return None
         if not isinstance(usage, dict):
             raise self.protocol_error(
-                f"expected response.usage to be an object, got {_type_name(usage)}", usage
+                f"expected response.usage to be an object, got {describe(usage)}", usage
             )
-        input_details = usage.get("input_tokens_details")
-        output_details = usage.get("output_tokens_details")
-        # Every count checked by _opt_count, the raw object here: built without validation.
+        # Details that are not objects are left out, as an older server's absent ones are.
+        inputs = usage.get("input_tokens_details")
+        inputs = inputs if isinstance(inputs, dict) else None
+        outputs = usage.get("output_tokens_details")
+        outputs = outputs if isinstance(outputs, dict) else None
+        # Every count checked here, the raw object below: built without validation.
         return Usage.trusted(
-            input_tokens=self._opt_count(usage, "input_tokens"),
-            output_tokens=self._opt_count(usage, "output_tokens"),
-            cache_read_tokens=self._opt_count(input_details, "cached_tokens"),
-            cache_write_tokens=self._opt_count(input_details, "cache_write_tokens"),
-            reasoning_tokens=self._opt_count(output_details, "reasoning_tokens"),
+            input_tokens=optional(self, usage, "input_tokens", int, usage, "usage "),
+            output_tokens=optional(self, usage, "output_tokens", int, usage, "usage "),
+            cache_read_tokens=optional(self, inputs, "cached_tokens", int, inputs, "usage "),
+            cache_write_tokens=optional(self, inputs, "cache_write_tokens", int, inputs, "usage "),
+            reasoning_tokens=optional(self, outputs, "reasoning_tokens", int, outputs, "usage "),
             raw=check_json_object(dict(usage), "raw"),
             cumulative=True,  # one final total per response
         )
-
-    def _opt_count(self, obj: Any, name: str) -> int | None:
-        if not isinstance(obj, dict):
-            return None
-        value = obj.get(name)
-        if value is None:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.protocol_error(
-                f"expected usage {name} to be an integer, got {_type_name(value)}", obj
-            )
-        return value
 
     def _on_finished(self, payload: dict[str, Any]) -> list[Delta]:
         # response.completed / response.incomplete / response.failed
@@ -1051,15 +1009,15 @@ class OpenAIResponsesDecoder(Decoder):
     # --- output items ----------------------------------------------------------------------
 
     def _on_item_added(self, payload: dict[str, Any]) -> list[Delta]:
-        raw = self._dict(payload, "item")
-        item_type = self._str(raw, "type")
+        raw = event_field(self, payload, "item", dict)
+        item_type = event_field(self, raw, "type", str)
         item_id = raw.get("id")
         if item_id is None:
             # Some compatible servers omit ids; fall back to the position, once.
-            item_id = f"output_index:{self._int(payload, 'output_index')}"
+            item_id = f"output_index:{event_field(self, payload, 'output_index', int)}"
         elif not isinstance(item_id, str):
             raise self.protocol_error(
-                f"expected output_item.added item.id to be a string, got {_type_name(item_id)}",
+                f"expected output_item.added item.id to be a string, got {describe(item_id)}",
                 payload,
             )
         if item_id in self._items:
@@ -1084,7 +1042,7 @@ class OpenAIResponsesDecoder(Decoder):
             item = _Item(item_id, item_type, "message", raw, phase=phase)
             if phase is not None and not isinstance(phase, str):
                 raise self.protocol_error(
-                    f"expected message phase to be a string, got {_type_name(phase)}", payload
+                    f"expected message phase to be a string, got {describe(phase)}", payload
                 )
             self._items[item_id] = item
             return self._replay_early(item_id, [])
@@ -1093,13 +1051,12 @@ class OpenAIResponsesDecoder(Decoder):
             return self._replay_early(item_id, [])
         if item_type in _TOOL_CALL_TYPES:
             item = _Item(item_id, item_type, "tool_call", raw)
-            item.call_id = self._opt_str(raw, "call_id")
-            item.name = self._opt_str(raw, "name")
+            item.call_id = optional(self, raw, "call_id", str, raw, f"{item_type}.")
+            item.name = optional(self, raw, "name", str, raw, f"{item_type}.")
             initial = raw.get("arguments" if item_type == "function_call" else "input")
             if initial is not None and not isinstance(initial, str):
                 raise self.protocol_error(
-                    f"expected {item_type} arguments/input to be a string, "
-                    f"got {_type_name(initial)}",
+                    f"expected {item_type} arguments/input to be a string, got {describe(initial)}",
                     payload,
                 )
             metadata: dict[str, Any] = {"item_id": item_id}
@@ -1122,7 +1079,7 @@ class OpenAIResponsesDecoder(Decoder):
             return self._replay_early(item_id, [OpenPart((item_id,), call)])
         if _client_runs(item_type, raw):
             item = _Item(item_id, item_type, "client_call", raw)
-            item.call_id = self._opt_str(raw, "call_id")
+            item.call_id = optional(self, raw, "call_id", str, raw, f"{item_type}.")
             self._items[item_id] = item
             self._tool_calls += 1
             client_call = ToolCall.trusted(
@@ -1144,13 +1101,13 @@ class OpenAIResponsesDecoder(Decoder):
         return self._replay_early(item_id, [OpenPart((item_id,), part, _is_tool_item(item_type))])
 
     def _on_item_done(self, payload: dict[str, Any]) -> list[Delta]:
-        raw = self._dict(payload, "item")
+        raw = event_field(self, payload, "item", dict)
         item_id = raw.get("id")
         if item_id is None and isinstance(payload.get("output_index"), int):
             item_id = self._by_index.get(payload["output_index"])
         if not isinstance(item_id, str):
             raise self.protocol_error(
-                f"expected output_item.done item.id to be a string, got {_type_name(item_id)}",
+                f"expected output_item.done item.id to be a string, got {describe(item_id)}",
                 payload,
             )
         deltas: list[Delta] = []
@@ -1238,7 +1195,7 @@ class OpenAIResponsesDecoder(Decoder):
             encrypted = item.added.get("encrypted_content")
         if encrypted is not None and not isinstance(encrypted, str):
             raise self.protocol_error(
-                f"expected reasoning encrypted_content to be a string, got {_type_name(encrypted)}",
+                f"expected reasoning encrypted_content to be a string, got {describe(encrypted)}",
                 raw,
             )
         for open_key in list(item.parts):
@@ -1253,9 +1210,9 @@ class OpenAIResponsesDecoder(Decoder):
         call_id = item.call_id
         name = item.name
         if raw.get("call_id") is not None:
-            call_id = self._str(raw, "call_id")
+            call_id = event_field(self, raw, "call_id", str)
         if raw.get("name") is not None:
-            name = self._str(raw, "name")
+            name = event_field(self, raw, "name", str)
         metadata: dict[str, Any] = {"item_id": item.id}
         if item.type == "custom_tool_call":
             metadata["type"] = "custom_tool_call"
@@ -1310,7 +1267,7 @@ class OpenAIResponsesDecoder(Decoder):
         fields = {k: v for k, v in raw.items() if k not in inputs and k not in _ITEM_IDS}
         text = json.dumps(arguments, ensure_ascii=False)
         deltas: list[Delta] = [GrowPart(key, content=text, options={"item_fields": fields})]
-        call_id = self._opt_str(raw, "call_id")
+        call_id = optional(self, raw, "call_id", str, raw, f"{item.type}.")
         if call_id is not None and call_id != item.call_id:
             # The start lacked the id (or said another): the finished item's stands.
             final = ToolCall.model_construct(
@@ -1359,7 +1316,7 @@ class OpenAIResponsesDecoder(Decoder):
             start = part.get(field_name)
             if start is not None and not isinstance(start, str):
                 raise self.protocol_error(
-                    f"expected content part {field_name} to be a string, got {_type_name(start)}",
+                    f"expected content part {field_name} to be a string, got {describe(start)}",
                     raw,
                 )
             options: dict[str, Any] = {"id": item.id}
@@ -1405,8 +1362,8 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_content_part_added(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        index = self._int(payload, "content_index")
-        part = self._dict(payload, "part")
+        index = event_field(self, payload, "content_index", int)
+        part = event_field(self, payload, "part", dict)
         key = (item.id, "content", index)
         if key in item.parts or key in item.closed:
             self._drop(
@@ -1421,8 +1378,8 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_content_part_done(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        index = self._int(payload, "content_index")
-        part = self._dict(payload, "part")
+        index = event_field(self, payload, "content_index", int)
+        part = event_field(self, payload, "part", dict)
         key = (item.id, "content", index)
         state = item.parts.get(key)
         deltas: list[Delta] = []
@@ -1483,7 +1440,11 @@ class OpenAIResponsesDecoder(Decoder):
     def _text_part(self, payload: dict[str, Any], kind: str) -> tuple[Hashable, _Part, list[Delta]]:
         """The part a text/refusal/reasoning_text event is about, and deltas opening it."""
         item = self._item_for(payload)
-        index = self._int(payload, "content_index", default=0)
+        index = (
+            0
+            if payload.get("content_index") is None
+            else event_field(self, payload, "content_index", int)
+        )
         key = (item.id, "content", index)
         state = item.parts.get(key)
         if state is not None:
@@ -1504,7 +1465,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_text_delta(self, payload: dict[str, Any], kind: str) -> list[Delta]:
         key, state, deltas = self._text_part(payload, kind)
-        delta = self._str(payload, "delta")
+        delta = event_field(self, payload, "delta", str)
         if state.ended:
             self._drop(
                 "event_after_part_done",
@@ -1536,29 +1497,29 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_annotation(self, payload: dict[str, Any]) -> list[Delta]:
         key, state, deltas = self._text_part(payload, "text")
-        annotation = self._dict(payload, "annotation")
+        annotation = event_field(self, payload, "annotation", dict)
         state.annotated = True
         deltas.append(GrowPart(key, citations=(self._citation(annotation),)))
         return deltas
 
     def _citation(self, annotation: dict[str, Any]) -> Citation:
         kind = annotation.get("type")
-        start = _opt_int(annotation.get("start_index"))
-        end = _opt_int(annotation.get("end_index"))
+        start = int_or_none(annotation.get("start_index"))
+        end = int_or_none(annotation.get("end_index"))
         metadata = {"annotation": annotation}
         if kind == "url_citation":
             source = CitationSource(
                 type="web",
-                title=_opt_text(annotation.get("title")),
-                url=_opt_text(annotation.get("url")),
+                title=text_or_none(annotation.get("title")),
+                url=text_or_none(annotation.get("url")),
             )
         elif kind in ("file_citation", "container_file_citation", "file_path"):
             if start is None:
-                start = _opt_int(annotation.get("index"))
+                start = int_or_none(annotation.get("index"))
             source = CitationSource(
                 type="document",
-                title=_opt_text(annotation.get("filename")),
-                document_id=_opt_text(annotation.get("file_id")),
+                title=text_or_none(annotation.get("filename")),
+                document_id=text_or_none(annotation.get("file_id")),
             )
         else:
             source = None
@@ -1571,7 +1532,7 @@ class OpenAIResponsesDecoder(Decoder):
     ) -> tuple[_Item, Hashable, list[Delta]]:
         """The summary part an event is about, and deltas opening it if it never started."""
         item = self._item_for(payload)
-        index = self._int(payload, "summary_index")
+        index = event_field(self, payload, "summary_index", int)
         if item.kind != "reasoning":
             # Lenient: kept as a thinking part of the item it names.
             self._note(
@@ -1614,7 +1575,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_summary_delta(self, payload: dict[str, Any]) -> list[Delta]:
         item, key, deltas = self._summary_part(payload, open_missing=True)
-        delta = self._str(payload, "delta")
+        delta = event_field(self, payload, "delta", str)
         item.parts[key].has_text = item.parts[key].has_text or bool(delta)
         deltas.append(GrowPart(key, delta))
         return deltas
@@ -1647,7 +1608,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_arguments_delta(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        delta = self._str(payload, "delta")
+        delta = event_field(self, payload, "delta", str)
         if item.kind == "builtin":
             # mcp_call arguments: shown while streaming; the final item replaces them.
             return [GrowPart((item.id,), delta)]
@@ -1668,7 +1629,7 @@ class OpenAIResponsesDecoder(Decoder):
         item = self._item_for(payload)
         if item.type != "function_call":
             return []
-        arguments = self._str(payload, "arguments")
+        arguments = event_field(self, payload, "arguments", str)
         if not item.has_arguments and arguments:
             item.has_arguments = True
             return [GrowPart((item.id,), content=arguments)]
@@ -1676,7 +1637,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_custom_input_delta(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        delta = self._str(payload, "delta")
+        delta = event_field(self, payload, "delta", str)
         if item.type != "custom_tool_call":
             self._note(
                 "delta_type_mismatch",
@@ -1693,7 +1654,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_custom_input_done(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        text = self._str(payload, "input")
+        text = event_field(self, payload, "input", str)
         if item.type != "custom_tool_call":
             self._drop(
                 "delta_type_mismatch",
@@ -1709,7 +1670,7 @@ class OpenAIResponsesDecoder(Decoder):
     def _on_code_delta(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
         # Code shown while it streams; the final item from output_item.done replaces it.
-        return [GrowPart((item.id,), content=self._str(payload, "delta"))]
+        return [GrowPart((item.id,), content=event_field(self, payload, "delta", str))]
 
     def _on_builtin_done_field(self, payload: dict[str, Any]) -> list[Delta]:
         self._item_for(payload)  # the whole value arrives again with output_item.done
@@ -1717,7 +1678,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_partial_image(self, payload: dict[str, Any]) -> list[Delta]:
         item = self._item_for(payload)
-        image = self._str(payload, "partial_image_b64")
+        image = event_field(self, payload, "partial_image_b64", str)
         options: dict[str, Any] = {"partial_image_b64": image}
         index = payload.get("partial_image_index")
         if isinstance(index, int):
@@ -1736,24 +1697,6 @@ class OpenAIResponsesDecoder(Decoder):
                 return [GrowPart((item.id,), options={"status": status})]
             return []
         return [SkipEvent(kind)]
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"bool {value!r}"
-    if isinstance(value, str):
-        return f"str {value[:40]!r}"
-    return type(value).__name__
-
-
-def _opt_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _opt_text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 _Handler = Callable[[OpenAIResponsesDecoder, dict[str, Any]], list[Delta]]
@@ -1806,378 +1749,3 @@ _HANDLERS: dict[str, _Handler] = {
     "response.code_interpreter_call_code.done": OpenAIResponsesDecoder._on_builtin_done_field,
     "response.image_generation_call.partial_image": OpenAIResponsesDecoder._on_partial_image,
 }
-
-
-# --- encoding: Message -> request ---------------------------------------------------------
-#
-# An assistant Message goes back as the items it was streamed as, in order: each reasoning
-# item (its thinking parts regrouped by item id) with its id and encrypted_content; each
-# message item with its id, its text parts and `phase` from the utterance marker (narration
-# -> commentary, answer -> final_answer); function_call / custom_tool_call items with their
-# call_id and item id; built-in tool items whole. Text without an item id goes as an easy
-# input message (phase kept). Thinking without a reasoning item id, or folded from another
-# provider, is left out with a ReplayWarning.
-
-from .. import encoding as _enc  # noqa: E402
-from ..message import Message, ToolResult  # noqa: E402
-from ..parts import utterance as _utterance  # noqa: E402
-from ..parts import utterance_inferred as _utterance_inferred  # noqa: E402
-
-_PHASE_OF = {"narration": "commentary", "answer": "final_answer"}
-
-_USER_PARTS = frozenset({"text", "image", "image_url", "file", "file_url"})
-
-
-def replay_problems(history: list[Message]) -> list[_enc.Problem]:
-    """What Responses cannot take back: thinking without a reasoning item id, foreign blocks."""
-    problems: list[_enc.Problem] = []
-    call_types: dict[str, str] = {}
-    for mi, message in enumerate(history):
-        call_types.update(_call_types(message))
-        for result in message.tool_results:
-            if (
-                call_types.get(result.tool_call_id) == "computer_call"
-                and not isinstance(result.options.get("output"), dict)
-                and _result_image(result) is None
-            ):
-                problems.append(
-                    _enc.Problem(
-                        "computer_output_without_screenshot",
-                        f"the result of computer call {result.tool_call_id!r} goes back as a "
-                        "computer_call_output, which needs a screenshot: give it an image part "
-                        '(or options["output"])',
-                        mi,
-                    )
-                )
-        foreign = _enc.foreign(message, "openai-responses")
-        for pi, item in enumerate(message.stream_order()):
-            if isinstance(item, ToolCall):
-                if message.role != "assistant":
-                    problems.append(
-                        _enc.dropped(message, "openai-responses", mi, pi, "a tool call here")
-                    )
-                continue
-            problem = _responses_problem(message, item, foreign, mi, pi)
-            if problem is not None:
-                problems.append(problem)
-    return problems
-
-
-def _responses_problem(
-    message: Message, part: ContentPart, foreign: bool, mi: int, pi: int
-) -> _enc.Problem | None:
-    if part.type == "thinking":
-        if message.role != "assistant":
-            return _enc.dropped(message, "openai-responses", mi, pi, "thinking outside a turn")
-        if foreign:
-            return _enc.Problem(
-                "foreign_signature",
-                "a reasoning item needs an OpenAI reasoning id and encrypted_content; "
-                f"thinking folded from {_enc.origin(message)} has neither",
-                mi,
-                pi,
-                True,
-            )
-        if not isinstance(part.options.get("id"), str):
-            return _enc.Problem(
-                "reasoning_without_id",
-                "a thinking part without its reasoning item id cannot go back",
-                mi,
-                pi,
-                True,
-            )
-        return None
-    if part.type == "unsupported":
-        if part.options.get("native") or (
-            not foreign and isinstance(part.options.get("block"), dict)
-        ):
-            return None
-        return _enc.dropped(
-            message, "openai-responses", mi, pi, f"a {part.options.get('type')!r} block"
-        )
-    if part.type == "text" or (message.role != "assistant" and part.type in _USER_PARTS):
-        return None
-    return _enc.dropped(message, "openai-responses", mi, pi, f"a {part.type} part here")
-
-
-def encode_request(
-    history: list[Message], params: _enc.RequestParams, skip: frozenset[_enc.PartRef]
-) -> dict[str, Any]:
-    """The Responses request body: `input` items, instructions, tools, text.format."""
-    items: list[dict[str, Any]] = []
-    call_types: dict[str, str] = {}  # call id -> item type, for its output's item type
-    for mi, message in enumerate(history):
-        call_types.update(_call_types(message))
-        items.extend(responses_items(message, mi, skip, call_types, params.inferred_utterances))
-    body: dict[str, Any] = dict(params.extra)
-    if params.instructions:
-        body["instructions"] = "\n\n".join(params.instructions)
-    body["input"] = items
-    if params.tools:
-        body["tools"] = [responses_tool(t) for t in params.tools]
-    if params.tool_choice is not None:
-        body["tool_choice"] = responses_tool_choice(params.tool_choice)
-    if params.response_format is not None:
-        text = body.get("text")
-        body["text"] = {
-            **(text if isinstance(text, dict) else {}),
-            "format": responses_format(params.response_format),
-        }
-    return body
-
-
-def responses_items(
-    message: Message,
-    mi: int,
-    skip: frozenset[_enc.PartRef],
-    call_types: Mapping[str, str] | None = None,
-    inferred: bool = False,
-) -> list[dict[str, Any]]:
-    """One Message as Responses input items (`inferred`: with inferred markers as phase)."""
-    if message.role == "tool":
-        return [_call_output(r, mi, call_types or {}) for r in message.tool_results]
-    kept = [(pi, x) for pi, x in enumerate(message.stream_order()) if (mi, pi) not in skip]
-    if message.role != "assistant":
-        role = str(message.metadata.get("role") or message.role)
-        content = [_input_part(p, mi) for _, p in kept if isinstance(p, ContentPart)]
-        if not content:
-            return []
-        plain = len(content) == 1 and set(content[0]) == {"type", "text"}
-        return [{"role": role, "content": content[0]["text"] if plain else content}]
-    foreign = _enc.foreign(message, "openai-responses")
-    items: list[dict[str, Any]] = []
-    open_id: tuple[str, str] | None = None  # (kind, id) of the item the last part grew
-    for _, part in kept:
-        if isinstance(part, ToolCall):
-            items.append(call_item(part, foreign))
-            open_id = None
-        elif part.type == "thinking":
-            item_id = str(part.options["id"])
-            if open_id != ("reasoning", item_id):
-                items.append({"type": "reasoning", "id": item_id, "summary": []})
-                open_id = ("reasoning", item_id)
-            _grow_reasoning(items[-1], part)
-        elif part.type == "unsupported":
-            items.append(dict(part.options["block"]))
-            open_id = None
-        else:
-            text_id = part.options.get("id")
-            if foreign or not isinstance(text_id, str):
-                items.append(_easy_message(part, inferred))
-                open_id = None
-                continue
-            if open_id != ("message", text_id):
-                items.append(
-                    {
-                        "type": "message",
-                        "role": "assistant",
-                        "id": text_id,
-                        "status": "completed",
-                        "content": [],
-                    }
-                )
-                open_id = ("message", text_id)
-                phase = _phase(part, inferred)
-                if phase is not None:
-                    items[-1]["phase"] = phase
-            items[-1]["content"].append(_output_part(part))
-    return items
-
-
-def _phase(part: ContentPart, inferred: bool) -> str | None:
-    """The part's phase: its provider's marker; an inferred one only when asked for."""
-    marker = _utterance(part)
-    if marker is not None and (inferred or not _utterance_inferred(part)):
-        return _PHASE_OF[marker]
-    phase = part.options.get("phase")
-    return phase if phase in ("commentary", "final_answer") else None
-
-
-def _grow_reasoning(item: dict[str, Any], part: ContentPart) -> None:
-    kind = part.options.get("type")
-    text = part.content or ""
-    if kind == "reasoning_text":
-        item.setdefault("content", []).append({"type": "reasoning_text", "text": text})
-    elif kind != "reasoning" or text:
-        item["summary"].append({"type": "summary_text", "text": text})
-    encrypted = part.options.get("encrypted_content")
-    if isinstance(encrypted, str):
-        item["encrypted_content"] = encrypted
-
-
-def _easy_message(part: ContentPart, inferred: bool) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": "message", "role": "assistant", "content": part.content or ""}
-    phase = _phase(part, inferred)
-    if phase is not None:
-        item["phase"] = phase
-    return item
-
-
-def _output_part(part: ContentPart) -> dict[str, Any]:
-    if part.options.get("refusal"):
-        return {"type": "refusal", "refusal": part.content or ""}
-    annotations = [c.metadata.get("annotation") for c in part.citations]
-    return {
-        "type": "output_text",
-        "text": part.content or "",
-        "annotations": [a for a in annotations if isinstance(a, dict)],
-    }
-
-
-def call_item(call: ToolCall, foreign: bool = False) -> dict[str, Any]:
-    """A tool call as the Responses item it was: function_call, custom_tool_call, or an
-    item the caller runs (computer_call...) rebuilt from its arguments and item fields."""
-    item: dict[str, Any]
-    kind = call.metadata.get("type")
-    if kind in CLIENT_CALL_INPUTS and isinstance(call.arguments, dict):
-        # The item as streamed: its other fields, then its input.
-        fields = call.metadata.get("item_fields")
-        item = {"type": kind, "call_id": call.call_id}
-        item.update(fields if isinstance(fields, dict) else {"status": "completed"})
-        item.update(call.arguments)
-    elif kind == "custom_tool_call" and isinstance(call.arguments, dict):
-        item = {
-            "type": "custom_tool_call",
-            "call_id": call.call_id,
-            "name": call.name or "",
-            "input": str(call.arguments.get("input", "")),
-        }
-    else:
-        item = {
-            "type": "function_call",
-            "call_id": call.call_id,
-            "name": call.name or "",
-            "arguments": _enc.arguments_text(call),
-        }
-    item_id = call.metadata.get("item_id")
-    if not foreign and isinstance(item_id, str):
-        item["id"] = item_id
-    return item
-
-
-def _call_types(message: Message) -> dict[str, str]:
-    """The item type of each call a message made that is not a function call."""
-    return {
-        call.call_id: kind
-        for call in message.tool_calls
-        if call.call_id
-        and isinstance(kind := call.metadata.get("type"), str)
-        and (kind == "custom_tool_call" or kind in CLIENT_CALL_INPUTS)
-    }
-
-
-def _call_output(result: ToolResult, mi: int, call_types: Mapping[str, str]) -> dict[str, Any]:
-    kind = call_types.get(result.tool_call_id)
-    if kind in CLIENT_CALL_INPUTS:
-        return _client_output(str(kind), result, mi)
-    output: str | list[dict[str, Any]]
-    if isinstance(result.content, str):
-        output = result.content
-    else:
-        output = [_input_part(p, mi) for p in result.content if p.type in _USER_PARTS]
-    kind = "custom_tool_call_output" if kind == "custom_tool_call" else "function_call_output"
-    return {"type": kind, "call_id": result.tool_call_id, "output": output}
-
-
-def _client_output(kind: str, result: ToolResult, mi: int) -> dict[str, Any]:
-    """The *_output item for a call the caller ran. `result.options["output"]`, when set,
-    is sent as the item's output as it is (a shell's several commands, say)."""
-    call_id = result.tool_call_id
-    native = result.options.get("output")
-    text = _enc.result_text(result)
-    if kind == "computer_call":
-        item: dict[str, Any] = {
-            "type": "computer_call_output",
-            "call_id": call_id,
-            "output": native if isinstance(native, dict) else _screenshot(result, mi),
-        }
-        checks = result.options.get("acknowledged_safety_checks")
-        if isinstance(checks, list):
-            item["acknowledged_safety_checks"] = checks
-        return item
-    if kind == "local_shell_call":
-        # This item names its call by `id` (the call's id), not `call_id`.
-        return {"type": "local_shell_call_output", "id": call_id, "output": text}
-    if kind == "shell_call":
-        outcome = {"type": "exit", "exit_code": 1 if result.is_error else 0}
-        output = native if isinstance(native, list) else [
-            {"stdout": "" if result.is_error else text,
-             "stderr": text if result.is_error else "", "outcome": outcome}
-        ]  # fmt: skip
-        return {"type": "shell_call_output", "call_id": call_id, "output": output}
-    status = "failed" if result.is_error else "completed"
-    return {"type": "apply_patch_call_output", "call_id": call_id, "status": status, "output": text}
-
-
-def _screenshot(result: ToolResult, mi: int) -> dict[str, Any]:
-    """A computer call's output: the result's first image (check_replayable wants one)."""
-    image = _result_image(result)
-    url = "" if image is None else _input_part(image, mi)["image_url"]
-    return {"type": "computer_screenshot", "image_url": url}
-
-
-def _result_image(result: ToolResult) -> ContentPart | None:
-    if isinstance(result.content, str):
-        return None
-    return next((p for p in result.content if p.type in ("image", "image_url")), None)
-
-
-def _input_part(part: ContentPart, mi: int) -> dict[str, Any]:
-    out: dict[str, Any]
-    if part.type == "unsupported":
-        return dict(part.options["block"])
-    if part.type == "text":
-        out = {"type": "input_text", "text": part.content or ""}
-    elif part.type in ("image", "image_url"):
-        url = _enc.data_url(part, mi) if part.type == "image" else part.content or ""
-        detail = part.options.get("detail")
-        out = {"type": "input_image", "image_url": url, "detail": detail or "auto"}
-    elif part.type == "file":
-        out = {"type": "input_file", "file_data": _enc.data_url(part, mi, "application/pdf")}
-        if isinstance(part.options.get("filename"), str):
-            out["filename"] = part.options["filename"]
-    else:  # file_url
-        out = {"type": "input_file", "file_url": part.content or ""}
-    breakpoint_ = part.options.get("prompt_cache_breakpoint")
-    if isinstance(breakpoint_, dict):
-        out["prompt_cache_breakpoint"] = breakpoint_
-    return out
-
-
-def responses_tool(tool: _enc.Tool) -> dict[str, Any]:
-    """A function tool in the flat Responses form (strict null means the API default)."""
-    if tool.native is not None:
-        return tool.native
-    out: dict[str, Any] = {"type": "function", "name": tool.name}
-    if tool.description is not None:
-        out["description"] = tool.description
-    out["parameters"] = tool.parameters
-    out["strict"] = tool.strict
-    return out
-
-
-def responses_tool_choice(choice: _enc.ToolChoice) -> Any:
-    """tool_choice: "auto" / "required" / "none" / {"type": "function", "name": ...}."""
-    if choice.mode == "native":
-        return choice.native
-    if choice.mode == "function":
-        return {"type": "function", "name": choice.name}
-    return choice.mode
-
-
-def responses_format(fmt: _enc.ResponseFormat) -> dict[str, Any]:
-    """response_format as text.format (json_schema flat, `strict: false` kept)."""
-    if fmt.native is not None:
-        return fmt.native
-    if fmt.type != "json_schema":
-        return {"type": fmt.type}
-    out: dict[str, Any] = {"type": "json_schema"}
-    for key, value in (
-        ("name", fmt.name),
-        ("description", fmt.description),
-        ("schema", fmt.schema),
-        ("strict", fmt.strict),
-    ):
-        if value is not None:
-            out[key] = value
-    return out

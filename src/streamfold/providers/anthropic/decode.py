@@ -14,16 +14,15 @@ message_stop) next to the raw ones; they repeat what the raw events said and are
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import jiter
 
-from .._model import check_json_object
-from ..deltas import (
+from ..._model import check_json_object
+from ...deltas import (
     ClosePart,
     Delta,
     EndMessage,
@@ -33,11 +32,12 @@ from ..deltas import (
     SkipEvent,
     UpdateMessage,
 )
-from ..errors import StateError, StreamProtocolError
-from ..message import Status, StopReason, ToolCall, Usage
-from ..parts import Citation, CitationSource, ContentPart
-from .anthropic_state import AnthropicBlockAt, AnthropicBlockState, AnthropicState, BlockKind
-from .base import Decoder, PartGrower, json_string_body
+from ...errors import StateError, StreamProtocolError
+from ...message import Status, StopReason, ToolCall, Usage
+from ...parts import Citation, CitationSource, ContentPart
+from ..base import Decoder, PartGrower, json_string_body
+from ..fields import check, describe, optional, required, text_or_none
+from .state import AnthropicBlockAt, AnthropicBlockState, AnthropicState, BlockKind
 
 # stop_reason -> (normalised stop reason, status).
 _STOP: dict[str, tuple[StopReason, Status]] = {
@@ -121,8 +121,6 @@ _LOCATION_KEYS = (
     "end_block_index",
     "search_result_index",
 )
-
-T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -244,8 +242,8 @@ class AnthropicDecoder(Decoder):
         for n, payload in enumerate(state.early):
             try:
                 index = _index(decoder, payload)
-                delta = _field(decoder, payload, "delta", dict)
-                dtype = _check(decoder, delta.get("type"), str, "delta.type", payload)
+                delta = required(decoder, payload, "delta", dict)
+                dtype = check(decoder, delta.get("type"), str, "delta.type", payload)
                 value = decoder._delta_value(dtype, delta, payload)
             except StreamProtocolError as exc:
                 raise StateError(f"early[{n}]", exc.reason) from None
@@ -264,7 +262,7 @@ class AnthropicDecoder(Decoder):
             kind = event or None
         if not isinstance(kind, str):
             raise self.protocol_error(
-                f"expected an event with a string 'type', got {_describe(kind)}", payload
+                f"expected an event with a string 'type', got {describe(kind)}", payload
             )
         if kind == "content_block_delta":
             fast = self.object_text(payload)
@@ -294,19 +292,19 @@ class AnthropicDecoder(Decoder):
     # --- message events ------------------------------------------------------------
 
     def _message_start(self, payload: dict[str, Any]) -> list[Delta]:
-        message = _field(self, payload, "message", dict)
+        message = required(self, payload, "message", dict)
         metadata: dict[str, Any] = {}
         for key in ("id", "model"):
             value = message.get(key)
             if value is not None:
                 if type(value) is not str:  # (checked, or refused by name)
-                    value = _check(self, value, str, f"message.{key}", payload)
+                    value = check(self, value, str, f"message.{key}", payload)
                 metadata[key] = value
         usage_raw = message.get("usage")
         usage: Usage | None = None
         running = self._usage_raw
         if usage_raw is not None:
-            usage_raw = _check(self, usage_raw, dict, "message.usage", payload)
+            usage_raw = check(self, usage_raw, dict, "message.usage", payload)
             self._usage_raw = dict(usage_raw)
             usage = self._usage(payload)
         if self._started:
@@ -320,11 +318,11 @@ class AnthropicDecoder(Decoder):
 
     def _message_delta(self, payload: dict[str, Any]) -> list[Delta]:
         delta = payload.get("delta")
-        delta = {} if delta is None else _check(self, delta, dict, "delta", payload)
+        delta = {} if delta is None else check(self, delta, dict, "delta", payload)
         raw_stop = delta.get("stop_reason")
         stop_reason: StopReason | None = None
         if raw_stop is not None:
-            raw_stop = _check(self, raw_stop, str, "delta.stop_reason", payload)
+            raw_stop = check(self, raw_stop, str, "delta.stop_reason", payload)
             stop_reason, self._status = _STOP.get(raw_stop, ("other", "complete"))
         metadata: dict[str, Any] = {}
         for key in ("stop_sequence", "stop_details", "container"):
@@ -335,7 +333,7 @@ class AnthropicDecoder(Decoder):
         usage: Usage | None = None
         usage_raw = payload.get("usage")
         if usage_raw is not None:
-            usage_raw = _check(self, usage_raw, dict, "usage", payload)
+            usage_raw = check(self, usage_raw, dict, "usage", payload)
             # Running totals: a field left out (or null) keeps its message_start value.
             self._usage_raw.update((k, v) for k, v in usage_raw.items() if v is not None)
             usage = self._usage(payload)
@@ -378,12 +376,12 @@ class AnthropicDecoder(Decoder):
         for wire, name in _USAGE_FIELDS:
             value = self._usage_raw.get(wire)
             if value is not None and type(value) is not int:  # (checked, or refused by name)
-                value = _check(self, value, int, f"usage.{wire}", raw)
+                value = check(self, value, int, f"usage.{wire}", raw)
             fields[name] = value
         details = self._usage_raw.get("output_tokens_details")
         thinking = details.get("thinking_tokens") if isinstance(details, dict) else None
         if thinking is not None:
-            thinking = _check(self, thinking, int, "usage.output_tokens_details", raw)
+            thinking = check(self, thinking, int, "usage.output_tokens_details", raw)
         # Every count checked above, the raw totals here: built without validation.
         raw_totals = check_json_object(dict(self._usage_raw), "raw")
         return Usage.trusted(**fields, reasoning_tokens=thinking, raw=raw_totals, cumulative=True)
@@ -392,8 +390,8 @@ class AnthropicDecoder(Decoder):
 
     def _block_start(self, payload: dict[str, Any]) -> list[Delta]:
         index = _index(self, payload)
-        block = _field(self, payload, "content_block", dict)
-        btype = _check(self, block.get("type"), str, "content_block.type", payload)
+        block = required(self, payload, "content_block", dict)
+        btype = check(self, block.get("type"), str, "content_block.type", payload)
         out: list[Delta] = []
         key: Hashable = index
         old = self._blocks.get(index)
@@ -413,8 +411,8 @@ class AnthropicDecoder(Decoder):
             key = (index, self._restarts)
         part: ContentPart | ToolCall
         if btype == "text":
-            text = _optional(self, block, "text", str, payload)
-            citations = _optional(self, block, "citations", list, payload) or []
+            text = optional(self, block, "text", str, payload, "content_block.")
+            citations = optional(self, block, "citations", list, payload, "content_block.") or []
             blk = _Block("text", btype, block)
             # Checked above (and each citation validated): trusted.
             part = ContentPart.trusted(
@@ -424,8 +422,8 @@ class AnthropicDecoder(Decoder):
                 citations=[_citation(self, c, payload) for c in citations],
             )
         elif btype == "thinking":
-            thinking = _optional(self, block, "thinking", str, payload)
-            signature = _optional(self, block, "signature", str, payload)
+            thinking = optional(self, block, "thinking", str, payload, "content_block.")
+            signature = optional(self, block, "signature", str, payload, "content_block.")
             blk = _Block("thinking", btype, block)
             # An empty signature is not replayable: only a non-empty one is an option.
             part = ContentPart.trusted(
@@ -435,9 +433,9 @@ class AnthropicDecoder(Decoder):
                 citations=[],
             )
         elif btype == "tool_use":
-            call_id = _optional(self, block, "id", str, payload)
-            name = _optional(self, block, "name", str, payload)
-            _optional(self, block, "input", dict, payload)
+            call_id = optional(self, block, "id", str, payload, "content_block.")
+            name = optional(self, block, "name", str, payload, "content_block.")
+            optional(self, block, "input", dict, payload, "content_block.")
             blk = _Block("tool_use", btype, block)
             extra = {k: v for k, v in block.items() if k not in ("type", "id", "name", "input")}
             if extra:  # anything else the block carries: checked as JSON by validation
@@ -609,8 +607,8 @@ class AnthropicDecoder(Decoder):
 
     def _block_delta(self, payload: dict[str, Any]) -> list[Delta]:
         index = _index(self, payload)
-        delta = _field(self, payload, "delta", dict)
-        dtype = _check(self, delta.get("type"), str, "delta.type", payload)
+        delta = required(self, payload, "delta", dict)
+        dtype = check(self, delta.get("type"), str, "delta.type", payload)
         value = self._delta_value(dtype, delta, payload)
         blk = self._blocks.get(index)
         if blk is None:
@@ -636,15 +634,15 @@ class AnthropicDecoder(Decoder):
     def _delta_value(self, dtype: str, delta: dict[str, Any], payload: dict[str, Any]) -> Any:
         """What a delta carries, type-checked (wrong types raise in every mode)."""
         if dtype == "text_delta":
-            return _field(self, delta, "text", str, payload)
+            return required(self, delta, "text", str, payload)
         if dtype == "thinking_delta":
-            return _field(self, delta, "thinking", str, payload)
+            return required(self, delta, "thinking", str, payload)
         if dtype == "signature_delta":
-            return _field(self, delta, "signature", str, payload)
+            return required(self, delta, "signature", str, payload)
         if dtype == "citations_delta":
             return _citation(self, delta.get("citation"), payload)
         if dtype == "input_json_delta":
-            return _field(self, delta, "partial_json", str, payload)
+            return required(self, delta, "partial_json", str, payload)
         if dtype == "compaction_delta":
             return {k: v for k, v in delta.items() if k != "type"}
         return None
@@ -830,7 +828,7 @@ def _opaque_part(block: dict[str, Any], extra: dict[str, Any] | None = None) -> 
 
 def _citation(dec: Decoder, raw: Any, payload: Any) -> Citation:
     """An Anthropic citation as a Citation; the raw citation stays in metadata["raw"]."""
-    raw = _check(dec, raw, dict, "citation", payload)
+    raw = check(dec, raw, dict, "citation", payload)
     ctype = raw.get("type")
     cited = raw.get("cited_text")
     title = raw.get("title")
@@ -838,388 +836,29 @@ def _citation(dec: Decoder, raw: Any, payload: Any) -> Citation:
     source: CitationSource | None = None
     if ctype == "web_search_result_location":
         source = CitationSource(
-            type="web", title=_str_or_none(title), url=_str_or_none(raw.get("url"))
+            type="web", title=text_or_none(title), url=text_or_none(raw.get("url"))
         )
     elif ctype in _DOCUMENT_LOCATIONS:
         # Indexes point into the cited document, not into this part's text: they stay
         # in the source's metadata, and start_index / end_index stay unset.
         source = CitationSource(
             type="document",
-            title=_str_or_none(raw.get("document_title")),
-            document_id=_str_or_none(raw.get("file_id")),
+            title=text_or_none(raw.get("document_title")),
+            document_id=text_or_none(raw.get("file_id")),
             metadata=locations,
         )
     elif ctype == "search_result_location":
-        where = _str_or_none(raw.get("source"))
+        where = text_or_none(raw.get("source"))
         is_url = where is not None and where.startswith(("http://", "https://"))
         source = CitationSource(
             type="web" if is_url else "document",
-            title=_str_or_none(title),
+            title=text_or_none(title),
             url=where if is_url else None,
             document_id=None if is_url else where,
             metadata=locations,
         )
-    return Citation(cited_text=_str_or_none(cited), source=source, metadata={"raw": raw})
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "none"
-    text = json.dumps(value) if isinstance(value, str | int | float | bool) else ""
-    return f"{type(value).__name__} {text}".strip()
-
-
-_TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", int: "an integer"}
-
-
-def _check(dec: Decoder, value: Any, kind: type[T], name: str, raw: Any) -> T:
-    """`value` if it has type `kind` (bools are not integers), else a protocol error."""
-    if type(value) is kind:  # the common answer, in one test (True is a bool, not an int)
-        return value
-    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        return value
-    raise dec.protocol_error(
-        f"expected {name} to be {_TYPE_NAMES.get(kind, kind.__name__)}, got {_describe(value)}",
-        raw,
-    )
-
-
-def _field(dec: Decoder, obj: dict[str, Any], key: str, kind: type[T], raw: Any = None) -> T:
-    """A required field of type `kind`."""
-    return _check(dec, obj.get(key), kind, key, obj if raw is None else raw)
-
-
-def _optional(dec: Decoder, obj: dict[str, Any], key: str, kind: type[T], raw: Any) -> T | None:
-    """An optional field: None when absent or null, else it must have type `kind`."""
-    value = obj.get(key)
-    if value is None or type(value) is kind:  # (the name below is only for the error)
-        return value
-    return _check(dec, value, kind, f"content_block.{key}", raw)
+    return Citation(cited_text=text_or_none(cited), source=source, metadata={"raw": raw})
 
 
 def _index(dec: Decoder, payload: dict[str, Any]) -> int:
-    return _check(dec, payload.get("index"), int, "index", payload)
-
-
-# --- encoding: Message -> request ---------------------------------------------------------
-#
-# System messages and instructions become `system`. An assistant turn's blocks go back in
-# `stream_order()`: thinking with its signature, redacted_thinking, text, tool_use and the
-# server's own blocks (server_tool_use, *_tool_result, compaction, ...) exactly as streamed.
-# A thinking part without a signature, or with another provider's, is left out with a
-# ReplayWarning (strict mode raises). Tool messages become user turns of tool_result blocks,
-# merged with the user turn that follows (tool results first, as the API requires).
-
-import warnings  # noqa: E402
-
-from .. import encoding as _enc  # noqa: E402
-from ..message import Message  # noqa: E402
-
-# Citation fields the request accepts, per citation type (responses add e.g. file_id).
-_CITATION_KEYS: dict[str, frozenset[str]] = {
-    "char_location": frozenset(
-        {"type", "cited_text", "document_index", "document_title", "start_char_index",
-         "end_char_index"}
-    ),
-    "page_location": frozenset(
-        {"type", "cited_text", "document_index", "document_title", "start_page_number",
-         "end_page_number"}
-    ),
-    "content_block_location": frozenset(
-        {"type", "cited_text", "document_index", "document_title", "start_block_index",
-         "end_block_index"}
-    ),
-    "web_search_result_location": frozenset(
-        {"type", "cited_text", "encrypted_index", "title", "url"}
-    ),
-    "search_result_location": frozenset(
-        {"type", "cited_text", "search_result_index", "source", "title", "start_block_index",
-         "end_block_index"}
-    ),
-}  # fmt: skip
-
-# ToolCall metadata an Anthropic tool_use block takes back.
-_TOOL_USE_KEYS = ("caller",)
-
-_MEDIA_PARTS = frozenset({"image", "image_url", "file", "file_url"})
-
-
-def replay_problems(history: list[Message]) -> list[_enc.Problem]:
-    """What Anthropic would reject: unsigned or foreign thinking, thinking after tool_use."""
-    problems: list[_enc.Problem] = []
-    for mi, message in enumerate(history):
-        slots = [tc.index for tc in message.tool_calls if tc.index is not None]
-        if len(slots) != len(set(slots)):
-            problems.append(
-                _enc.Problem(
-                    "thinking_out_of_order",
-                    "two tool calls claim the same slot: the streamed block order is lost",
-                    mi,
-                )
-            )
-        after_tool_use = False
-        for pi, item in enumerate(message.stream_order()):
-            problem = _anthropic_problem(message, item, mi, pi, after_tool_use)
-            if problem is not None:
-                problems.append(problem)
-            if isinstance(item, ToolCall):
-                after_tool_use = True
-    return problems
-
-
-def _anthropic_problem(
-    message: Message, item: ContentPart | ToolCall, mi: int, pi: int, after_tool_use: bool
-) -> _enc.Problem | None:
-    if isinstance(item, ToolCall):
-        if message.role != "assistant":
-            return _enc.dropped(
-                message, "anthropic", mi, pi, "a tool call outside an assistant turn"
-            )
-        return _enc.arguments_problem(item, mi, pi)
-    foreign = _enc.foreign(message, "anthropic")
-    is_thinking = item.type == "thinking" or (
-        item.type == "unsupported" and item.options.get("type") == "redacted_thinking"
-    )
-    if item.type == "thinking":
-        if message.role != "assistant":
-            return _enc.dropped(message, "anthropic", mi, pi, "thinking outside an assistant turn")
-        signature = item.options.get("signature")
-        if foreign:
-            why = "a thinking signature another provider issued" if signature else "thinking"
-            return _enc.Problem(
-                "foreign_signature",
-                f"anthropic cannot verify {why} (folded from {_enc.origin(message)})",
-                mi,
-                pi,
-                True,
-            )
-        if not isinstance(signature, str) or not signature:
-            return _enc.Problem(
-                "empty_signature",
-                "a thinking part without a signature is rejected by Anthropic",
-                mi,
-                pi,
-                True,
-            )
-    elif item.type == "unsupported":
-        native = item.options.get("native")
-        if not isinstance(item.options.get("block"), dict) or (foreign and not native):
-            return _enc.dropped(
-                message, "anthropic", mi, pi, f"a {item.options.get('type')!r} block"
-            )
-    elif item.type in _MEDIA_PARTS and message.role == "assistant":
-        return _enc.dropped(
-            message, "anthropic", mi, pi, f"a {item.type} part in an assistant turn"
-        )
-    if is_thinking and after_tool_use:
-        return _enc.Problem(
-            "thinking_out_of_order",
-            "a thinking block after a tool_use block: the turn ended at the tool_use",
-            mi,
-            pi,
-        )
-    return None
-
-
-def encode_request(
-    history: list[Message], params: _enc.RequestParams, skip: frozenset[_enc.PartRef]
-) -> dict[str, Any]:
-    """The Anthropic Messages request body for `history` and the common params."""
-    system: list[dict[str, Any]] = [{"type": "text", "text": i} for i in params.instructions]
-    messages: list[dict[str, Any]] = []
-    for mi, message in enumerate(history):
-        if message.role == "system":
-            system.extend(
-                anthropic_block(p, mi, message) for p in message.content if p.type == "text"
-            )
-            if any(p.type != "text" for p in message.content):
-                _drop(params.strict, mi, "non-text parts of a system message")
-            continue
-        entry = anthropic_message(message, mi, skip, params.strict)
-        if entry is None:
-            continue
-        if messages and entry["role"] == "user" and messages[-1]["role"] == "user":
-            last = messages[-1]
-            blocks = [*_as_blocks(last["content"]), *_as_blocks(entry["content"])]
-            # tool_result blocks must open the user turn that answers a tool_use.
-            blocks.sort(key=lambda b: b.get("type") != "tool_result")
-            messages[-1] = {"role": "user", "content": blocks}
-        else:
-            messages.append(entry)
-    body: dict[str, Any] = dict(params.extra)
-    if system:
-        plain = len(system) == 1 and set(system[0]) == {"type", "text"}
-        body["system"] = system[0]["text"] if plain else system
-    body["messages"] = messages
-    if params.tools:
-        body["tools"] = [anthropic_tool(t) for t in params.tools]
-    if params.tool_choice is not None:
-        body["tool_choice"] = anthropic_tool_choice(params.tool_choice)
-    fmt = params.response_format
-    if fmt is not None and fmt.type != "text":
-        body["output_config"] = {
-            **(body.get("output_config") or {}),
-            "format": anthropic_output_format(fmt),
-        }
-    return body
-
-
-def _as_blocks(content: Any) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-
-
-def _drop(strict: bool, mi: int, what: str) -> None:
-    if strict:
-        raise _enc.EncodeError(f"anthropic cannot carry {what}", index=mi)
-    warnings.warn(f"messages[{mi}]: left out {what}", _enc.ReplayWarning, stacklevel=4)
-
-
-def anthropic_message(
-    message: Message, mi: int, skip: frozenset[_enc.PartRef], strict: bool = False
-) -> dict[str, Any] | None:
-    """One Message as an Anthropic message (a tool message: a user turn of tool_results)."""
-    if message.role == "tool":
-        results = [anthropic_tool_result(r, mi) for r in message.tool_results]
-        return {"role": "user", "content": results} if results else None
-    blocks: list[dict[str, Any]] = []
-    for pi, item in enumerate(message.stream_order()):
-        if (mi, pi) in skip:
-            continue
-        if isinstance(item, ToolCall):
-            blocks.append(anthropic_tool_use(item, message))
-        elif item.type == "text" and not item.content and not item.citations:
-            continue  # Anthropic rejects empty text blocks
-        else:
-            blocks.append(anthropic_block(item, mi, message))
-    if not blocks:
-        return None
-    role = "assistant" if message.role == "assistant" else "user"
-    return {"role": role, "content": blocks}
-
-
-def anthropic_tool_use(call: ToolCall, message: Message) -> dict[str, Any]:
-    """A ToolCall as a tool_use block (its `caller` kept when it came from Anthropic)."""
-    block: dict[str, Any] = {
-        "type": "tool_use",
-        "id": call.call_id,
-        "name": call.name or "",
-        "input": _enc.call_arguments(call),
-    }
-    if not _enc.foreign(message, "anthropic"):
-        for key in _TOOL_USE_KEYS:
-            if key in call.metadata:
-                block[key] = call.metadata[key]
-    return block
-
-
-def anthropic_block(part: ContentPart, mi: int, message: Message | None = None) -> dict[str, Any]:
-    """A content part as an Anthropic content block."""
-    block: dict[str, Any]
-    if part.type == "unsupported":
-        return dict(part.options["block"])
-    if part.type == "thinking":
-        return {
-            "type": "thinking",
-            "thinking": part.content or "",
-            "signature": part.options["signature"],
-        }
-    if part.type == "text":
-        block = {"type": "text", "text": part.content or ""}
-        if message is not None and not _enc.foreign(message, "anthropic"):
-            cited = [_citation_param(c.metadata.get("raw")) for c in part.citations]
-            if cited and all(c is not None for c in cited):
-                block["citations"] = cited
-    elif part.type in ("image", "image_url"):
-        block = {"type": "image", "source": _source(part, mi, "image")}
-    else:  # file, file_url
-        block = {"type": "document", "source": _source(part, mi, "document")}
-        title = part.options.get("title", part.options.get("filename"))
-        if isinstance(title, str):
-            block["title"] = title
-    control = _enc.cache_control(part)
-    if control is not None:
-        block["cache_control"] = control
-    return block
-
-
-def _citation_param(raw: Any) -> dict[str, Any] | None:
-    if not isinstance(raw, dict):
-        return None
-    keys = _CITATION_KEYS.get(str(raw.get("type")))
-    if keys is None:
-        return None
-    return {k: v for k, v in raw.items() if k in keys}
-
-
-def _source(part: ContentPart, mi: int, kind: str) -> dict[str, Any]:
-    content = part.content or ""
-    if part.type in ("image_url", "file_url"):
-        inline = _enc.split_data_url(content)
-        if inline is None:
-            return {"type": "url", "url": content}
-        return {"type": "base64", "media_type": inline[0], "data": inline[1]}
-    default = "application/pdf" if kind == "document" else None
-    media = _enc.media_type(part, default)
-    inline = _enc.split_data_url(content)
-    if inline is not None:
-        media, content = inline[0], inline[1]
-    if media is None:
-        raise _enc.EncodeError(
-            "a base64 image needs a media option (e.g. media='image/png') for Anthropic",
-            index=mi,
-        )
-    return {"type": "base64", "media_type": media, "data": content}
-
-
-def anthropic_tool_result(result: Any, mi: int) -> dict[str, Any]:
-    """A ToolResult as a tool_result block (is_error only when set, cache_control kept)."""
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.tool_call_id}
-    if isinstance(result.content, str):
-        block["content"] = result.content
-    else:
-        block["content"] = [anthropic_block(p, mi) for p in result.content if p.type != "thinking"]
-    if result.is_error:
-        block["is_error"] = True
-    control = result.options.get("cache_control")
-    if control is True:
-        control = {"type": "ephemeral"}
-    if isinstance(control, dict):
-        block["cache_control"] = control
-    return block
-
-
-def anthropic_tool(tool: _enc.Tool) -> dict[str, Any]:
-    """A tool in Anthropic's form: name, description, input_schema (native tools pass)."""
-    if tool.native is not None:
-        return tool.native
-    out: dict[str, Any] = {"name": tool.name}
-    if tool.description is not None:
-        out["description"] = tool.description
-    out["input_schema"] = tool.parameters or {"type": "object", "properties": {}}
-    if tool.strict is not None:
-        out["strict"] = tool.strict
-    return out
-
-
-def anthropic_tool_choice(choice: _enc.ToolChoice) -> Any:
-    """tool_choice: auto, any (for "required"), none, or one tool by name."""
-    if choice.mode == "native":
-        return choice.native
-    if choice.mode == "function":
-        return {"type": "tool", "name": choice.name}
-    return {"type": {"auto": "auto", "required": "any", "none": "none"}[choice.mode]}
-
-
-def anthropic_output_format(fmt: _enc.ResponseFormat) -> dict[str, Any]:
-    """A json_schema response format as output_config.format (json_object has no match)."""
-    if fmt.native is not None:
-        return fmt.native
-    if fmt.type != "json_schema" or fmt.schema is None:
-        raise _enc.EncodeError(
-            f"response_format: Anthropic takes a json_schema with a schema, got {fmt.type!r}"
-        )
-    return {"type": "json_schema", "schema": fmt.schema}
+    return check(dec, payload.get("index"), int, "index", payload)

@@ -37,7 +37,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..deltas import (
+from ...deltas import (
     ClosePart,
     Delta,
     EndMessage,
@@ -46,12 +46,12 @@ from ..deltas import (
     ReportError,
     UpdateMessage,
 )
-from ..errors import StateError, StreamfoldError, UsageError
-from ..events import Event, MessageCompleted, PartCompleted, PartDelta, PartStarted
-from ..message import MessageDelta, Role, Status, ToolCall, forward_status, merge_tool_call
-from ..parts import STREAMED_OPTIONS, ContentPart, merge_part
-from .base import Decoder
-from .messagedelta_state import MessageDeltaState, SlotArguments, SlotKind
+from ...errors import StateError, StreamfoldError, UsageError
+from ...events import Event, MessageCompleted, PartCompleted, PartDelta, PartStarted
+from ...message import MessageDelta, Role, Status, ToolCall, forward_status, merge_tool_call
+from ...parts import STREAMED_OPTIONS, ContentPart, merge_part
+from ..base import Decoder
+from .state import MessageDeltaState, SlotArguments, SlotKind
 
 # Statuses of a message that ended normally, not cut (see forward_status).
 _WHOLE = frozenset({"complete", "length", "content_filtered"})

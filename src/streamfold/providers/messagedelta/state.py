@@ -1,4 +1,4 @@
-"""The saved state of the MessageDelta decoder (messagedelta.py)."""
+"""The saved state of the MessageDelta decoder (decode.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from ..message import Status
-from ..state_schema import BoxState, Count
+from ...message import Status
+from ...state_schema import BoxState, Count
 
 # A slot index read so far, or -1 for none.
 _SlotOrNone = Annotated[int, Field(ge=-1, le=2**62)]

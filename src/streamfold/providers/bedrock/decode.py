@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import jiter
 
-from ..deltas import (
+from ...deltas import (
     ClosePart,
     Delta,
     EndMessage,
@@ -29,11 +29,12 @@ from ..deltas import (
     SkipEvent,
     UpdateMessage,
 )
-from ..errors import StateError
-from ..message import Status, StopReason, ToolCall, Usage
-from ..parts import Citation, CitationSource, ContentPart
-from .base import Decoder
-from .bedrock_state import BedrockBlockAt, BedrockBlockState, BedrockState, BlockKind
+from ...errors import StateError
+from ...message import Status, StopReason, ToolCall, Usage
+from ...parts import Citation, CitationSource, ContentPart
+from ..base import Decoder
+from ..fields import check, optional
+from .state import BedrockBlockAt, BedrockBlockState, BedrockState, BlockKind
 
 # The documented in-stream exceptions of ConverseStream (boto3 raises them; the wire and
 # decoded recordings carry them as events).
@@ -231,12 +232,7 @@ class BedrockDecoder(Decoder):
     def _block_start(self, body: dict[str, Any]) -> list[Delta]:
         raw = {"contentBlockStart": body}
         index = self._index(body, "contentBlockStart")
-        start = body.get("start")
-        if not isinstance(start, dict):
-            raise self.protocol_error(
-                f"expected contentBlockStart.start to be an object, got {type(start).__name__}",
-                raw,
-            )
+        start = check(self, body.get("start"), dict, "contentBlockStart.start", raw)
         block = self._block(index)
         out: list[Delta] = []
         if block.stopped or block.kind is not None:
@@ -269,9 +265,9 @@ class BedrockDecoder(Decoder):
         self, index: int, block: _Block, start: dict[str, Any], raw: Any
     ) -> list[Delta]:
         if "toolUse" in start:
-            tool = _object(self, start["toolUse"], "contentBlockStart.start.toolUse", raw)
-            call_id = _string(self, tool.get("toolUseId"), "toolUse.toolUseId", raw)
-            name = _string(self, tool.get("name"), "toolUse.name", raw)
+            tool = check(self, start["toolUse"], dict, "contentBlockStart.start.toolUse", raw)
+            call_id = check(self, tool.get("toolUseId"), str, "toolUse.toolUseId", raw)
+            name = check(self, tool.get("name"), str, "toolUse.name", raw)
             if tool.get("type") == "server_tool_use":
                 # Bedrock runs this tool itself (e.g. Nova's code interpreter): not a call
                 # for the client, but a block to send back whole with the history.
@@ -292,8 +288,10 @@ class BedrockDecoder(Decoder):
             )
             return [self._open(block, call)]
         if "toolResult" in start:
-            result = _object(self, start["toolResult"], "contentBlockStart.start.toolResult", raw)
-            _string(self, result.get("toolUseId"), "toolResult.toolUseId", raw)
+            result = check(
+                self, start["toolResult"], dict, "contentBlockStart.start.toolResult", raw
+            )
+            check(self, result.get("toolUseId"), str, "toolResult.toolUseId", raw)
             block.kind = "tool_result"
             block.origin = start
             block.start = dict(result)
@@ -304,12 +302,7 @@ class BedrockDecoder(Decoder):
     def _block_delta(self, body: dict[str, Any]) -> list[Delta]:
         raw = {"contentBlockDelta": body}
         index = self._index(body, "contentBlockDelta")
-        delta = body.get("delta")
-        if not isinstance(delta, dict):
-            raise self.protocol_error(
-                f"expected contentBlockDelta.delta to be an object, got {type(delta).__name__}",
-                raw,
-            )
+        delta = check(self, body.get("delta"), dict, "contentBlockDelta.delta", raw)
         block = self._block(index)
         if block.stopped:
             return self._after_stop(index, "contentBlockDelta", "delta_after_block_stop", raw)
@@ -343,11 +336,7 @@ class BedrockDecoder(Decoder):
 
     def _message_stop(self, body: dict[str, Any]) -> list[Delta]:
         raw = {"messageStop": body}
-        reason = body.get("stopReason")
-        if not isinstance(reason, str):
-            raise self.protocol_error(
-                f"expected messageStop.stopReason to be a string, got {reason!r}", raw
-            )
+        reason = check(self, body.get("stopReason"), str, "messageStop.stopReason", raw)
         stop_reason, status = _STOP_REASONS.get(reason, ("other", "complete"))
         metadata: dict[str, Any] = {}
         extra = body.get("additionalModelResponseFields")
@@ -374,13 +363,9 @@ class BedrockDecoder(Decoder):
         raw = {"metadata": body}
         usage: Usage | None = None
         if "usage" in body:
-            counts = _object(self, body["usage"], "metadata.usage", raw)
+            counts = check(self, body["usage"], dict, "metadata.usage", raw)
             for key in _USAGE_FIELDS:
-                value = counts.get(key)
-                if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                    raise self.protocol_error(
-                        f"expected metadata.usage.{key} to be an integer, got {value!r}", raw
-                    )
+                optional(self, counts, key, int, raw, "metadata.usage.")
             usage = Usage.model_construct(
                 input_tokens=counts.get("inputTokens"),
                 output_tokens=counts.get("outputTokens"),
@@ -392,7 +377,7 @@ class BedrockDecoder(Decoder):
             )
         metadata: dict[str, Any] = {}
         if body.get("metrics") is not None:
-            metrics = _object(self, body["metrics"], "metadata.metrics", raw)
+            metrics = check(self, body["metrics"], dict, "metadata.metrics", raw)
             if "latencyMs" in metrics:
                 metadata["latency_ms"] = metrics["latencyMs"]
         for key, name in (
@@ -454,7 +439,7 @@ class BedrockDecoder(Decoder):
         return block
 
     def _text(self, index: int, block: _Block, text: Any, raw: Any) -> list[Delta]:
-        text = _string(self, text, "contentBlockDelta.delta.text", raw)
+        text = check(self, text, str, "contentBlockDelta.delta.text", raw)
         if not text:
             return []
         out: list[Delta] = []
@@ -465,7 +450,7 @@ class BedrockDecoder(Decoder):
         return out
 
     def _reasoning(self, index: int, block: _Block, value: Any, raw: Any) -> list[Delta]:
-        reasoning = _object(self, value, "contentBlockDelta.delta.reasoningContent", raw)
+        reasoning = check(self, value, dict, "contentBlockDelta.delta.reasoningContent", raw)
         out: list[Delta] = []
         if "redactedContent" in reasoning:
             data = reasoning["redactedContent"]
@@ -473,7 +458,7 @@ class BedrockDecoder(Decoder):
                 # boto3 hands the blob over decoded; the wire (and the JSON kept) has it in
                 # base64.
                 data = base64.b64encode(data).decode("ascii")
-            data = _string(self, data, "reasoningContent.redactedContent", raw)
+            data = check(self, data, str, "reasoningContent.redactedContent", raw)
             redacted = self._claim(index, block, "redacted", raw, out)
             redacted.chunks.append(data)
             if not redacted.opened:
@@ -481,9 +466,9 @@ class BedrockDecoder(Decoder):
         text = reasoning.get("text")
         signature = reasoning.get("signature")
         if text is not None:
-            text = _string(self, text, "reasoningContent.text", raw)
+            text = check(self, text, str, "reasoningContent.text", raw)
         if signature is not None:
-            signature = _string(self, signature, "reasoningContent.signature", raw)
+            signature = check(self, signature, str, "reasoningContent.signature", raw)
         if not text and not signature:
             # An empty reasoning delta (gpt-oss sends them) says nothing: no part, no delta.
             return out
@@ -500,8 +485,8 @@ class BedrockDecoder(Decoder):
         return out
 
     def _tool_input(self, index: int, block: _Block, value: Any, raw: Any) -> list[Delta]:
-        tool = _object(self, value, "contentBlockDelta.delta.toolUse", raw)
-        fragment = _string(self, tool.get("input"), "contentBlockDelta.delta.toolUse.input", raw)
+        tool = check(self, value, dict, "contentBlockDelta.delta.toolUse", raw)
+        fragment = check(self, tool.get("input"), str, "contentBlockDelta.delta.toolUse.input", raw)
         if block.kind == "server_tool_use":
             block.chunks.append(fragment)
             return []
@@ -553,7 +538,7 @@ class BedrockDecoder(Decoder):
         return out
 
     def _citation(self, index: int, block: _Block, value: Any, raw: Any) -> list[Delta]:
-        data = _object(self, value, "contentBlockDelta.delta.citation", raw)
+        data = check(self, value, dict, "contentBlockDelta.delta.citation", raw)
         out: list[Delta] = []
         block = self._claim(index, block, "text", raw, out)
         if not block.opened:
@@ -718,20 +703,6 @@ def _describe(kind: BlockKind | None) -> str:
         "server_tool_use": "server toolUse",
         "tool_result": "toolResult",
     }[kind]
-
-
-def _object(decoder: Decoder, value: Any, what: str, raw: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise decoder.protocol_error(
-            f"expected {what} to be an object, got {type(value).__name__}", raw
-        )
-    return value
-
-
-def _string(decoder: Decoder, value: Any, what: str, raw: Any) -> str:
-    if not isinstance(value, str):
-        raise decoder.protocol_error(f"expected {what} to be a string, got {value!r}", raw)
-    return value
 
 
 def _citation(data: dict[str, Any]) -> Citation:

@@ -1,4 +1,4 @@
-"""The saved state of the Anthropic decoder (anthropic.py)."""
+"""The saved state of the Anthropic decoder (decode.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..message import Status
-from ..state_schema import BoxState, Count, JsonObject, Key
+from ...message import Status
+from ...state_schema import BoxState, Count, JsonObject, Key
 
 BlockKind = Literal["text", "thinking", "tool_use", "buffered", "compaction", "opaque"]
 

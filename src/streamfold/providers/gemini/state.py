@@ -1,4 +1,4 @@
-"""The saved state of the Gemini decoder (gemini.py)."""
+"""The saved state of the Gemini decoder (decode.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..state_schema import BoxState, Count, Json, JsonObject
+from ...state_schema import BoxState, Count, Json, JsonObject
 
 
 class GeminiTextState(BoxState):
