@@ -6,6 +6,7 @@
 
     .venv/bin/python fuzz/fuzz_fold.py --random 100000 [--seed 0]   # no atheris needed
     .venv/bin/python fuzz/fuzz_fold.py --random 100000 --objects    # dicts, SDK objects
+    .venv-compiled/bin/python fuzz/fuzz_fold.py --random 100000 --installed  # the compiled wheel
 
 The property is the one tests/reliability/test_fuzz.py checks (its helpers are reused): only
 StreamfoldError escapes the fold, events follow each part's lifecycle, every completed part
@@ -24,7 +25,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "src"))
+# --installed: fuzz the streamfold this interpreter has installed (the compiled wheel), not
+# the source tree beside this script.
+if "--installed" not in sys.argv:
+    sys.path.insert(0, str(ROOT / "src"))
 
 try:
     import atheris
@@ -128,6 +132,10 @@ def main() -> None:
         make_corpus(Path(args[1]))
     elif args[:1] == ["--random"]:
         seed = int(args[args.index("--seed") + 1]) if "--seed" in args else 0
+        import streamfold
+
+        build = "compiled" if streamfold.is_compiled() else "interpreted"
+        print(f"streamfold {build}: {streamfold.__file__}")
         random_run(int(args[1]), seed, "--objects" in args, "--keep-going" in args)
     elif atheris is None:
         sys.exit("atheris is not installed: `pip install atheris`, or use --random N")
