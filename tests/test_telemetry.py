@@ -176,3 +176,34 @@ def test_the_global_providers_by_default() -> None:
         assert fold_message(read("anthropic/text-basic.sse")).status == "complete"
     finally:
         telemetry.uninstrument()
+
+
+def test_a_token_count_no_float_holds_records_no_time_per_token(
+    otel: tuple[InMemorySpanExporter, InMemoryMetricReader],
+) -> None:
+    """A stream can claim any token count: one past what OpenTelemetry carries (a signed
+    64-bit integer; the SDK's histogram raises OverflowError past ~1e308) is left off the
+    span and out of the metrics, and the fold finishes; the input count still goes."""
+    from test_timing import _claiming_output_tokens, _timed
+
+    spans, reader = otel
+    stream, clock = _timed(_claiming_output_tokens(10**400))
+    run = fold(stream, "anthropic", clock=clock, started_at=0.0)
+    message = [e for e in run if e.type == "message_completed"][-1].message
+    assert message.usage is not None and message.usage.output_tokens == 10**400
+    (span,) = spans.get_finished_spans()
+    assert span.attributes is not None
+    assert "gen_ai.usage.output_tokens" not in span.attributes
+    assert span.attributes["gen_ai.usage.input_tokens"] == 1
+    data = reader.get_metrics_data()
+    assert data is not None
+    token_kinds = [
+        point.attributes["gen_ai.token.type"]
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "gen_ai.client.token.usage"
+        for point in metric.data.data_points
+        if point.attributes is not None
+    ]
+    assert token_kinds == ["input"]

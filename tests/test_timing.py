@@ -251,3 +251,47 @@ def test_a_recording_replayed_at_speed_1_keeps_its_time_to_first_token(
     ttft = replayed.timing.time_to_first_token_s
     assert ttft is not None
     assert abs(ttft - recorded_ttft) <= REPLAY_TOLERANCE_S
+
+
+def _claiming_output_tokens(count: int) -> list[dict[str, Any]]:
+    """An Anthropic stream (as decoded dicts) whose usage claims `count` output tokens."""
+    return [
+        {
+            "type": "message_start",
+            "message": {
+                "id": "m",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude",
+                "content": [],
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            },
+        },
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": count},
+        },
+        {"type": "message_stop"},
+    ]
+
+
+def test_a_token_count_no_float_holds_gives_no_rate() -> None:
+    """A stream may claim any count: past ~1e308 the rate (and the time per token) would
+    raise OverflowError out of the fold; they are None instead."""
+    stream, clock = _timed(_claiming_output_tokens(10**400))
+    run = fold(stream, "anthropic", clock=clock, started_at=0.0)
+    message = [e for e in run if isinstance(e, MessageCompleted)][-1].message
+    assert message.usage is not None and message.usage.output_tokens == 10**400
+    assert run.timing.total_s is not None and run.timing.time_to_first_token_s is not None
+    assert run.timing.total_s > run.timing.time_to_first_token_s  # a rate would be computed
+    assert run.timing.output_tokens_per_s is None
+    assert message.metadata["timing"]["output_tokens_per_s"] is None
+    # A count a float holds still gives its rate.
+    stream, clock = _timed(_claiming_output_tokens(1000))
+    run = fold(stream, "anthropic", clock=clock, started_at=0.0)
+    list(run)
+    assert run.timing.output_tokens_per_s is not None and run.timing.output_tokens_per_s > 0

@@ -135,7 +135,7 @@ class _Instruments:
                 ("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens),
                 ("gen_ai.usage.reasoning.output_tokens", usage.reasoning_tokens),
             ):
-                if value is not None:
+                if _countable(value):
                     attributes[name] = value
         first_chunk = timing.time_to_first_byte_s
         if first_chunk is not None:
@@ -163,7 +163,7 @@ class _Instruments:
         self.duration.record(total, metric)
         if usage is not None:
             for kind, value in (("input", usage.input_tokens), ("output", usage.output_tokens)):
-                if value is not None:
+                if _countable(value):
                     self.token_usage.record(value, {**common, "gen_ai.token.type": kind})
         if error_type is None:
             if first_chunk is not None:
@@ -192,12 +192,25 @@ def _error_type(message: Message) -> str | None:
     return "provider_error"
 
 
+def _countable(count: int | None) -> bool:
+    """Whether a token count goes on the span and into the histogram: a stream can claim
+    any number, and OpenTelemetry carries a signed 64-bit integer (the SDK's histogram
+    raises OverflowError on an int no float holds)."""
+    return count is not None and count <= _INT64_MAX
+
+
+_INT64_MAX = 2**63 - 1
+
+
 def _time_per_output_token(timing: StreamTiming) -> float | None:
     tokens = timing.output_tokens
     first, total = timing.time_to_first_token_s, timing.total_s
     if tokens is None or tokens < 2 or first is None or total is None or total <= first:
         return None
-    return (total - first) / (tokens - 1)
+    try:
+        return (total - first) / (tokens - 1)
+    except OverflowError:  # a token count no float holds: no time per token to record
+        return None
 
 
 def instrument(*, tracer_provider: Any = None, meter_provider: Any = None) -> None:

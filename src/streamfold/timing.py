@@ -116,7 +116,7 @@ class StreamTiming:
         tokens, first, end = self._output_tokens, self._first_token, self._end
         if tokens is None or first is None or end is None or end <= first:
             return None
-        return round(tokens / (end - first), 3)
+        return _rate(tokens, end - first)
 
     def as_dict(self) -> dict[str, Any]:
         """The timing as `metadata["timing"]` holds it (JSON; seconds rounded to µs)."""
@@ -205,6 +205,15 @@ class StreamTiming:
             self._first_token = self._clock()
             if self._first_byte is None:
                 self._first_byte = self._first_token
+
+
+def _rate(count: int, seconds: float) -> float | None:
+    """count / seconds, rounded; None for a count no float holds (a stream can claim any
+    number of tokens: past ~1e308, the division raises OverflowError)."""
+    try:
+        return round(count / seconds, 3)
+    except OverflowError:
+        return None
 
 
 def _has_content(slot: Slot) -> bool:
