@@ -192,14 +192,15 @@ def _error_type(message: Message) -> str | None:
     return "provider_error"
 
 
+# The largest integer an OpenTelemetry attribute or data point carries (signed 64-bit).
+_INT64_MAX = 2**63 - 1
+
+
 def _countable(count: int | None) -> bool:
     """Whether a token count goes on the span and into the histogram: a stream can claim
     any number, and OpenTelemetry carries a signed 64-bit integer (the SDK's histogram
     raises OverflowError on an int no float holds)."""
     return count is not None and count <= _INT64_MAX
-
-
-_INT64_MAX = 2**63 - 1
 
 
 def _time_per_output_token(timing: StreamTiming) -> float | None:
