@@ -463,7 +463,10 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
             openai_responses.OpenAIResponsesDecoder,
             openai_responses_state.OpenAIResponsesState,
             {},
-            {"_hot", "_hot_head", "_hot_misses", "_kind", "_noted", "_early_chars", *settings_},
+            {
+                *("_hot", "_hot_head", "_hot_misses", "_kind", "_noted", "_early_chars"),
+                *("_last_delta", *settings_),  # the fast paths' cache of lookups
+            },
         ),
         (openai_responses._Item, openai_responses_state.ResponsesItemState, {}, set()),
         (openai_responses._Part, openai_responses_state.ResponsesPartState, {}, set()),

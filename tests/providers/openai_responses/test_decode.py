@@ -1419,7 +1419,8 @@ def _outcome(chunks: list[bytes], provider: str | None, **options: Any) -> tuple
         # A set's order depends on what was added and removed, not on what it holds.
         k: repr(sorted(v) if isinstance(v, set) else v)
         for k, v in decoder.items()
-        if not k.startswith("_hot")
+        # The lanes' own: the hot lane's part, and the fast paths' cache of lookups.
+        if not k.startswith("_hot") and k != "_last_delta"
     }
     return events, error, repr(run.snapshot()), state
 
@@ -1858,6 +1859,25 @@ _RESP_CASES = [
         _find("function_call_arguments.delta", item_id="msg"),
         _find("function_call_arguments.delta", item_id="mc"),
         _find("function_call_arguments.delta", item_id="fc", delta=""),
+    ],
+    # The fast paths remember the part the last delta grew: a second delta for it after
+    # the part ended, or after its item was added again, must not find the old one.
+    [
+        _find("output_text.delta", item_id="msg", content_index=0, delta="hi"),
+        _find("output_text.delta", item_id="msg", content_index=0, delta="hi"),
+        _find("content_part.done", item_id="msg"),
+        _find("output_text.delta", item_id="msg", content_index=0, delta="hi"),
+    ],
+    [
+        _find("output_text.delta", item_id="msg", content_index=0, delta="hi"),
+        _find("output_item.added", output_index=0),
+        _find("output_text.delta", item_id="msg", content_index=0, delta="hi"),
+    ],
+    # The same item and index on another path is another part.
+    [
+        _find("reasoning_text.delta", item_id="rs"),
+        _find("reasoning_summary_text.delta", item_id="rs", summary_index=0),
+        _find("reasoning_text.delta", item_id="rs"),
     ],
 ]
 

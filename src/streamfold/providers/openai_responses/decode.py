@@ -197,6 +197,24 @@ class _Dropped(Exception):
     """Lenient: the event is dropped (its repair is already noted)."""
 
 
+@dataclass(slots=True)
+class _LastDelta:
+    """The part (or call) the last fast-path delta grew, and how that delta named it.
+
+    Deltas come in runs for one part: the next of the same path, item and index grows the
+    same part, found without the item and part lookups or a new key (the fold compares the
+    key it gets by identity first). Cleared whenever the full path runs, the only place
+    an item or part is added, replaced, ended or closed.
+    """
+
+    path: Literal["text", "summary", "arguments"]
+    item_id: str
+    index: int
+    key: Hashable
+    item: _Item
+    state: _Part | None  # None for a call's arguments
+
+
 # The item type an event implies, for events whose item never arrived (by the event's
 # first name segment; a name not listed is the item type itself, as web_search_call).
 _IMPLIED_ITEM = {
@@ -306,6 +324,7 @@ class OpenAIResponsesDecoder(Decoder):
         self._hot: _Hot | None = None
         self._hot_misses = 0  # delta events declined since the lane last took one
         self._hot_head = _HOT_EVENT  # None: the lane stopped for this stream
+        self._last_delta: _LastDelta | None = None  # see _LastDelta
 
     def to_state(self) -> OpenAIResponsesState:
         """This decoder as saved-state data (between events: no repairs noted)."""
@@ -391,6 +410,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def close(self) -> list[Delta]:
         """The input ended: close open custom tool calls with what arrived."""
+        self._last_delta = None
         deltas = self._flush_early()
         deltas.extend(self._flush_custom_calls())
         if self._noted:
@@ -422,10 +442,11 @@ class OpenAIResponsesDecoder(Decoder):
             return None
         sequence = payload.get("sequence_number")
         if sequence is not None:
-            floor = self._seq_floor
-            if type(sequence) is not int or floor is None or sequence != floor + 1:
+            if type(sequence) is not int:
                 return None
-            if self._seq_above:
+            number: int = sequence  # (compiled: compared as a machine integer, not an object)
+            floor = self._seq_floor
+            if floor is None or number != floor + 1 or self._seq_above:
                 return None
         hit = self._fast(fast, payload)
         if hit is None:
@@ -446,9 +467,8 @@ class OpenAIResponsesDecoder(Decoder):
         return self._fast_arguments_delta(payload)
 
     def _fast_text_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
-        try:  # subscripts: a missing key, or an item_id that is no key, is not this
+        try:  # a subscript: a missing key, or no dict, is not this
             item_id = payload["item_id"]
-            item = self._items[item_id]
         except (KeyError, TypeError):
             return None
         if type(item_id) is not str:
@@ -458,14 +478,30 @@ class OpenAIResponsesDecoder(Decoder):
             index = 0  # _int(default=0) reads null as the default
         elif type(index) is not int:
             return None
-        key = (item_id, "content", index)
-        state = item.parts.get(key)
         delta = payload.get("delta")
-        if state is None or state.ended or type(delta) is not str:
+        if type(delta) is not str or payload.get("logprobs"):
+            # Logprobs are kept beside the text: the full path takes them, so the fold
+            # counts and checks the whole event (the dict lane counts only the text).
             return None
-        if payload.get("logprobs"):
-            # Kept beside the text: the full path takes it, so the fold counts and checks
-            # the whole event (the dict lane counts only the text).
+        last = self._last_delta
+        if (
+            last is not None
+            and last.path == "text"
+            and last.index == index
+            and last.item_id == item_id
+        ):
+            state = last.state
+            key = last.key
+        else:
+            item = self._items.get(item_id)
+            if item is None:
+                return None
+            state = item.parts.get((item_id, "content", index))
+            if state is None:
+                return None
+            key = state.key
+            self._last_delta = _LastDelta("text", item_id, index, key, item, state)
+        if state is None or state.ended:
             return None
         if delta:
             state.has_text = True
@@ -473,38 +509,60 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _fast_summary_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
         item_id = payload.get("item_id")
-        if type(item_id) is not str:
-            return None
-        item = self._items.get(item_id)
-        if item is None or item.kind != "reasoning":
-            return None  # another item kind: the full handler notes a repair
         index = payload.get("summary_index")
         delta = payload.get("delta")
-        if type(index) is not int or type(delta) is not str:
+        if type(item_id) is not str or type(index) is not int or type(delta) is not str:
             return None
-        key = (item_id, "summary", index)
-        state = item.parts.get(key)
-        if state is None or state.ended or key in item.closed:
+        last = self._last_delta
+        if (
+            last is not None
+            and last.path == "summary"
+            and last.index == index
+            and last.item_id == item_id
+        ):
+            state = last.state
+            key = last.key
+        else:
+            item = self._items.get(item_id)
+            if item is None or item.kind != "reasoning":
+                return None  # another item kind: the full handler notes a repair
+            state = item.parts.get((item_id, "summary", index))
+            if state is None:
+                return None
+            key = state.key
+            if key in item.closed:
+                return None
+            self._last_delta = _LastDelta("summary", item_id, index, key, item, state)
+        if state is None or state.ended:
             return None
         if delta:
             state.has_text = True
         return key, delta
 
     def _fast_arguments_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
-        try:  # subscripts: a missing key, or an item_id that is no key, is not this
+        try:  # subscripts: a missing key, or no dict, is not this
             item_id = payload["item_id"]
-            item = self._items[item_id]
             delta = payload["delta"]
         except (KeyError, TypeError):
             return None
         if type(item_id) is not str or type(delta) is not str:
             return None
-        if item.kind != "builtin":
-            if item.type != "function_call":
+        last = self._last_delta
+        item: _Item | None
+        if last is not None and last.path == "arguments" and last.item_id == item_id:
+            item = last.item
+            key = last.key
+        else:
+            item = self._items.get(item_id)
+            if item is None:
+                return None
+            if item.kind != "builtin" and item.type != "function_call":
                 return None  # the full handler notes a delta_type_mismatch
-            if delta:
-                item.has_arguments = True
-        return (item_id,), delta
+            key = (item_id,)
+            self._last_delta = _LastDelta("arguments", item_id, -1, key, item, None)
+        if delta and item.kind != "builtin":
+            item.has_arguments = True
+        return key, delta
 
     # --- the SSE hot lane: the fast paths' events straight from their bytes --------------
 
@@ -798,6 +856,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _dispatch(self, kind: str, payload: dict[str, Any]) -> list[Delta]:
         self._kind = kind
+        self._last_delta = None
         handler = _HANDLERS.get(kind)
         try:
             if handler is not None:
