@@ -483,29 +483,7 @@ class OpenAIResponsesDecoder(Decoder):
             # Logprobs are kept beside the text: the full path takes them, so the fold
             # counts and checks the whole event (the dict lane counts only the text).
             return None
-        last = self._last_delta
-        if (
-            last is not None
-            and last.path == "text"
-            and last.index == index
-            and last.item_id == item_id
-        ):
-            state = last.state
-            key = last.key
-        else:
-            item = self._items.get(item_id)
-            if item is None:
-                return None
-            state = item.parts.get((item_id, "content", index))
-            if state is None:
-                return None
-            key = state.key
-            self._last_delta = _LastDelta("text", item_id, index, key, item, state)
-        if state is None or state.ended:
-            return None
-        if delta:
-            state.has_text = True
-        return key, delta
+        return self._fast_part_delta("text", item_id, index, delta)
 
     def _fast_summary_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
         item_id = payload.get("item_id")
@@ -513,31 +491,46 @@ class OpenAIResponsesDecoder(Decoder):
         delta = payload.get("delta")
         if type(item_id) is not str or type(index) is not int or type(delta) is not str:
             return None
+        return self._fast_part_delta("summary", item_id, index, delta)
+
+    def _fast_part_delta(
+        self, path: Literal["text", "summary"], item_id: str, index: int, delta: str
+    ) -> tuple[Hashable, str] | None:
+        """The open part a text or summary delta grows, and its text."""
         last = self._last_delta
         if (
             last is not None
-            and last.path == "summary"
+            and last.path == path
             and last.index == index
             and last.item_id == item_id
         ):
             state = last.state
-            key = last.key
         else:
-            item = self._items.get(item_id)
-            if item is None or item.kind != "reasoning":
-                return None  # another item kind: the full handler notes a repair
-            state = item.parts.get((item_id, "summary", index))
-            if state is None:
-                return None
-            key = state.key
-            if key in item.closed:
-                return None
-            self._last_delta = _LastDelta("summary", item_id, index, key, item, state)
+            state = self._fast_find_part(path, item_id, index)
         if state is None or state.ended:
             return None
         if delta:
             state.has_text = True
-        return key, delta
+        return state.key, delta
+
+    def _fast_find_part(
+        self, path: Literal["text", "summary"], item_id: str, index: int
+    ) -> _Part | None:
+        """The part a fast-path delta names, if the fast path may grow it; remembered."""
+        item = self._items.get(item_id)
+        if item is None:
+            return None
+        if path == "text":
+            state = item.parts.get((item_id, "content", index))
+        elif item.kind != "reasoning":
+            return None  # a summary delta for another item kind: the full handler notes a repair
+        else:
+            state = item.parts.get((item_id, "summary", index))
+            if state is not None and state.key in item.closed:
+                return None
+        if state is not None:
+            self._last_delta = _LastDelta(path, item_id, index, state.key, item, state)
+        return state
 
     def _fast_arguments_delta(self, payload: dict[str, Any]) -> tuple[Hashable, str] | None:
         try:  # subscripts: a missing key, or no dict, is not this
