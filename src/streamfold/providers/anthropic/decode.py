@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import jiter
 
-from ..._model import check_json_object
+from ...construct import check_json_object, trusted
 from ...deltas import (
     ClosePart,
     Delta,
@@ -372,7 +372,7 @@ class AnthropicDecoder(Decoder):
         return deltas
 
     def _usage(self, raw: Any) -> Usage:
-        fields: dict[str, int | None] = {}
+        fields: dict[str, Any] = {}
         for wire, name in _USAGE_FIELDS:
             value = self._usage_raw.get(wire)
             if value is not None and type(value) is not int:  # (checked, or refused by name)
@@ -383,8 +383,10 @@ class AnthropicDecoder(Decoder):
         if thinking is not None:
             thinking = check(self, thinking, int, "usage.output_tokens_details", raw)
         # Every count checked above, the raw totals here: built without validation.
-        raw_totals = check_json_object(dict(self._usage_raw), "raw")
-        return Usage.trusted(**fields, reasoning_tokens=thinking, raw=raw_totals, cumulative=True)
+        fields["reasoning_tokens"] = thinking
+        fields["raw"] = check_json_object(dict(self._usage_raw), "raw")
+        fields["cumulative"] = True
+        return trusted(Usage, fields)
 
     # --- content blocks ------------------------------------------------------------
 
@@ -415,22 +417,28 @@ class AnthropicDecoder(Decoder):
             citations = optional(self, block, "citations", list, payload, "content_block.") or []
             blk = _Block("text", btype, block)
             # Checked above (and each citation validated): trusted.
-            part = ContentPart.trusted(
-                type="text",
-                content=text if text is not None else "",
-                options={},
-                citations=[_citation(self, c, payload) for c in citations],
+            part = trusted(
+                ContentPart,
+                {
+                    "type": "text",
+                    "content": text if text is not None else "",
+                    "options": {},
+                    "citations": [_citation(self, c, payload) for c in citations],
+                },
             )
         elif btype == "thinking":
             thinking = optional(self, block, "thinking", str, payload, "content_block.")
             signature = optional(self, block, "signature", str, payload, "content_block.")
             blk = _Block("thinking", btype, block)
             # An empty signature is not replayable: only a non-empty one is an option.
-            part = ContentPart.trusted(
-                type="thinking",
-                content=thinking if thinking is not None else "",
-                options={"signature": signature} if signature else {},
-                citations=[],
+            part = trusted(
+                ContentPart,
+                {
+                    "type": "thinking",
+                    "content": thinking if thinking is not None else "",
+                    "options": {"signature": signature} if signature else {},
+                    "citations": [],
+                },
             )
         elif btype == "tool_use":
             call_id = optional(self, block, "id", str, payload, "content_block.")
@@ -441,13 +449,16 @@ class AnthropicDecoder(Decoder):
             if extra:  # anything else the block carries: checked as JSON by validation
                 part = ToolCall(call_id=call_id, name=name, arguments="", metadata=extra)
             else:
-                part = ToolCall.trusted(
-                    call_id=call_id,
-                    name=name,
-                    arguments="",
-                    index=None,
-                    status="incomplete",
-                    metadata=extra,
+                part = trusted(
+                    ToolCall,
+                    {
+                        "call_id": call_id,
+                        "name": name,
+                        "arguments": "",
+                        "index": None,
+                        "status": "incomplete",
+                        "metadata": extra,
+                    },
                 )
         else:
             if btype == "compaction":

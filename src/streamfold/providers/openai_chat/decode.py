@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import jiter
 
+from ...construct import trusted
 from ...deltas import (
     ClosePart,
     Delta,
@@ -39,7 +40,9 @@ from .state import ChatCallAt, ChatCallState, ChatExecuted, OpenAIChatState
 
 def _empty_part(kind: PartType, options: dict[str, Any] | None = None) -> ContentPart:
     """A part as a chunk starts it: empty (constants only: built without validation)."""
-    return ContentPart.trusted(type=kind, content="", options=options or {}, citations=[])
+    return trusted(
+        ContentPart, {"type": kind, "content": "", "options": options or {}, "citations": []}
+    )
 
 
 # finish_reason -> (normalised stop reason, status). Anything else is kept raw as "other".
@@ -156,6 +159,10 @@ def _hot_tail(tail: _HotTail) -> Callable[[bytes, int], re.Match[bytes] | None]:
             _HOT_TAILS.clear()
         _HOT_TAILS[tail] = match
     return match
+
+
+# The usage before the first report (frozen: one for every stream).
+_NO_USAGE = Usage()
 
 
 def _first(value: int | None, earlier: int | None) -> int | None:
@@ -783,17 +790,20 @@ class OpenAIChatDecoder(Decoder):
             # xAI counts reasoning outside completion_tokens (its total says so); make
             # output_tokens mean every generated token, as OpenAI's does.
             output = completion + reasoning
-        before = self._usage or Usage()
+        before = self._usage or _NO_USAGE
         # Every Chat server that repeats usage repeats a running total: replace, but keep
         # a field an earlier report had and this one leaves out.
-        usage = Usage.model_construct(
-            input_tokens=_first(prompt, before.input_tokens),
-            output_tokens=_first(output, before.output_tokens),
-            cache_read_tokens=_first(cache_read, before.cache_read_tokens),
-            cache_write_tokens=_first(cache_write, before.cache_write_tokens),
-            reasoning_tokens=_first(reasoning, before.reasoning_tokens),
-            raw=raw,
-            cumulative=True,
+        usage = trusted(
+            Usage,
+            {
+                "input_tokens": _first(prompt, before.input_tokens),
+                "output_tokens": _first(output, before.output_tokens),
+                "cache_read_tokens": _first(cache_read, before.cache_read_tokens),
+                "cache_write_tokens": _first(cache_write, before.cache_write_tokens),
+                "reasoning_tokens": _first(reasoning, before.reasoning_tokens),
+                "raw": raw,
+                "cumulative": True,
+            },
         )
         self._usage = usage
         out.append(UpdateMessage(usage=usage))

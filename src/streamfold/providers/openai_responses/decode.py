@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal, NoReturn
 
 import jiter
 
-from ..._model import check_json_object
+from ...construct import check_json_object, trusted
 from ...deltas import (
     ClosePart,
     Delta,
@@ -915,14 +915,21 @@ class OpenAIResponsesDecoder(Decoder):
         outputs = usage.get("output_tokens_details")
         outputs = outputs if isinstance(outputs, dict) else None
         # Every count checked here, the raw object below: built without validation.
-        return Usage.trusted(
-            input_tokens=optional(self, usage, "input_tokens", int, usage, "usage "),
-            output_tokens=optional(self, usage, "output_tokens", int, usage, "usage "),
-            cache_read_tokens=optional(self, inputs, "cached_tokens", int, inputs, "usage "),
-            cache_write_tokens=optional(self, inputs, "cache_write_tokens", int, inputs, "usage "),
-            reasoning_tokens=optional(self, outputs, "reasoning_tokens", int, outputs, "usage "),
-            raw=check_json_object(dict(usage), "raw"),
-            cumulative=True,  # one final total per response
+        return trusted(
+            Usage,
+            {
+                "input_tokens": optional(self, usage, "input_tokens", int, usage, "usage "),
+                "output_tokens": optional(self, usage, "output_tokens", int, usage, "usage "),
+                "cache_read_tokens": optional(self, inputs, "cached_tokens", int, inputs, "usage "),
+                "cache_write_tokens": optional(
+                    self, inputs, "cache_write_tokens", int, inputs, "usage "
+                ),
+                "reasoning_tokens": optional(
+                    self, outputs, "reasoning_tokens", int, outputs, "usage "
+                ),
+                "raw": check_json_object(dict(usage), "raw"),
+                "cumulative": True,  # one final total per response
+            },
         )
 
     def _on_finished(self, payload: dict[str, Any]) -> list[Delta]:
@@ -1068,13 +1075,16 @@ class OpenAIResponsesDecoder(Decoder):
             self._items[item_id] = item
             self._tool_calls += 1
             # Each field checked above: built without validation.
-            call = ToolCall.trusted(
-                call_id=item.call_id,
-                name=item.name,
-                arguments=initial or "",
-                index=None,
-                status="incomplete",
-                metadata=metadata,
+            call = trusted(
+                ToolCall,
+                {
+                    "call_id": item.call_id,
+                    "name": item.name,
+                    "arguments": initial or "",
+                    "index": None,
+                    "status": "incomplete",
+                    "metadata": metadata,
+                },
             )
             return self._replay_early(item_id, [OpenPart((item_id,), call)])
         if _client_runs(item_type, raw):
@@ -1082,13 +1092,16 @@ class OpenAIResponsesDecoder(Decoder):
             item.call_id = optional(self, raw, "call_id", str, raw, f"{item_type}.")
             self._items[item_id] = item
             self._tool_calls += 1
-            client_call = ToolCall.trusted(
-                call_id=item.call_id,
-                name=item_type.removesuffix("_call"),
-                arguments="",
-                index=None,
-                status="incomplete",
-                metadata={"item_id": item_id, "type": item_type},
+            client_call = trusted(
+                ToolCall,
+                {
+                    "call_id": item.call_id,
+                    "name": item_type.removesuffix("_call"),
+                    "arguments": "",
+                    "index": None,
+                    "status": "incomplete",
+                    "metadata": {"item_id": item_id, "type": item_type},
+                },
             )
             return self._replay_early(item_id, [OpenPart((item_id,), client_call)])
         item = _Item(item_id, item_type, "builtin", raw)
@@ -1331,8 +1344,9 @@ class OpenAIResponsesDecoder(Decoder):
                     options["phase"] = item.phase
             state.has_text = bool(start)
             # Each field checked above: built without validation.
-            text_part = ContentPart.trusted(
-                type="text", content=start or "", options=options, citations=[]
+            text_part = trusted(
+                ContentPart,
+                {"type": "text", "content": start or "", "options": options, "citations": []},
             )
             return [OpenPart(key, text_part)]
         # An unknown content part type: keep it whole.
@@ -1347,7 +1361,9 @@ class OpenAIResponsesDecoder(Decoder):
         item.latest = key
         options = {"id": item.id, "type": part_type}
         # The caller checked `text` and `part_type`: built without validation.
-        part = ContentPart.trusted(type="thinking", content=text, options=options, citations=[])
+        part = trusted(
+            ContentPart, {"type": "thinking", "content": text, "options": options, "citations": []}
+        )
         return OpenPart(key, part)
 
     def _close_finished_reasoning(self, item: _Item) -> list[Delta]:
