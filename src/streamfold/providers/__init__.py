@@ -129,6 +129,9 @@ def canonical_provider(name: str) -> str:
 
 def decoder_class(name: str) -> type[Decoder]:
     """The Decoder subclass registered for a provider name or alias (imported on first use)."""
+    cls = _CLASSES.get(name)  # a canonical name in use (no alias is one): every new fold's
+    if cls is not None:
+        return cls
     key = canonical_provider(name)
     cls = _CLASSES.get(key)
     if cls is None:
