@@ -17,12 +17,8 @@ from hypothesis import strategies as st
 from support import read, reference_depth_over
 
 from streamfold import ContentPart, Message, ToolCall, Usage, construct, fold
-from streamfold._model import (
-    StreamfoldModel,
-    _check_json,
-    _plain_json,
-    check_json_object,
-)
+from streamfold._model import StreamfoldModel
+from streamfold.construct import _check_json, _plain_json, check_json_object
 from streamfold.display import DisplayItem
 from streamfold.errors import OptionsError
 from streamfold.limits import json_depth_over

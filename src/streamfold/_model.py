@@ -6,15 +6,8 @@ from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
-from .construct import (  # noqa: F401  (_check_json, _plain_json: re-exported)
-    ALL_FIELDS,
-    FIELD_ORDER,
-    _check_json,
-    _plain_json,
-    check_json_object,
-    replaced,
-    trusted,
-)
+from .construct import ALL_FIELDS, FIELD_ORDER, replaced, trusted
+from .construct import check_json_object as check_json_object  # (the models' modules use it)
 from .errors import InvalidModelError, StreamfoldError
 
 JsonValue = Any

@@ -19,8 +19,8 @@ from mypy_extensions import mypyc_attr
 from pydantic import ValidationError
 from pydantic_core import to_json
 
-from ._model import _plain_json
 from .accumulator import Accumulator, Slot
+from .construct import _plain_json
 from .deltas import ClosePart, Delta, GrowPart, OpenPart
 from .errors import (
     StateError,
