@@ -57,7 +57,8 @@ def _plain_json(value: Any) -> bool:
     if kind is float:
         return math.isfinite(value)
     if kind is dict:
-        for key, item in value.items():
+        members: dict[Any, Any] = value  # (typed: compiled, a dict's own walk)
+        for key, item in members.items():
             if type(key) is not str:
                 return False
             # A string, int, bool or null member without a call (most of them).
@@ -68,7 +69,8 @@ def _plain_json(value: Any) -> bool:
                 return False
         return True
     if kind is list:
-        for item in value:
+        items: list[Any] = value
+        for item in items:
             kind = type(item)
             if not (kind is str or kind is int or kind is bool or item is None) and (
                 not _plain_json(item)
@@ -123,14 +125,7 @@ def trusted(cls: type[_M], fields: dict[str, Any]) -> _M:
 
 def _in_field_order(fields: dict[str, Any], order: tuple[str, ...]) -> bool:
     """`tuple(fields) == order`, without the tuple."""
-    if len(fields) != len(order):
-        return False
-    at = 0
-    for name in fields:
-        if name != order[at]:
-            return False
-        at += 1
-    return True
+    return len(fields) == len(order) and all(name == order[at] for at, name in enumerate(fields))
 
 
 def replaced(model: _M, update: dict[str, Any]) -> _M:
