@@ -23,14 +23,15 @@ import jiter
 
 from ...construct import check_json_object, trusted
 from ...deltas import (
+    END_MESSAGE,
     ClosePart,
     Delta,
-    EndMessage,
     GrowPart,
-    OpenPart,
     ReportError,
     SkipEvent,
-    UpdateMessage,
+    close_part,
+    open_part,
+    update_message,
 )
 from ...errors import StateError, StreamProtocolError
 from ...message import Status, StopReason, ToolCall, Usage
@@ -314,7 +315,7 @@ class AnthropicDecoder(Decoder):
                 "duplicate_message_start", "expected one message_start, got a second", payload
             )
         self._started = True
-        return [UpdateMessage(usage=usage, metadata=metadata or None)]
+        return [update_message(usage=usage, metadata=metadata or None)]
 
     def _message_delta(self, payload: dict[str, Any]) -> list[Delta]:
         delta = payload.get("delta")
@@ -340,7 +341,7 @@ class AnthropicDecoder(Decoder):
         # The status waits for message_stop: a stream cut after message_delta is not
         # known to be complete.
         return [
-            UpdateMessage(
+            update_message(
                 stop_reason=stop_reason,
                 raw_stop_reason=raw_stop,
                 usage=usage,
@@ -350,8 +351,8 @@ class AnthropicDecoder(Decoder):
 
     def _message_stop(self) -> list[Delta]:
         deltas = self._flush_open()
-        deltas.append(UpdateMessage(status=self._status or "complete"))
-        deltas.append(EndMessage())
+        deltas.append(update_message(status=self._status or "complete"))
+        deltas.append(END_MESSAGE)
         self._ended = True
         return deltas
 
@@ -474,7 +475,7 @@ class AnthropicDecoder(Decoder):
         self._blocks[index] = blk
         # A block with input (server_tool_use, mcp_tool_use, any newer such block) is a
         # tool the server runs: the text before it is narration.
-        out.append(OpenPart(key, part, blk.kind == "buffered"))
+        out.append(open_part(key, part, blk.kind == "buffered"))
         self._early_chars.pop(index, None)
         for dtype, value, raw in self._early.pop(index, ()):
             out.extend(self._apply_delta(index, blk, dtype, value, raw))
@@ -678,7 +679,7 @@ class AnthropicDecoder(Decoder):
             if stray is None:
                 stray, part = _implicit(wants, (blk.key, wants))
                 blk.strays[wants] = stray
-                out.append(OpenPart(stray.key, part))
+                out.append(open_part(stray.key, part))
             blk = stray
         key = blk.key
         if dtype in ("text_delta", "thinking_delta"):
@@ -736,7 +737,7 @@ class AnthropicDecoder(Decoder):
             return [SkipEvent(f"content_block_delta.{d}") for d, _, _ in early]
         blk, part = _implicit(wants, index)
         self._blocks[index] = blk
-        out: list[Delta] = [OpenPart(index, part)]
+        out: list[Delta] = [open_part(index, part)]
         for dtype, value, raw in early:
             out.extend(self._apply_delta(index, blk, dtype, value, raw))
         return out
@@ -753,9 +754,9 @@ class AnthropicDecoder(Decoder):
         blk.open = False
         key = blk.key
         if blk.kind == "buffered":
-            return ClosePart(key, explicit, _opaque_part(*_with_input(blk)))
+            return close_part(key, explicit, _opaque_part(*_with_input(blk)))
         if blk.kind == "compaction":
-            return ClosePart(key, explicit, _opaque_part(blk.block))
+            return close_part(key, explicit, _opaque_part(blk.block))
         if blk.kind == "tool_use" and not blk.got_json:
             start_input = blk.block.get("input")
             if isinstance(start_input, dict) and start_input:
@@ -769,8 +770,8 @@ class AnthropicDecoder(Decoder):
                     status="complete",
                     metadata=extra,
                 )
-                return ClosePart(key, explicit, final)
-        return ClosePart(key, explicit)
+                return close_part(key, explicit, final)
+        return close_part(key, explicit)
 
     def _flush_open(self) -> list[Delta]:
         # Blocks that never started but got deltas open now, so nothing streamed is lost.
