@@ -115,12 +115,7 @@ def trusted(cls: type[_M], fields: dict[str, Any]) -> _M:
     `StreamfoldModel.trusted`, which is this. `fields` becomes the model's own."""
     if not _in_field_order(fields, FIELD_ORDER[cls]):
         return cls.model_construct(**fields)
-    model: _M = _new_object(cls)
-    _set_dict(model, fields)
-    _set_fields_set(model, ALL_FIELDS[cls])
-    _set_extra(model, None)
-    _set_private(model, None)
-    return model
+    return _new_model(cls, fields, ALL_FIELDS[cls])
 
 
 def _in_field_order(fields: dict[str, Any], order: tuple[str, ...]) -> bool:
@@ -136,9 +131,15 @@ def replaced(model: _M, update: dict[str, Any]) -> _M:
     fields_set: set[str] = model.__pydantic_fields_set__
     if not update.keys() <= fields_set:
         fields_set = fields_set | update.keys()  # a plain set: this model's own
-    copy: _M = _new_object(type(model))
-    _set_dict(copy, fields)
-    _set_fields_set(copy, fields_set)
-    _set_extra(copy, None)
-    _set_private(copy, None)
-    return copy
+    return _new_model(type(model), fields, fields_set)
+
+
+def _new_model(cls: type[_M], fields: dict[str, Any], fields_set: set[str]) -> _M:
+    """A `cls` holding `fields` (its __dict__) and `fields_set`, with no extra or private
+    values: what model_construct leaves, without its checks."""
+    model: _M = _new_object(cls)
+    _set_dict(model, fields)
+    _set_fields_set(model, fields_set)
+    _set_extra(model, None)
+    _set_private(model, None)
+    return model
