@@ -129,7 +129,9 @@ def canonical_provider(name: str) -> str:
 
 def decoder_class(name: str) -> type[Decoder]:
     """The Decoder subclass registered for a provider name or alias (imported on first use)."""
-    cls = _CLASSES.get(name)  # a canonical name in use (no alias is one): every new fold's
+    # Every fold asks by a canonical name whose class is loaded: answered before the name
+    # checks (the same answer: no alias can be a canonical name).
+    cls = _CLASSES.get(name)
     if cls is not None:
         return cls
     key = canonical_provider(name)
