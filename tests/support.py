@@ -282,22 +282,30 @@ def fold_outcome(chunks: list[Any], provider: str | None, **options: Any) -> tup
     return events, None, repr(run.snapshot())
 
 
-# The shipped StreamFolder.hot_lane_after and hot_lane_ahead (the hot-lane tests set
-# them meanwhile).
+# The shipped StreamFolder.hot_lane_after, hot_lane_ahead and hot_lane_short (the
+# hot-lane tests set them meanwhile).
 HOT_LANE_AFTER = StreamFolder.hot_lane_after
 HOT_LANE_AHEAD = StreamFolder.hot_lane_ahead
+HOT_LANE_SHORT = StreamFolder.hot_lane_short
 
 
 @contextlib.contextmanager
-def hot_lane_from(events: int, ahead: int = sys.maxsize) -> Iterator[None]:
+def hot_lane_from(events: int, ahead: int = sys.maxsize, short: int = 0) -> Iterator[None]:
     """The hot lane starting after `events` events (StreamFolder.hot_lane_after), or at
-    once when the bytes at hand hold `ahead` events (never, by default)."""
-    saved = StreamFolder.hot_lane_after, StreamFolder.hot_lane_ahead
+    once when the bytes at hand hold `ahead` events (never, by default); bytes at hand
+    no longer than `short` before then are framed whole (none, by default: the test
+    streams are short)."""
+    saved = StreamFolder.hot_lane_after, StreamFolder.hot_lane_ahead, StreamFolder.hot_lane_short
     StreamFolder.hot_lane_after, StreamFolder.hot_lane_ahead = events, ahead
+    StreamFolder.hot_lane_short = short
     try:
         yield
     finally:
-        StreamFolder.hot_lane_after, StreamFolder.hot_lane_ahead = saved
+        (
+            StreamFolder.hot_lane_after,
+            StreamFolder.hot_lane_ahead,
+            StreamFolder.hot_lane_short,
+        ) = saved
 
 
 def assert_hot_lane_same(chunks: list[Any], provider: str | None, **options: Any) -> None:
@@ -305,8 +313,9 @@ def assert_hot_lane_same(chunks: list[Any], provider: str | None, **options: Any
     the first event (the test streams are short), from the third, and as shipped."""
     with hot_lane_off():
         full = fold_outcome(chunks, provider, **options)
-    for start, ahead in ((0, sys.maxsize), (3, sys.maxsize), (HOT_LANE_AFTER, HOT_LANE_AHEAD)):
-        with hot_lane_from(start, ahead):
+    shipped = (HOT_LANE_AFTER, HOT_LANE_AHEAD, HOT_LANE_SHORT)
+    for start, ahead, short in ((0, sys.maxsize, 0), (3, sys.maxsize, 0), shipped):
+        with hot_lane_from(start, ahead, short):
             assert fold_outcome(chunks, provider, **options) == full, f"lane from {start}"
 
 

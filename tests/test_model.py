@@ -16,13 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import read, reference_depth_over
 
-from streamfold import ContentPart, Message, ToolCall, Usage, fold
-from streamfold._model import (
-    StreamfoldModel,
-    _check_json,
-    _plain_json,
-    check_json_object,
-)
+from streamfold import ContentPart, Message, ToolCall, Usage, construct, fold
+from streamfold._model import StreamfoldModel
+from streamfold.construct import _check_json, _plain_json, check_json_object
 from streamfold.display import DisplayItem
 from streamfold.errors import OptionsError
 from streamfold.limits import json_depth_over
@@ -103,6 +99,8 @@ def _same(a: StreamfoldModel, b: StreamfoldModel, *, whole: bool = True) -> None
 @pytest.mark.parametrize(("cls", "fields"), _EXAMPLES, ids=lambda x: getattr(x, "__name__", ""))
 def test_trusted_is_model_construct(cls: type[StreamfoldModel], fields: dict[str, Any]) -> None:
     _same(cls.trusted(**fields), cls.model_construct(**fields))
+    # The pipeline's compiled modules call the function behind the method directly.
+    _same(construct.trusted(cls, dict(fields)), cls.model_construct(**fields))
 
 
 @pytest.mark.parametrize(("cls", "fields"), _EXAMPLES, ids=lambda x: getattr(x, "__name__", ""))
@@ -116,12 +114,15 @@ def test_trusted_with_fewer_or_reordered_fields_is_still_model_construct(
         if cls is Message and "role" not in given_fields:
             continue  # role has no default: model_construct leaves it unset too
         _same(cls.trusted(**given_fields), cls.model_construct(**given_fields), whole=False)
+        built = construct.trusted(cls, dict(given_fields))
+        _same(built, cls.model_construct(**given_fields), whole=False)
 
 
 @given(index=st.integers(0, 10**6), status=st.sampled_from(["incomplete", "complete"]))
 def test_replaced_is_model_copy(index: int, status: str) -> None:
     call = ToolCall(call_id="c", name="f", arguments={"a": [1]}, metadata={"k": 1})
     _same(call.replaced(index=index), call.model_copy(update={"index": index}))
+    _same(construct.replaced(call, {"index": index}), call.model_copy(update={"index": index}))
     both = {"index": index, "status": status}
     _same(call.replaced(**both), call.model_copy(update=both))
     # The original is untouched, and the copy shares nothing mutable it did not before.

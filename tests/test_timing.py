@@ -7,6 +7,7 @@ times through `replay_clock`, or the real monotonic clock for a replay at speed 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any
 import anyio
 import jiter
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support import ALL_RECORDINGS, REAL, read, replayed
 
 import streamfold.timing
@@ -295,3 +298,23 @@ def test_a_token_count_no_float_holds_gives_no_rate() -> None:
     run = fold(stream, "anthropic", clock=clock, started_at=0.0)
     list(run)
     assert run.timing.output_tokens_per_s is not None and run.timing.output_tokens_per_s > 0
+
+
+# Times to check the quick rounding against: whole and half microseconds, a few floats
+# either side of each (the ties round cares about), and times past its quick range.
+_HALVES = [k / 2e6 for k in (0, 1, 2, 3, 5, 2**20 + 1, 2**37 - 1, 2**37 + 1, 2**45 + 1)]
+_NEAR = [math.nextafter(t, t + d) for t in _HALVES for d in (-1.0, 1.0)]
+
+
+@pytest.mark.parametrize(
+    "seconds", [*_HALVES, *_NEAR, 0.1234565, 1.0000005, 68719.4767355, 1e9, 1e300, math.inf]
+)
+def test_times_round_to_the_microsecond_as_round_does(seconds: float) -> None:
+    assert streamfold.timing._round_us(seconds) == round(seconds, 6)
+
+
+@given(st.floats(min_value=0.0, max_value=1e12, allow_nan=False))
+def test_any_time_rounds_to_the_microsecond_as_round_does(seconds: float) -> None:
+    rounded = streamfold.timing._round_us(seconds)
+    assert rounded == round(seconds, 6)
+    assert math.copysign(1.0, rounded) == 1.0  # (0.0, never -0.0)

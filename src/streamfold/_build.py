@@ -15,6 +15,7 @@ import importlib.util
 # web, ui, live, recording), where the time is the network's. providers.base is compiled
 # with allow_interpreted_subclasses, so the decoders users register still subclass it.
 COMPILED_MODULES = (
+    "streamfold.construct",
     "streamfold.partial_json",
     "streamfold.deltas",
     "streamfold.events",

@@ -2,94 +2,16 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from typing import Annotated, Any, Self, TypeVar, cast
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
-from .errors import InvalidModelError, OptionsError, StreamfoldError
+from .construct import ALL_FIELDS, FIELD_ORDER, replaced, trusted
+from .construct import check_json_object as check_json_object  # (the models' modules use it)
+from .errors import InvalidModelError, StreamfoldError
 
 JsonValue = Any
 """A value JSON can hold: None, bool, int, finite float, str, list, str-keyed dict."""
-
-
-def _check_json(value: object, path: str) -> None:
-    # Walk the value instead of relying on pydantic's JsonValue: that one converts
-    # tuples to lists silently, and DESIGN.md forbids silent conversion.
-    if value is None or isinstance(value, bool | int | str):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise OptionsError(
-                f"{path}: expected a JSON value, got {value!r} (JSON has no {value})"
-            )
-        return
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            _check_json(item, f"{path}[{i}]")
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise OptionsError(
-                    f"{path}: expected str keys, got key {key!r} of type {type(key).__name__}"
-                )
-            _check_json(item, f"{path}[{key!r}]")
-        return
-    raise OptionsError(
-        f"{path}: expected a JSON value (None, bool, int, float, str, list, dict), "
-        f"got {type(value).__name__} {value!r}"
-    )
-
-
-def _plain_json(value: Any) -> bool:
-    """True when `value` is JSON made of exact built-in types (what a JSON parser gives).
-
-    The quick answer for nearly every value; False sends it to `_check_json`, which
-    accepts subclasses too and says what is wrong and where (building each path on the
-    way costs more than the walk).
-    """
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return True
-    if kind is float:
-        return math.isfinite(value)
-    if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str:
-                return False
-            # A string, int, bool or null member without a call (most of them).
-            kind = type(item)
-            if not (kind is str or kind is int or kind is bool or item is None) and (
-                not _plain_json(item)
-            ):
-                return False
-        return True
-    if kind is list:
-        for item in value:
-            kind = type(item)
-            if not (kind is str or kind is int or kind is bool or item is None) and (
-                not _plain_json(item)
-            ):
-                return False
-        return True
-    return False
-
-
-def check_json_object(value: object, name: str = "options") -> dict[str, Any]:
-    """Return `value` if it is a str-keyed dict of JSON values, else raise OptionsError."""
-    if type(value) is dict and _plain_json(value):
-        return value
-    if not isinstance(value, dict):
-        raise OptionsError(f"{name}: expected a dict with str keys, got {type(value).__name__}")
-    for key, item in value.items():
-        if not isinstance(key, str):
-            raise OptionsError(
-                f"{name}: expected str keys, got key {key!r} of type {type(key).__name__}"
-            )
-        _check_json(item, f"{name}[{key!r}]")
-    return value
 
 
 def _check_json_object_field(value: object, info: ValidationInfo) -> dict[str, Any]:
@@ -109,15 +31,6 @@ def _translate(model: str, exc: ValidationError) -> StreamfoldError:
         loc = ".".join(str(p) for p in err["loc"]) or "(value)"
         problems.append(f"{loc}: {err['msg']}, got {err['input']!r}")
     return InvalidModelError(model, problems)
-
-
-_M = TypeVar("_M")
-_new_object: Callable[[type[_M]], _M] = object.__new__
-_set_attribute = object.__setattr__
-# BaseModel's slots, set through their descriptors (cheaper than object.__setattr__).
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 class _AllFieldsSet(set[str]):
@@ -151,12 +64,6 @@ class _AllFieldsSet(set[str]):
         return set, (list(self),)
 
 
-# Each model's field names in declaration order, and the set of them `trusted` gives
-# every model it builds (filled as each class is created).
-_FIELD_ORDER: dict[type[BaseModel], tuple[str, ...]] = {}
-_ALL_FIELDS: dict[type[BaseModel], _AllFieldsSet] = {}
-
-
 class StreamfoldModel(BaseModel):
     """Frozen, strict-shaped pydantic model whose validation errors are streamfold errors."""
 
@@ -165,8 +72,8 @@ class StreamfoldModel(BaseModel):
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        _FIELD_ORDER[cls] = tuple(cls.__pydantic_fields__)
-        _ALL_FIELDS[cls] = _AllFieldsSet(cls.__pydantic_fields__)
+        FIELD_ORDER[cls] = tuple(cls.__pydantic_fields__)
+        ALL_FIELDS[cls] = _AllFieldsSet(cls.__pydantic_fields__)
 
     @classmethod
     def trusted(cls, **fields: Any) -> Self:
@@ -180,28 +87,11 @@ class StreamfoldModel(BaseModel):
         fields set: the class's shared, read-only one; given anything else, it is
         model_construct.
         """
-        if tuple(fields) != _FIELD_ORDER[cls]:
-            return cast(Self, cls.model_construct(**fields))
-        model = _new_object(cls)
-        _set_attribute(model, "__dict__", fields)
-        _set_fields_set(model, _ALL_FIELDS[cls])
-        _set_extra(model, None)
-        _set_private(model, None)
-        return model
+        return trusted(cls, fields)
 
     def replaced(self, **update: Any) -> Self:
         """`model_copy(update=update)` without its cost: `update` is already checked."""
-        fields = self.__dict__.copy()
-        fields.update(update)
-        fields_set = self.__pydantic_fields_set__
-        if not update.keys() <= fields_set:
-            fields_set = fields_set | update.keys()  # a plain set: this model's own
-        model = _new_object(type(self))
-        _set_attribute(model, "__dict__", fields)
-        _set_fields_set(model, fields_set)
-        _set_extra(model, None)
-        _set_private(model, None)
-        return model
+        return replaced(self, update)
 
     def __init__(self, /, **data: Any) -> None:
         try:

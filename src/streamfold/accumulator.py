@@ -11,6 +11,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any, Literal, assert_never
 
 from .accumulator_state import AccumulatorState, OpenSlot, SlotState
+from .construct import replaced, trusted
 from .deltas import (
     ClosePart,
     Delta,
@@ -349,13 +350,16 @@ class Slot:
         self, start: ToolCall, arguments: Any, status: Any, metadata: dict[str, Any]
     ) -> ToolCall:
         """The finished call: the start's id and name, this slot's index."""
-        return ToolCall.trusted(
-            call_id=start.call_id,
-            name=start.name,
-            arguments=arguments,
-            index=self.index,
-            status=status,
-            metadata=metadata,
+        return trusted(
+            ToolCall,
+            {
+                "call_id": start.call_id,
+                "name": start.name,
+                "arguments": arguments,
+                "index": self.index,
+                "status": status,
+                "metadata": metadata,
+            },
         )
 
     def build(
@@ -392,11 +396,14 @@ class Slot:
                     # Keep the raw text: a cut-off call is still worth showing and storing.
                     metadata["arguments_error"] = str(exc)
             return self._built_call(start, arguments, status, metadata)
-        return ContentPart.trusted(
-            type=start.type,
-            content=self._text(),
-            options=self._options(),
-            citations=list(self.citations),
+        return trusted(
+            ContentPart,
+            {
+                "type": start.type,
+                "content": self._text(),
+                "options": self._options(),
+                "citations": list(self.citations),
+            },
         )
 
 
@@ -730,15 +737,18 @@ class Accumulator:
         if isinstance(part, ContentPart):
             if part.content or part.citations:
                 first = GrowPart(delta.key, part.content or None, None, tuple(part.citations))
-                part = ContentPart.trusted(
-                    type=part.type,
-                    content=None if part.content is None else "",
-                    options=part.options,
-                    citations=[],
+                part = trusted(
+                    ContentPart,
+                    {
+                        "type": part.type,
+                        "content": None if part.content is None else "",
+                        "options": part.options,
+                        "citations": [],
+                    },
                 )
         elif isinstance(part.arguments, str) and part.arguments:
             first = GrowPart(delta.key, part.arguments)
-            part = part.replaced(arguments="")
+            part = replaced(part, {"arguments": ""})
         slot = Slot(len(self._slots), part)
         slot.limit = (
             self.limits.max_tool_argument_chars
@@ -755,7 +765,7 @@ class Accumulator:
         self._open[delta.key] = slot
         self._closed_keys.discard(delta.key)
         if isinstance(part, ToolCall) and part.index != slot.index:
-            part = part.replaced(index=slot.index)
+            part = replaced(part, {"index": slot.index})
         events.append(PartStarted(index=slot.index, part=part))
         if isinstance(part, ContentPart) and part.type == "text":
             marker = utterance(part)
@@ -801,14 +811,25 @@ class Accumulator:
             not explicit or options.get(INFERRED_OPTION) is not True
         ):
             return None  # marked already, as firmly
-        if done is None:
-            options["utterance"] = marker
-            if explicit:
-                options.pop(INFERRED_OPTION, None)
-            else:
-                options[INFERRED_OPTION] = True
+        if done is not None:
+            # Complete (a marker known only once the message ended): rebuilt, with the
+            # options put_utterance would give (the marker is one it accepts).
+            options = dict(options)
+        options["utterance"] = marker
+        if explicit:
+            options.pop(INFERRED_OPTION, None)
         else:
-            slot.done = slot.start = put_utterance(done, marker, inferred=not explicit)
+            options[INFERRED_OPTION] = True
+        if done is not None:
+            slot.done = slot.start = trusted(
+                ContentPart,
+                {
+                    "type": done.type,
+                    "content": done.content,
+                    "options": options,
+                    "citations": done.citations,
+                },
+            )
         return PartMarked(index=slot.index, utterance=marker, explicit=explicit)
 
     def _mark_waiting(self, marker: Utterance) -> list[Event]:
@@ -849,7 +870,7 @@ class Accumulator:
             # Checked before anything changes: a refused replacement leaves the part open,
             # so a later end (or a cancel) still keeps what it had.
             self._check_part_depth(final, "part {}", slot.index)
-            part = final.replaced(index=slot.index) if isinstance(final, ToolCall) else final
+            part = replaced(final, {"index": slot.index}) if isinstance(final, ToolCall) else final
             marker = slot.options.get("utterance") if slot.kind == "text" else None
             if marker in UTTERANCES and isinstance(part, ContentPart) and not utterance(part):
                 # Marked while open: the replacement keeps the marker.
@@ -957,14 +978,17 @@ class Accumulator:
             metadata["skipped_events"] = dict(self._skipped)
         if self._repairs:
             metadata["repairs"] = dict(self._repairs)
-        return Message.trusted(
-            role=self.role,
-            content=[p for p in built if isinstance(p, ContentPart)],
-            tool_calls=[p for p in built if isinstance(p, ToolCall)],
-            tool_results=[],
-            status=self._status,
-            usage=self._usage,
-            stop_reason=self._stop_reason,
-            raw_stop_reason=self._raw_stop_reason,
-            metadata=metadata,
+        return trusted(
+            Message,
+            {
+                "role": self.role,
+                "content": [p for p in built if isinstance(p, ContentPart)],
+                "tool_calls": [p for p in built if isinstance(p, ToolCall)],
+                "tool_results": [],
+                "status": self._status,
+                "usage": self._usage,
+                "stop_reason": self._stop_reason,
+                "raw_stop_reason": self._raw_stop_reason,
+                "metadata": metadata,
+            },
         )

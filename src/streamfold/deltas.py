@@ -9,7 +9,7 @@ index...); the accumulator gives each part its slot index in the message.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from .message import Role, Status, StopReason, ToolCall, Usage
 from .parts import Citation, ContentPart
@@ -120,3 +120,38 @@ class Repair(NamedTuple):
 Delta = (
     OpenPart | GrowPart | ClosePart | UpdateMessage | ReportError | EndMessage | SkipEvent | Repair
 )
+
+
+# The compiled decoders build the deltas every stream has through these: a named tuple's
+# own constructor is interpreted Python (collections.namedtuple writes its __new__), which
+# costs ~3x a compiled call and tuple.__new__. Each gives what its class called with the
+# same arguments gives (tests/test_deltas.py compares them).
+_new_tuple: Final = tuple.__new__
+
+END_MESSAGE: Final = EndMessage()
+"""The one EndMessage (a tuple: nothing in it can change)."""
+
+
+def open_part(key: Hashable, part: ContentPart | ToolCall, tool: bool = False) -> OpenPart:
+    """`OpenPart(key, part, tool)`, compiled."""
+    return _new_tuple(OpenPart, (key, part, tool))
+
+
+def close_part(
+    key: Hashable, explicit: bool = True, final: ContentPart | ToolCall | None = None
+) -> ClosePart:
+    """`ClosePart(key, explicit, final)`, compiled."""
+    return _new_tuple(ClosePart, (key, explicit, final))
+
+
+def update_message(
+    *,
+    status: Status | None = None,
+    stop_reason: StopReason | None = None,
+    raw_stop_reason: str | None = None,
+    usage: Usage | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    role: Role | None = None,
+) -> UpdateMessage:
+    """`UpdateMessage(...)`, compiled."""
+    return _new_tuple(UpdateMessage, (status, stop_reason, raw_stop_reason, usage, metadata, role))

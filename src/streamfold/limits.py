@@ -69,22 +69,22 @@ def _at_most_two_deep(value: object) -> bool:
     (which builds a stack entry per container). False: the walk decides."""
     kind = type(value)
     if kind is dict:
-        children: Any = value.values()  # type: ignore[attr-defined]
-    elif kind is list:
-        children = value
-    else:
-        return kind in _SCALAR_TYPES
-    for child in children:
-        kind = type(child)
-        if kind is dict:
-            grandchildren: Any = child.values()
-        elif kind is list:
-            grandchildren = child
-        elif kind in _SCALAR_TYPES:
-            continue
-        else:
-            return False
-        for grandchild in grandchildren:
-            if type(grandchild) not in _SCALAR_TYPES:
-                return False
-    return True
+        children: dict[Any, Any] = value  # type: ignore[assignment]
+        return all(_at_most_one_deep(child) for child in children.values())
+    if kind is list:
+        items: list[Any] = value  # type: ignore[assignment]
+        return all(_at_most_one_deep(child) for child in items)
+    return kind in _SCALAR_TYPES
+
+
+def _at_most_one_deep(value: object) -> bool:
+    """`_at_most_two_deep` a level down: a scalar, or a container of scalars (typed for
+    the compiled build's own dict and list walks)."""
+    kind = type(value)
+    if kind is dict:
+        children: dict[Any, Any] = value  # type: ignore[assignment]
+        return all(type(child) in _SCALAR_TYPES for child in children.values())
+    if kind is list:
+        items: list[Any] = value  # type: ignore[assignment]
+        return all(type(child) in _SCALAR_TYPES for child in items)
+    return kind in _SCALAR_TYPES

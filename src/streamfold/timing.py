@@ -101,10 +101,15 @@ class StreamTiming:
 
     @property
     def parts(self) -> tuple[PartTiming, ...]:
-        return tuple(
-            PartTiming(index, self._since(start) or 0.0, self._since(end))
-            for index, (start, end) in enumerate(zip(self._starts, self._ends, strict=True))
-        )
+        return tuple(PartTiming(*times) for times in self._part_times())
+
+    def _part_times(self) -> list[tuple[int, float, float | None]]:
+        """Each part's (index, start_s, end_s): `parts` without its objects."""
+        starts, ends = self._starts, self._ends  # (one of each per part)
+        return [
+            (index, self._since(starts[index]) or 0.0, self._since(ends[index]))
+            for index in range(len(starts))
+        ]
 
     @property
     def output_tokens(self) -> int | None:
@@ -127,7 +132,8 @@ class StreamTiming:
             "output_tokens": self._output_tokens,
             "output_tokens_per_s": self.output_tokens_per_s,
             "parts": [
-                {"index": p.index, "start_s": p.start_s, "end_s": p.end_s} for p in self.parts
+                {"index": index, "start_s": start, "end_s": end}
+                for index, start, end in self._part_times()
             ],
         }
 
@@ -140,7 +146,7 @@ class StreamTiming:
     def _since(self, moment: float | None) -> float | None:
         if moment is None or self._start is None:
             return None
-        return round(max(0.0, moment - self._start), 6)
+        return _round_us(max(0.0, moment - self._start))
 
     # --- written by the fold ------------------------------------------------------------
 
@@ -205,6 +211,27 @@ class StreamTiming:
             self._first_token = self._clock()
             if self._first_byte is None:
                 self._first_byte = self._first_token
+
+
+# Below this many microseconds (19 hours) a reading times 1e6 is within 2**-16 of the
+# exact product: its nearest whole number is the exact one's when not near a half.
+_EXACT_MICROSECONDS = 2.0**36
+
+
+def _round_us(seconds: float) -> float:
+    """`round(seconds, 6)` for a time (not negative), without its cost: float.__round__
+    with digits prints the number in decimal and reads it back (~0.3 us); a time far
+    enough from a half microsecond rounds by arithmetic to the same float (k / 1e6 is
+    the double nearest to k millionths, as round gives; tests/test_timing.py compares)."""
+    micro = seconds * 1e6
+    if micro < _EXACT_MICROSECONDS:  # (False for NaN)
+        whole = int(micro)
+        rest = micro - whole  # exact
+        if rest < 0.499:
+            return whole / 1e6
+        if rest > 0.501:
+            return (whole + 1) / 1e6
+    return round(seconds, 6)
 
 
 def _rate(count: int, seconds: float) -> float | None:

@@ -129,6 +129,11 @@ def canonical_provider(name: str) -> str:
 
 def decoder_class(name: str) -> type[Decoder]:
     """The Decoder subclass registered for a provider name or alias (imported on first use)."""
+    # Every fold asks by a canonical name whose class is loaded: answered before the name
+    # checks (the same answer: no alias can be a canonical name).
+    cls = _CLASSES.get(name)
+    if cls is not None:
+        return cls
     key = canonical_provider(name)
     cls = _CLASSES.get(key)
     if cls is None:

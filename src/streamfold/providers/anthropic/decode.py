@@ -21,16 +21,17 @@ from typing import Any, Literal
 
 import jiter
 
-from ..._model import check_json_object
+from ...construct import check_json_object, trusted
 from ...deltas import (
+    END_MESSAGE,
     ClosePart,
     Delta,
-    EndMessage,
     GrowPart,
-    OpenPart,
     ReportError,
     SkipEvent,
-    UpdateMessage,
+    close_part,
+    open_part,
+    update_message,
 )
 from ...errors import StateError, StreamProtocolError
 from ...message import Status, StopReason, ToolCall, Usage
@@ -314,7 +315,7 @@ class AnthropicDecoder(Decoder):
                 "duplicate_message_start", "expected one message_start, got a second", payload
             )
         self._started = True
-        return [UpdateMessage(usage=usage, metadata=metadata or None)]
+        return [update_message(usage=usage, metadata=metadata or None)]
 
     def _message_delta(self, payload: dict[str, Any]) -> list[Delta]:
         delta = payload.get("delta")
@@ -340,7 +341,7 @@ class AnthropicDecoder(Decoder):
         # The status waits for message_stop: a stream cut after message_delta is not
         # known to be complete.
         return [
-            UpdateMessage(
+            update_message(
                 stop_reason=stop_reason,
                 raw_stop_reason=raw_stop,
                 usage=usage,
@@ -350,8 +351,8 @@ class AnthropicDecoder(Decoder):
 
     def _message_stop(self) -> list[Delta]:
         deltas = self._flush_open()
-        deltas.append(UpdateMessage(status=self._status or "complete"))
-        deltas.append(EndMessage())
+        deltas.append(update_message(status=self._status or "complete"))
+        deltas.append(END_MESSAGE)
         self._ended = True
         return deltas
 
@@ -372,7 +373,7 @@ class AnthropicDecoder(Decoder):
         return deltas
 
     def _usage(self, raw: Any) -> Usage:
-        fields: dict[str, int | None] = {}
+        fields: dict[str, Any] = {}
         for wire, name in _USAGE_FIELDS:
             value = self._usage_raw.get(wire)
             if value is not None and type(value) is not int:  # (checked, or refused by name)
@@ -383,8 +384,10 @@ class AnthropicDecoder(Decoder):
         if thinking is not None:
             thinking = check(self, thinking, int, "usage.output_tokens_details", raw)
         # Every count checked above, the raw totals here: built without validation.
-        raw_totals = check_json_object(dict(self._usage_raw), "raw")
-        return Usage.trusted(**fields, reasoning_tokens=thinking, raw=raw_totals, cumulative=True)
+        fields["reasoning_tokens"] = thinking
+        fields["raw"] = check_json_object(dict(self._usage_raw), "raw")
+        fields["cumulative"] = True
+        return trusted(Usage, fields)
 
     # --- content blocks ------------------------------------------------------------
 
@@ -415,22 +418,28 @@ class AnthropicDecoder(Decoder):
             citations = optional(self, block, "citations", list, payload, "content_block.") or []
             blk = _Block("text", btype, block)
             # Checked above (and each citation validated): trusted.
-            part = ContentPart.trusted(
-                type="text",
-                content=text if text is not None else "",
-                options={},
-                citations=[_citation(self, c, payload) for c in citations],
+            part = trusted(
+                ContentPart,
+                {
+                    "type": "text",
+                    "content": text if text is not None else "",
+                    "options": {},
+                    "citations": [_citation(self, c, payload) for c in citations],
+                },
             )
         elif btype == "thinking":
             thinking = optional(self, block, "thinking", str, payload, "content_block.")
             signature = optional(self, block, "signature", str, payload, "content_block.")
             blk = _Block("thinking", btype, block)
             # An empty signature is not replayable: only a non-empty one is an option.
-            part = ContentPart.trusted(
-                type="thinking",
-                content=thinking if thinking is not None else "",
-                options={"signature": signature} if signature else {},
-                citations=[],
+            part = trusted(
+                ContentPart,
+                {
+                    "type": "thinking",
+                    "content": thinking if thinking is not None else "",
+                    "options": {"signature": signature} if signature else {},
+                    "citations": [],
+                },
             )
         elif btype == "tool_use":
             call_id = optional(self, block, "id", str, payload, "content_block.")
@@ -441,13 +450,16 @@ class AnthropicDecoder(Decoder):
             if extra:  # anything else the block carries: checked as JSON by validation
                 part = ToolCall(call_id=call_id, name=name, arguments="", metadata=extra)
             else:
-                part = ToolCall.trusted(
-                    call_id=call_id,
-                    name=name,
-                    arguments="",
-                    index=None,
-                    status="incomplete",
-                    metadata=extra,
+                part = trusted(
+                    ToolCall,
+                    {
+                        "call_id": call_id,
+                        "name": name,
+                        "arguments": "",
+                        "index": None,
+                        "status": "incomplete",
+                        "metadata": extra,
+                    },
                 )
         else:
             if btype == "compaction":
@@ -463,7 +475,7 @@ class AnthropicDecoder(Decoder):
         self._blocks[index] = blk
         # A block with input (server_tool_use, mcp_tool_use, any newer such block) is a
         # tool the server runs: the text before it is narration.
-        out.append(OpenPart(key, part, blk.kind == "buffered"))
+        out.append(open_part(key, part, blk.kind == "buffered"))
         self._early_chars.pop(index, None)
         for dtype, value, raw in self._early.pop(index, ()):
             out.extend(self._apply_delta(index, blk, dtype, value, raw))
@@ -667,7 +679,7 @@ class AnthropicDecoder(Decoder):
             if stray is None:
                 stray, part = _implicit(wants, (blk.key, wants))
                 blk.strays[wants] = stray
-                out.append(OpenPart(stray.key, part))
+                out.append(open_part(stray.key, part))
             blk = stray
         key = blk.key
         if dtype in ("text_delta", "thinking_delta"):
@@ -725,7 +737,7 @@ class AnthropicDecoder(Decoder):
             return [SkipEvent(f"content_block_delta.{d}") for d, _, _ in early]
         blk, part = _implicit(wants, index)
         self._blocks[index] = blk
-        out: list[Delta] = [OpenPart(index, part)]
+        out: list[Delta] = [open_part(index, part)]
         for dtype, value, raw in early:
             out.extend(self._apply_delta(index, blk, dtype, value, raw))
         return out
@@ -742,9 +754,9 @@ class AnthropicDecoder(Decoder):
         blk.open = False
         key = blk.key
         if blk.kind == "buffered":
-            return ClosePart(key, explicit, _opaque_part(*_with_input(blk)))
+            return close_part(key, explicit, _opaque_part(*_with_input(blk)))
         if blk.kind == "compaction":
-            return ClosePart(key, explicit, _opaque_part(blk.block))
+            return close_part(key, explicit, _opaque_part(blk.block))
         if blk.kind == "tool_use" and not blk.got_json:
             start_input = blk.block.get("input")
             if isinstance(start_input, dict) and start_input:
@@ -758,8 +770,8 @@ class AnthropicDecoder(Decoder):
                     status="complete",
                     metadata=extra,
                 )
-                return ClosePart(key, explicit, final)
-        return ClosePart(key, explicit)
+                return close_part(key, explicit, final)
+        return close_part(key, explicit)
 
     def _flush_open(self) -> list[Delta]:
         # Blocks that never started but got deltas open now, so nothing streamed is lost.

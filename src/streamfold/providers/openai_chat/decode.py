@@ -19,15 +19,16 @@ from typing import Any, Literal
 
 import jiter
 
+from ...construct import trusted
 from ...deltas import (
-    ClosePart,
+    END_MESSAGE,
     Delta,
-    EndMessage,
     GrowPart,
-    OpenPart,
     ReportError,
     SkipEvent,
-    UpdateMessage,
+    close_part,
+    open_part,
+    update_message,
 )
 from ...errors import StateError
 from ...message import Status, StopReason, ToolCall, Usage
@@ -39,7 +40,9 @@ from .state import ChatCallAt, ChatCallState, ChatExecuted, OpenAIChatState
 
 def _empty_part(kind: PartType, options: dict[str, Any] | None = None) -> ContentPart:
     """A part as a chunk starts it: empty (constants only: built without validation)."""
-    return ContentPart.trusted(type=kind, content="", options=options or {}, citations=[])
+    return trusted(
+        ContentPart, {"type": kind, "content": "", "options": options or {}, "citations": []}
+    )
 
 
 # finish_reason -> (normalised stop reason, status). Anything else is kept raw as "other".
@@ -156,6 +159,10 @@ def _hot_tail(tail: _HotTail) -> Callable[[bytes, int], re.Match[bytes] | None]:
             _HOT_TAILS.clear()
         _HOT_TAILS[tail] = match
     return match
+
+
+# The usage before the first report (frozen: one for every stream).
+_NO_USAGE = Usage()
 
 
 def _first(value: int | None, earlier: int | None) -> int | None:
@@ -353,7 +360,7 @@ class OpenAIChatDecoder(Decoder):
             if isinstance(error, dict):
                 # The accumulator keeps type and message; the rest (Groq's
                 # failed_generation, OpenRouter's metadata) is worth keeping too.
-                out.append(UpdateMessage(metadata={"provider_error": error}))
+                out.append(update_message(metadata={"provider_error": error}))
             out.append(report)
         elif event == "error":
             raise self.protocol_error(
@@ -715,7 +722,7 @@ class OpenAIChatDecoder(Decoder):
 
     def done(self) -> list[Delta]:
         """`data: [DONE]`: the message is over; everything still open closes."""
-        return [EndMessage()]
+        return [END_MESSAGE]
 
     # --- message level ---------------------------------------------------------------
 
@@ -748,7 +755,7 @@ class OpenAIChatDecoder(Decoder):
         if update:
             self._metadata.update(update)
             self._metadata_version += 1
-            out.append(UpdateMessage(metadata=update))
+            out.append(update_message(metadata=update))
 
     def _usage_from(self, payload: dict[str, Any], out: list[Delta]) -> None:
         raw = payload.get("usage")
@@ -783,20 +790,23 @@ class OpenAIChatDecoder(Decoder):
             # xAI counts reasoning outside completion_tokens (its total says so); make
             # output_tokens mean every generated token, as OpenAI's does.
             output = completion + reasoning
-        before = self._usage or Usage()
+        before = self._usage or _NO_USAGE
         # Every Chat server that repeats usage repeats a running total: replace, but keep
         # a field an earlier report had and this one leaves out.
-        usage = Usage.model_construct(
-            input_tokens=_first(prompt, before.input_tokens),
-            output_tokens=_first(output, before.output_tokens),
-            cache_read_tokens=_first(cache_read, before.cache_read_tokens),
-            cache_write_tokens=_first(cache_write, before.cache_write_tokens),
-            reasoning_tokens=_first(reasoning, before.reasoning_tokens),
-            raw=raw,
-            cumulative=True,
+        usage = trusted(
+            Usage,
+            {
+                "input_tokens": _first(prompt, before.input_tokens),
+                "output_tokens": _first(output, before.output_tokens),
+                "cache_read_tokens": _first(cache_read, before.cache_read_tokens),
+                "cache_write_tokens": _first(cache_write, before.cache_write_tokens),
+                "reasoning_tokens": _first(reasoning, before.reasoning_tokens),
+                "raw": raw,
+                "cumulative": True,
+            },
         )
         self._usage = usage
-        out.append(UpdateMessage(usage=usage))
+        out.append(update_message(usage=usage))
 
     def _error(self, error: Any) -> ReportError:
         if isinstance(error, str):
@@ -838,7 +848,7 @@ class OpenAIChatDecoder(Decoder):
         self._metadata.update(metadata)
         self._metadata_version += 1
         out.append(
-            UpdateMessage(
+            update_message(
                 status=status,
                 stop_reason=stop_reason,
                 raw_stop_reason=reason,
@@ -957,8 +967,8 @@ class OpenAIChatDecoder(Decoder):
             self._close_text(out)
             key = self._new_key("encrypted")
             block_options: dict[str, Any] = {"type": "reasoning.encrypted", "block": detail}
-            out.append(OpenPart(key, ContentPart(type="unsupported", options=block_options)))
-            out.append(ClosePart(key, explicit=False))
+            out.append(open_part(key, ContentPart(type="unsupported", options=block_options)))
+            out.append(close_part(key, explicit=False))
             return False
         out.append(SkipEvent(f"reasoning_details.{kind}"))
         return False
@@ -1181,7 +1191,7 @@ class OpenAIChatDecoder(Decoder):
                 self._executed[index] = (key, block)
                 part = ContentPart(type="unsupported", options={"type": "executed_tool"})
                 self._open[key] = None
-                out.append(OpenPart(key, part, True))  # a tool Groq ran: text before narrates
+                out.append(open_part(key, part, True))  # a tool Groq ran: text before narrates
             else:
                 key, block = known
                 block.update(tool)
@@ -1191,7 +1201,7 @@ class OpenAIChatDecoder(Decoder):
                     type="unsupported", options={"type": "executed_tool", "block": dict(block)}
                 )
                 del self._open[key]
-                out.append(ClosePart(key, explicit=True, final=final))
+                out.append(close_part(key, explicit=True, final=final))
             else:
                 out.append(GrowPart(key, options={"block": dict(block)}))
 
@@ -1331,7 +1341,7 @@ class OpenAIChatDecoder(Decoder):
             self._open[key] = None
             metadata = {"type": "custom_tool_call"} if custom else {}
             out.append(
-                OpenPart(
+                open_part(
                     key,
                     ToolCall(
                         call_id=call_id, name=name, arguments="", index=index, metadata=metadata
@@ -1365,7 +1375,7 @@ class OpenAIChatDecoder(Decoder):
             if call.custom and call.key in self._open:
                 del self._open[call.key]
                 out.append(
-                    ClosePart(call.key, explicit=False, final=call.custom_call("incomplete"))
+                    close_part(call.key, explicit=False, final=call.custom_call("incomplete"))
                 )
         return out
 
@@ -1378,13 +1388,13 @@ class OpenAIChatDecoder(Decoder):
     def _open_part(self, part: ContentPart, out: list[Delta]) -> Hashable:
         key = self._new_key(part.type if not part.options.get("refusal") else "refusal")
         self._open[key] = None
-        out.append(OpenPart(key, part))
+        out.append(open_part(key, part))
         return key
 
     def _close(self, key: Hashable | None, out: list[Delta]) -> None:
         if key is not None and key in self._open:
             del self._open[key]
-            out.append(ClosePart(key, explicit=False))
+            out.append(close_part(key, explicit=False))
 
     def _close_thinking(self, out: list[Delta]) -> None:
         self._close(self._thinking, out)
@@ -1406,7 +1416,7 @@ class OpenAIChatDecoder(Decoder):
                 self._close(key, out)
             else:
                 del self._open[key]
-                out.append(ClosePart(key, explicit=False, final=call.custom_call("complete")))
+                out.append(close_part(key, explicit=False, final=call.custom_call("complete")))
         for call in self._unclosed:
             call.closed = True
         self._unclosed.clear()

@@ -29,16 +29,16 @@ from typing import Any, ClassVar, Literal, NoReturn
 
 import jiter
 
-from ..._model import check_json_object
+from ...construct import check_json_object, trusted
 from ...deltas import (
-    ClosePart,
+    END_MESSAGE,
     Delta,
-    EndMessage,
     GrowPart,
-    OpenPart,
     ReportError,
     SkipEvent,
-    UpdateMessage,
+    close_part,
+    open_part,
+    update_message,
 )
 from ...errors import StateError, ToolArgumentsError
 from ...message import Status, StopReason, ToolCall, Usage, parse_tool_arguments
@@ -951,7 +951,7 @@ class OpenAIResponsesDecoder(Decoder):
 
     def _on_started(self, payload: dict[str, Any]) -> list[Delta]:
         # response.created / in_progress / queued
-        return [UpdateMessage(metadata=self._metadata(self._response(payload)))]
+        return [update_message(metadata=self._metadata(self._response(payload)))]
 
     def _usage(self, response: dict[str, Any]) -> Usage | None:
         usage = response.get("usage")
@@ -967,14 +967,21 @@ class OpenAIResponsesDecoder(Decoder):
         outputs = usage.get("output_tokens_details")
         outputs = outputs if isinstance(outputs, dict) else None
         # Every count checked here, the raw object below: built without validation.
-        return Usage.trusted(
-            input_tokens=optional(self, usage, "input_tokens", int, usage, "usage "),
-            output_tokens=optional(self, usage, "output_tokens", int, usage, "usage "),
-            cache_read_tokens=optional(self, inputs, "cached_tokens", int, inputs, "usage "),
-            cache_write_tokens=optional(self, inputs, "cache_write_tokens", int, inputs, "usage "),
-            reasoning_tokens=optional(self, outputs, "reasoning_tokens", int, outputs, "usage "),
-            raw=check_json_object(dict(usage), "raw"),
-            cumulative=True,  # one final total per response
+        return trusted(
+            Usage,
+            {
+                "input_tokens": optional(self, usage, "input_tokens", int, usage, "usage "),
+                "output_tokens": optional(self, usage, "output_tokens", int, usage, "usage "),
+                "cache_read_tokens": optional(self, inputs, "cached_tokens", int, inputs, "usage "),
+                "cache_write_tokens": optional(
+                    self, inputs, "cache_write_tokens", int, inputs, "usage "
+                ),
+                "reasoning_tokens": optional(
+                    self, outputs, "reasoning_tokens", int, outputs, "usage "
+                ),
+                "raw": check_json_object(dict(usage), "raw"),
+                "cumulative": True,  # one final total per response
+            },
         )
 
     def _on_finished(self, payload: dict[str, Any]) -> list[Delta]:
@@ -989,7 +996,7 @@ class OpenAIResponsesDecoder(Decoder):
         raw_stop: str
         if kind == "response.failed" or raw_status == "failed":
             deltas.append(
-                UpdateMessage(
+                update_message(
                     usage=self._usage(response),
                     raw_stop_reason="failed",
                     metadata=self._metadata(response),
@@ -1007,7 +1014,7 @@ class OpenAIResponsesDecoder(Decoder):
                     raw=error if error is not None else response,
                 )
             )
-            deltas.append(EndMessage())
+            deltas.append(END_MESSAGE)
             return deltas
         if raw_status == "cancelled":
             status, stop, raw_stop = "cancelled", "cancelled", "cancelled"
@@ -1030,7 +1037,7 @@ class OpenAIResponsesDecoder(Decoder):
             else:
                 stop = "stop"
         deltas.append(
-            UpdateMessage(
+            update_message(
                 status=status,
                 stop_reason=stop,
                 raw_stop_reason=raw_stop,
@@ -1038,7 +1045,7 @@ class OpenAIResponsesDecoder(Decoder):
                 metadata=self._metadata(response),
             )
         )
-        deltas.append(EndMessage())
+        deltas.append(END_MESSAGE)
         return deltas
 
     def _on_error(self, payload: dict[str, Any]) -> list[Delta]:
@@ -1120,29 +1127,35 @@ class OpenAIResponsesDecoder(Decoder):
             self._items[item_id] = item
             self._tool_calls += 1
             # Each field checked above: built without validation.
-            call = ToolCall.trusted(
-                call_id=item.call_id,
-                name=item.name,
-                arguments=initial or "",
-                index=None,
-                status="incomplete",
-                metadata=metadata,
+            call = trusted(
+                ToolCall,
+                {
+                    "call_id": item.call_id,
+                    "name": item.name,
+                    "arguments": initial or "",
+                    "index": None,
+                    "status": "incomplete",
+                    "metadata": metadata,
+                },
             )
-            return self._replay_early(item_id, [OpenPart((item_id,), call)])
+            return self._replay_early(item_id, [open_part((item_id,), call)])
         if _client_runs(item_type, raw):
             item = _Item(item_id, item_type, "client_call", raw)
             item.call_id = optional(self, raw, "call_id", str, raw, f"{item_type}.")
             self._items[item_id] = item
             self._tool_calls += 1
-            client_call = ToolCall.trusted(
-                call_id=item.call_id,
-                name=item_type.removesuffix("_call"),
-                arguments="",
-                index=None,
-                status="incomplete",
-                metadata={"item_id": item_id, "type": item_type},
+            client_call = trusted(
+                ToolCall,
+                {
+                    "call_id": item.call_id,
+                    "name": item_type.removesuffix("_call"),
+                    "arguments": "",
+                    "index": None,
+                    "status": "incomplete",
+                    "metadata": {"item_id": item_id, "type": item_type},
+                },
             )
-            return self._replay_early(item_id, [OpenPart((item_id,), client_call)])
+            return self._replay_early(item_id, [open_part((item_id,), client_call)])
         item = _Item(item_id, item_type, "builtin", raw)
         self._items[item_id] = item
         part = ContentPart(
@@ -1150,7 +1163,7 @@ class OpenAIResponsesDecoder(Decoder):
             content=None,
             options={"type": item_type, "id": item_id, "block": raw},
         )
-        return self._replay_early(item_id, [OpenPart((item_id,), part, _is_tool_item(item_type))])
+        return self._replay_early(item_id, [open_part((item_id,), part, _is_tool_item(item_type))])
 
     def _on_item_done(self, payload: dict[str, Any]) -> list[Delta]:
         raw = event_field(self, payload, "item", dict)
@@ -1188,7 +1201,7 @@ class OpenAIResponsesDecoder(Decoder):
         if item.kind == "reasoning":
             return deltas + self._reasoning_done(item, raw)
         # Text or thinking that (lenient) grew inside a call or built-in item ends with it.
-        deltas.extend(ClosePart(key, explicit=True) for key in item.parts)
+        deltas.extend(close_part(key, explicit=True) for key in item.parts)
         item.parts.clear()
         if item.kind == "tool_call":
             return deltas + self._tool_call_done(item, raw, explicit=True)
@@ -1199,7 +1212,7 @@ class OpenAIResponsesDecoder(Decoder):
             content=None,
             options={"type": item.type, "id": item.id, "block": raw},
         )
-        deltas.append(ClosePart((item.id,), explicit=True, final=final))
+        deltas.append(close_part((item.id,), explicit=True, final=final))
         return deltas
 
     def _message_done(self, item: _Item, raw: dict[str, Any]) -> list[Delta]:
@@ -1215,7 +1228,7 @@ class OpenAIResponsesDecoder(Decoder):
             if isinstance(index, int) and 0 <= index < len(blocks):
                 block = blocks[index]
             deltas.extend(self._fill_from_done(item, key, block if isinstance(block, dict) else {}))
-            deltas.append(ClosePart(key, explicit=True))
+            deltas.append(close_part(key, explicit=True))
         item.parts.clear()
         if not item.any_part:
             # A server that streamed no content parts: take them from the finished item.
@@ -1225,7 +1238,7 @@ class OpenAIResponsesDecoder(Decoder):
                 key = (item.id, "content", index)
                 deltas.extend(self._open_content(item, key, block, raw))
                 deltas.extend(self._fill_from_done(item, key, block))
-                deltas.append(ClosePart(key, explicit=True))
+                deltas.append(close_part(key, explicit=True))
                 item.parts.pop(key, None)
         return deltas
 
@@ -1253,7 +1266,7 @@ class OpenAIResponsesDecoder(Decoder):
         for open_key in list(item.parts):
             if encrypted is not None and open_key == item.latest:
                 deltas.append(GrowPart(open_key, options={"encrypted_content": encrypted}))
-            deltas.append(ClosePart(open_key, explicit=True))
+            deltas.append(close_part(open_key, explicit=True))
         item.parts.clear()
         return deltas
 
@@ -1283,7 +1296,7 @@ class OpenAIResponsesDecoder(Decoder):
                 status="complete" if explicit else "incomplete",
                 metadata=metadata,
             )
-            return [ClosePart(key, explicit=explicit, final=final)]
+            return [close_part(key, explicit=explicit, final=final)]
         deltas: list[Delta] = []
         arguments = raw.get("arguments")
         if not item.has_arguments and isinstance(arguments, str) and arguments:
@@ -1306,8 +1319,8 @@ class OpenAIResponsesDecoder(Decoder):
                 status=status,
                 metadata=metadata,
             )
-            return [ClosePart(key, explicit=True, final=final_call)]
-        deltas.append(ClosePart(key, explicit=True))
+            return [close_part(key, explicit=True, final=final_call)]
+        deltas.append(close_part(key, explicit=True))
         return deltas
 
     def _client_call_done(self, item: _Item, raw: dict[str, Any]) -> list[Delta]:
@@ -1330,8 +1343,8 @@ class OpenAIResponsesDecoder(Decoder):
                 status="complete",
                 metadata={"item_id": item.id, "type": item.type, "item_fields": fields},
             )
-            return [*deltas, ClosePart(key, explicit=True, final=final)]
-        return [*deltas, ClosePart(key, explicit=True)]
+            return [*deltas, close_part(key, explicit=True, final=final)]
+        return [*deltas, close_part(key, explicit=True)]
 
     def _flush_custom_calls(self) -> list[Delta]:
         """Close open custom tool calls with their input so far (their text is not JSON)."""
@@ -1383,13 +1396,14 @@ class OpenAIResponsesDecoder(Decoder):
                     options["phase"] = item.phase
             state.has_text = bool(start)
             # Each field checked above: built without validation.
-            text_part = ContentPart.trusted(
-                type="text", content=start or "", options=options, citations=[]
+            text_part = trusted(
+                ContentPart,
+                {"type": "text", "content": start or "", "options": options, "citations": []},
             )
-            return [OpenPart(key, text_part)]
+            return [open_part(key, text_part)]
         # An unknown content part type: keep it whole.
         options = {"type": str(part_type), "id": item.id, "block": part}
-        return [OpenPart(key, ContentPart(type="unsupported", content=None, options=options))]
+        return [open_part(key, ContentPart(type="unsupported", content=None, options=options))]
 
     def _open_thinking(self, item: _Item, key: Hashable, part_type: str, text: str) -> Delta:
         """Open a thinking part of a reasoning item; the previous finished one closes later."""
@@ -1399,8 +1413,10 @@ class OpenAIResponsesDecoder(Decoder):
         item.latest = key
         options = {"id": item.id, "type": part_type}
         # The caller checked `text` and `part_type`: built without validation.
-        part = ContentPart.trusted(type="thinking", content=text, options=options, citations=[])
-        return OpenPart(key, part)
+        part = trusted(
+            ContentPart, {"type": "thinking", "content": text, "options": options, "citations": []}
+        )
+        return open_part(key, part)
 
     def _close_finished_reasoning(self, item: _Item) -> list[Delta]:
         # Reasoning parts whose own done arrived close once a later part starts.
@@ -1409,7 +1425,7 @@ class OpenAIResponsesDecoder(Decoder):
             if part.ended and key != item.latest:
                 del item.parts[key]
                 item.closed.add(key)
-                deltas.append(ClosePart(key, explicit=True))
+                deltas.append(close_part(key, explicit=True))
         return deltas
 
     def _on_content_part_added(self, payload: dict[str, Any]) -> list[Delta]:
@@ -1450,7 +1466,7 @@ class OpenAIResponsesDecoder(Decoder):
             if key != item.latest:
                 del item.parts[key]
                 item.closed.add(key)
-                deltas.append(ClosePart(key, explicit=True))
+                deltas.append(close_part(key, explicit=True))
             return deltas
         del item.parts[key]
         item.closed.add(key)
@@ -1460,9 +1476,9 @@ class OpenAIResponsesDecoder(Decoder):
                 content=None,
                 options={"type": str(part.get("type")), "id": item.id, "block": part},
             )
-            deltas.append(ClosePart(key, explicit=True, final=final))
+            deltas.append(close_part(key, explicit=True, final=final))
         else:
-            deltas.append(ClosePart(key, explicit=True))
+            deltas.append(close_part(key, explicit=True))
         return deltas
 
     def _fill_from_done(self, item: _Item, key: Hashable, part: dict[str, Any]) -> list[Delta]:
@@ -1653,7 +1669,7 @@ class OpenAIResponsesDecoder(Decoder):
         if key != item.latest:
             del item.parts[key]
             item.closed.add(key)
-            deltas.append(ClosePart(key, explicit=True))
+            deltas.append(close_part(key, explicit=True))
         return deltas
 
     # --- tool calls ----------------------------------------------------------------------------
