@@ -104,14 +104,16 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
         timing = {k: job[k] for k in ("repeats", "budget", "memory", "warmup_s")}
         provider, workload, sizes = job["provider"], job["workload"], job["sizes"]
         rows: list[Row] = []
+        streams = {n: generate(provider, workload, n, job["seed"]) for n in sizes}
         if kind == "cell":
+            # The floor and streamfold sampled in turn: their ratio is the cell's figure.
             impls = _impls(provider, workload, job["input"], sizes)
+            rows += run.measure_side_by_side(impls, streams, **timing)
         else:
             impls = [i for i in run._subject_impls() if i.kind == "floor"]
             impls += run.peer_impls(provider, workload, sizes, rows)
-        streams = {n: generate(provider, workload, n, job["seed"]) for n in sizes}
-        for impl in impls:
-            rows += run.measure_impl(impl, streams, **timing)
+            for impl in impls:
+                rows += run.measure_impl(impl, streams, **timing)
         run._relate(rows)
         out["rows"] = [asdict(r) for r in rows]
     elif kind == "recordings":

@@ -244,6 +244,46 @@ def _log(x: float) -> float:
     return math.log(x) if x > 0 else 0.0
 
 
+def _checked_run(impl: Impl, stream: Stream, row: Row) -> tuple[Runner, float] | None:
+    """The run of `impl` on `stream` and the seconds its first (checked) run took; None,
+    with the row's status and note saying why, if it breaks or folds the stream wrong."""
+    try:
+        run = impl.prepare(stream)
+        # Imports and inputs move to the permanent generation: a collection then
+        # scans only what the fold itself allocates, whatever was imported before.
+        gc.collect()
+        gc.freeze()
+        start = clock()
+        result = run()  # the checked run (the first of the warm-up)
+        first = clock() - start
+        problem = check(result, stream, impl.checks)
+        del result
+    except Exception as exc:  # a peer that breaks on a stream is reported, not fatal
+        row.status = "error"
+        row.note = f"{type(exc).__name__}: {exc}"[:200]
+        return None
+    if problem is not None:
+        row.status = "wrong"
+        row.note = problem
+        return None
+    return run, first
+
+
+def _new_row(impl: Impl, stream: Stream, n: int) -> Row:
+    row = Row(stream.provider, stream.workload, impl.name, impl.kind, impl.input, n, "ok")
+    row.note = impl.note
+    return row
+
+
+def _finish_row(row: Row, samples: list[float], repeats: int) -> None:
+    row.runs = len(samples)
+    row.samples_s = samples
+    row.median_s = statistics.median(samples)
+    row.ns_per_delta = row.median_s * 1e9 / row.n
+    if row.runs < repeats:
+        row.note = (row.note + "; " if row.note else "") + f"only {row.runs} run(s): slow"
+
+
 def measure_impl(
     impl: Impl,
     streams: dict[int, Stream],
@@ -257,33 +297,17 @@ def measure_impl(
     rows: list[Row] = []
     history: list[tuple[int, float]] = []
     for n, stream in sorted(streams.items()):
-        row = Row(stream.provider, stream.workload, impl.name, impl.kind, impl.input, n, "ok")
-        row.note = impl.note
+        row = _new_row(impl, stream, n)
         rows.append(row)
         guess = _projected(history, n)
         if guess is not None and guess > budget:
             row.status = "skipped"
             row.note = f"one run projected at {guess:.0f} s (budget {budget:.0f} s)"
             continue
-        try:
-            run = impl.prepare(stream)
-            # Imports and inputs move to the permanent generation: a collection then
-            # scans only what the fold itself allocates, whatever was imported before.
-            gc.collect()
-            gc.freeze()
-            start = clock()
-            result = run()  # the checked run (the first of the warm-up)
-            first = clock() - start
-            problem = check(result, stream, impl.checks)
-            del result
-        except Exception as exc:  # a peer that breaks on a stream is reported, not fatal
-            row.status = "error"
-            row.note = f"{type(exc).__name__}: {exc}"[:200]
+        checked = _checked_run(impl, stream, row)
+        if checked is None:
             continue
-        if problem is not None:
-            row.status = "wrong"
-            row.note = problem
-            continue
+        run, first = checked
         runs = max(1, min(repeats, int(budget // max(first, 1e-9))))
         if runs == 1:
             samples = [first]  # too slow for more: the checked run is the one sample
@@ -292,15 +316,48 @@ def measure_impl(
             runs = max(1, min(repeats, int(budget // max(warm, 1e-9))))
             loops = max(1, int(MIN_SAMPLE_S / max(warm, 1e-9)))
             samples = [_time(run, loops) for _ in range(runs)]
-        row.runs = len(samples)
-        row.samples_s = samples
-        row.median_s = statistics.median(samples)
-        row.ns_per_delta = row.median_s * 1e9 / n
-        history.append((n, row.median_s))
-        if row.runs < repeats:
-            row.note = (row.note + "; " if row.note else "") + f"only {row.runs} run(s): slow"
-        if memory and row.median_s * 5 < budget:
+        _finish_row(row, samples, repeats)
+        history.append((n, statistics.median(samples)))
+        if memory and statistics.median(samples) * 5 < budget:
             row.peak_bytes = _peak(run)
+    return rows
+
+
+def measure_side_by_side(
+    impls: list[Impl],
+    streams: dict[int, Stream],
+    *,
+    repeats: int,
+    budget: float,
+    memory: bool,
+    warmup_s: float = WARMUP_S,
+) -> list[Row]:
+    """`measure_impl` for the implementations of one cell (a floor and streamfold), their
+    samples taken in turn at each size (floor, streamfold, floor, ...): a slower spell of
+    a shared machine (another process's burst, its cache traffic) then falls on each of
+    them alike instead of on whichever ran during it, and their ratio holds."""
+    rows: list[Row] = []
+    for n, stream in sorted(streams.items()):
+        ready: list[tuple[Row, Runner, int]] = []
+        runs = repeats
+        for impl in impls:
+            row = _new_row(impl, stream, n)
+            rows.append(row)
+            checked = _checked_run(impl, stream, row)
+            if checked is None:
+                continue
+            run = checked[0]
+            warm = _warm_up(run, warmup_s)
+            runs = max(1, min(runs, int(budget // max(warm, 1e-9))))
+            ready.append((row, run, max(1, int(MIN_SAMPLE_S / max(warm, 1e-9)))))
+        taken: list[list[float]] = [[] for _ in ready]
+        for _ in range(runs):
+            for (_, run, loops), samples in zip(ready, taken, strict=True):
+                samples.append(_time(run, loops))
+        for (row, run, _), samples in zip(ready, taken, strict=True):
+            _finish_row(row, samples, repeats)
+            if memory and statistics.median(samples) * 5 < budget:
+                row.peak_bytes = _peak(run)
     return rows
 
 

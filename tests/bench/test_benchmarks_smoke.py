@@ -7,9 +7,11 @@ rotting: generators, floors, streamfold, every installed peer, recordings, concu
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,6 +46,42 @@ def test_check_rejects_a_wrong_result() -> None:
     assert run.check(good, stream, ("text",)) == "text differs (1001 vs 1000 chars)".replace(
         "1001", str(len(good.text))
     ).replace("1000", str(len(good.text) - 1))
+
+
+def test_side_by_side_takes_the_samples_in_turn_and_reports_a_wrong_fold() -> None:
+    stream = generate("anthropic", "mixed", 200)
+    full = ("text", "thinking", "signature", "tools")
+    order: list[str] = []
+
+    def timed(name: str, wrong: bool = False) -> run.Impl:
+        def prepare(s: Any) -> run.Runner:
+            def one() -> Any:
+                order.append(name)
+                result = sse_floor(s.provider, s.sse)
+                if wrong:
+                    result.text += "x"
+                return result
+
+            return one
+
+        return run.Impl(name, "sse", full, prepare, "floor")
+
+    rows = run.measure_side_by_side(
+        [timed("a"), timed("b"), timed("bad", wrong=True)],
+        {200: stream},
+        repeats=3,
+        budget=5,
+        memory=False,
+        warmup_s=0,
+    )
+    assert [(r.impl, r.status, r.runs) for r in rows] == [
+        ("a", "ok", 3),
+        ("b", "ok", 3),
+        ("bad", "wrong", 0),
+    ]
+    # Each one checked and warmed up, then the samples (each a loop of runs) in turn.
+    spells = [name for name, _ in itertools.groupby(order)]
+    assert spells == ["a", "b", "bad", "a", "b", "a", "b", "a", "b"]
 
 
 def test_whole_harness_at_tiny_n(
