@@ -197,22 +197,34 @@ class _Dropped(Exception):
     """Lenient: the event is dropped (its repair is already noted)."""
 
 
-@dataclass(slots=True)
 class _LastDelta:
     """The part (or call) the last fast-path delta grew, and how that delta named it.
 
     Deltas come in runs for one part: the next of the same path, item and index grows the
     same part, found without the item and part lookups or a new key (the fold compares the
     key it gets by identity first). Cleared whenever the full path runs, the only place
-    an item or part is added, replaced, ended or closed.
+    an item or part is added, replaced, ended or closed. (Not a dataclass: compiled, a
+    dataclass's generated __init__ stays interpreted, and interleaved deltas of several
+    parts build one of these per delta.)
     """
 
-    path: Literal["text", "summary", "arguments"]
-    item_id: str
-    index: int
-    key: Hashable
-    item: _Item
-    state: _Part | None  # None for a call's arguments
+    __slots__ = ("index", "item", "item_id", "key", "path", "state")
+
+    def __init__(
+        self,
+        path: Literal["text", "summary", "arguments"],
+        item_id: str,
+        index: int,
+        key: Hashable,
+        item: _Item,
+        state: _Part | None,  # None for a call's arguments
+    ) -> None:
+        self.path = path
+        self.item_id = item_id
+        self.index = index
+        self.key = key
+        self.item = item
+        self.state = state
 
 
 # The item type an event implies, for events whose item never arrived (by the event's
