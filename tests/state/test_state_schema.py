@@ -456,7 +456,11 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
             openai_chat.OpenAIChatDecoder,
             openai_chat_state.OpenAIChatState,
             {},
-            {"_hot_credit", "_hot_head", "_hot_seen", "_hot_shapes", "_hot_version", *settings_},
+            {
+                *("_hot_credit", "_hot_head", "_hot_seen", "_hot_shapes", "_hot_version"),
+                # the dict lane's copy of the metadata, read again when its version moves
+                *("_seen_version", "_named", "_fingerprint", "_tier", *settings_),
+            },
         ),
         (openai_chat._Call, openai_chat_state.ChatCallState, {}, set()),
         (

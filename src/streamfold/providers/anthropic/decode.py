@@ -17,7 +17,7 @@ import functools
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import jiter
 
@@ -175,11 +175,10 @@ class _Block:
 
 
 # The deltas object_text takes, by block kind: (delta type, the key of its text).
-_TOOL_INPUT = ("input_json_delta", "partial_json")
-_PLAIN_DELTAS: dict[str, tuple[str, str]] = {
+_PLAIN_DELTAS: Final[dict[str, tuple[str, str]]] = {
     "text": ("text_delta", "text"),
     "thinking": ("thinking_delta", "thinking"),
-    "tool_use": _TOOL_INPUT,
+    "tool_use": ("input_json_delta", "partial_json"),
 }
 
 # A validated content_block_delta: (delta type, its value, the raw event).
@@ -491,7 +490,9 @@ class AnthropicDecoder(Decoder):
         result for these.
         """
         try:  # subscripts, cheaper than get(); a missing key is simply not this delta
-            if payload["type"] != "content_block_delta":
+            kind = payload["type"]
+            # (A str compared as one: compiled, an unknown value takes the generic compare.)
+            if type(kind) is not str or kind != "content_block_delta":
                 return None
             index = payload["index"]
             delta = payload["delta"]
@@ -501,12 +502,18 @@ class AnthropicDecoder(Decoder):
         if type(index) is not int or type(delta) is not dict or not blk.open:
             return None
         plain = _PLAIN_DELTAS.get(blk.kind)
-        if plain is None or delta.get("type") != plain[0]:
+        if plain is None:
             return None
-        value = delta.get(plain[1])
+        # (Compiled, the pair is held unboxed: compared by value, never by identity,
+        # so no tuple is built for it.)
+        delta_type, field = plain
+        given = delta.get("type")
+        if type(given) is not str or given != delta_type:
+            return None
+        value = delta.get(field)
         if type(value) is not str:
             return None
-        if value and plain is _TOOL_INPUT:
+        if value and field == "partial_json":
             blk.got_json = True
         return blk.key, value
 

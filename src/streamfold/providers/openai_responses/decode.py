@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, NoReturn
+from typing import Any, ClassVar, Final, Literal, NoReturn
 
 import jiter
 
@@ -485,9 +485,9 @@ class OpenAIResponsesDecoder(Decoder):
             return None
         if type(item_id) is not str:
             return None
-        index = payload.get("content_index", 0)
+        index = payload.get("content_index")  # (no default given: compiled, it is boxed)
         if index is None:
-            index = 0  # _int(default=0) reads null as the default
+            index = 0  # _int(default=0) reads null (or nothing) as the default
         elif type(index) is not int:
             return None
         delta = payload.get("delta")
@@ -1788,7 +1788,7 @@ def _part_done_reason(key: Hashable) -> str:
 
 # The fast paths by event type. A name, not the method: compiled, a method called through
 # a table is a Python-level call, one named in an `if` a direct one.
-_FAST: dict[str, Literal["text", "summary", "arguments"]] = {
+_FAST: Final[dict[str, Literal["text", "summary", "arguments"]]] = {
     "response.output_text.delta": "text",
     "response.refusal.delta": "text",
     "response.reasoning_text.delta": "text",
