@@ -91,6 +91,9 @@ class Row:
     # `streamfold.is_compiled()` said in that process.
     build: str = ""
     compiled: bool | None = None
+    # benchmarks.compare with --processes: each worker process's ratio to its own floor
+    # (the row's ratio is their median).
+    process_ratios: list[float] = field(default_factory=list)
 
 
 def _subject_impls() -> list[Impl]:

@@ -10,6 +10,7 @@ import gc
 import itertools
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,35 @@ def test_side_by_side_takes_the_samples_in_turn_and_reports_a_wrong_fold() -> No
     assert spells == ["a", "b", "bad", "a", "b", "a", "b", "a", "b"]
 
 
+def test_a_cell_measured_by_several_processes_is_their_median_and_keeps_a_wrong_fold() -> None:
+    from benchmarks import compare
+
+    def row(impl: str, ratio: float, seconds: float, status: str = "ok") -> dict[str, Any]:
+        kind = "floor" if impl == "floor" else "streamfold"
+        return asdict(
+            run.Row("anthropic", "mixed", impl, kind, "dicts", 100, status, runs=5,
+                    median_s=seconds, ns_per_delta=seconds * 1e7, ratio=ratio,
+                    peak_bytes=int(seconds * 1e6), samples_s=[seconds] * 5)
+        )  # fmt: skip
+
+    # Three processes: the floor moved 2x between them, streamfold with it.
+    runs = [
+        [row("floor", 1.0, 0.001), row("streamfold", 2.0, 0.002)],
+        [row("floor", 1.0, 0.004), row("streamfold", 1.5, 0.006)],
+        [row("floor", 1.0, 0.002), row("streamfold", 4.0, 0.008)],
+    ]
+    floor, ours = compare.across_processes(runs)
+    assert (ours["impl"], ours["process_ratios"]) == ("streamfold", [2.0, 1.5, 4.0])
+    # The median of the ratios, not the ratio of the median times (0.006 / 0.002 = 3).
+    assert ours["ratio"] == 2.0 and ours["median_s"] == 0.006 and ours["runs"] == 15
+    assert floor["median_s"] == 0.002 and ours["peak_bytes"] == 6000
+    assert len(ours["samples_s"]) == 15 and run.Row(**ours).ratio == 2.0
+
+    # A wrong fold in one process is the cell's result, whatever the others timed.
+    runs[1][1] = row("streamfold", 1.0, 0.001, status="wrong")
+    assert compare.across_processes(runs)[1]["status"] == "wrong"
+
+
 def test_whole_harness_at_tiny_n(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,6 +185,7 @@ def test_compare_runs_two_builds_cell_by_cell_and_plots_them(
         [
             "--src", src, "--build", f"again={sys.executable}:{src}",
             "--sizes", "40,120", "--repeats", "1", "--budget", "30", "--streams", "20",
+            "--processes", "2",
             "--provider", "anthropic", "--workload", "mixed", "--smoke", "--quiet",
             "--json", str(out),
         ]
@@ -176,6 +207,10 @@ def test_compare_runs_two_builds_cell_by_cell_and_plots_them(
     assert {r["build"] for r in rows if r["kind"] == "peer"} == {"interpreted"}
     assert [r for r in rows if r["status"] not in ("ok", "missing")] == []
     assert all(r["ratio"] is not None for r in rows if r["status"] == "ok")
+    # Each cell twice per build, one ratio per process; recordings and peers once.
+    ours = [r for r in rows if r["kind"] == "streamfold" and r["status"] == "ok"]
+    assert {len(r["process_ratios"]) for r in ours} == {2}
+    assert saved["meta"]["processes_per_cell"] == 2
     # The targets are printed as a table, each met or not, and never fail the run.
     assert "Targets, judged on the interpreted build" in printed
     assert "one SSE event per chunk ≤ 1.3x floor" in printed
