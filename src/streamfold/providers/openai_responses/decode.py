@@ -453,19 +453,22 @@ class OpenAIResponsesDecoder(Decoder):
         if fast is None:
             return None
         sequence = payload.get("sequence_number")
+        # The same, never narrowed: compiled, a number narrowed to an int is unboxed, and
+        # storing it boxes it anew (an allocation per delta); this one is stored as it is.
+        given: Any = sequence
         if sequence is not None:
             if type(sequence) is not int:
                 return None
             number: int = sequence  # (compiled: compared as a machine integer, not an object)
             floor = self._seq_floor
-            if floor is None or number != floor + 1 or self._seq_above:
+            if floor is None or number != floor + 1 or len(self._seq_above):
                 return None
+        # Handed on as it came: narrowed to a pair, it would be unpacked and packed again.
         hit = self._fast(fast, payload)
-        if hit is None:
-            return None
-        if sequence is not None:
-            self._seq_floor = sequence  # what _seen() does with the number after the floor
-        self._kind = kind
+        if hit is not None:
+            if given is not None:
+                self._seq_floor = given  # what _seen() does with the number after the floor
+            self._kind = kind
         return hit
 
     def _fast(
