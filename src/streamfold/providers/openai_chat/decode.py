@@ -63,17 +63,6 @@ _FINISH: dict[str, tuple[StopReason, Status]] = {
 _META_FIELDS = ("system_fingerprint", "service_tier", "moderation", "prompt_filter_results")
 
 
-def _changes(metadata: dict[str, Any], payload: dict[str, Any], name: str) -> bool:
-    """True when the chunk's field `name` would change the metadata (see _metadata_from)."""
-    value = payload.get(name)
-    return value is not None and metadata.get(name) != value
-
-
-def _differs(value: Any, held: Any) -> bool:
-    """True when a chunk's metadata field `value` would change the `held` one."""
-    return value is not None and held != value
-
-
 # The SSE hot lane. A Chat chunk has no event line, and its fields before the
 # text (id, created, model, fingerprint...) repeat on every chunk of a stream but are not
 # known in advance, so the lane learns each shape from a chunk it had to leave to the full
@@ -404,18 +393,23 @@ class OpenAIChatDecoder(Decoder):
             return None
         # The other top-level fields the full path reads: absent (or null), or repeating
         # what the metadata holds. Asked for by name: a key that is not there costs a
-        # probe of the dict's table, where a walk of the keys reads every one.
+        # probe of the dict's table, where a walk of the keys reads every one. (Azure's
+        # filter results and OpenAI's moderation come once a stream: the full path's.)
         if (
             payload.get("usage") is not None
             or payload.get("error") is not None
             or payload.get("x_groq") is not None
             or payload.get("citations") is not None
             or payload.get("search_results") is not None
-            or _differs(payload.get("system_fingerprint"), self._fingerprint)
-            or _differs(payload.get("service_tier"), self._tier)
-            or _changes(metadata, payload, "moderation")
-            or _changes(metadata, payload, "prompt_filter_results")
+            or payload.get("moderation") is not None
+            or payload.get("prompt_filter_results") is not None
         ):
+            return None
+        value = payload.get("system_fingerprint")
+        if value is not None and value != self._fingerprint:
+            return None
+        value = payload.get("service_tier")
+        if value is not None and value != self._tier:
             return None
         upstream = payload.get("provider")
         if isinstance(upstream, str) and metadata.get("upstream_provider") != upstream:
