@@ -1,11 +1,12 @@
-"""What the SSE hot lane buys, in the build that runs: lane on and off, side by side.
+"""What the lanes buy, in the build that runs: each lane on and off, side by side.
 
     python -m benchmarks.hot_lane [N]
 
 Folds seeded mixed streams (Anthropic, Chat, Responses; N deltas, 10k by default) in 64 KiB
-pieces and one SSE event per chunk, with the lane on and off in alternation, and prints
-the CPU-time medians of 7 runs after two warm-ups. Run it with the compiled build's
-interpreter to see what the lane buys compiled (`streamfold.is_compiled()` is printed).
+pieces and one SSE event per chunk with the SSE hot lane on and off, and as decoded dicts
+with the dict lane (`Decoder.object_text`) on and off, in alternation, and prints the
+CPU-time medians of 7 runs after two warm-ups. Run it with the compiled build's
+interpreter to see what the lanes buy compiled (`streamfold.is_compiled()` is printed).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import streamfold
 from streamfold.fold import StreamFolder
 from streamfold.providers import anthropic, openai_chat, openai_responses
+from streamfold.providers.base import Decoder
 
 from .generate import generate
 
@@ -51,14 +54,30 @@ def lane_off() -> Iterator[None]:
                 cls.sse_hot_head = head
 
 
+@contextlib.contextmanager
+def dict_lane_off() -> Iterator[None]:
+    """The decoders' dict lane off: the base's object_text, so the fold takes none (it
+    compares the class attribute, in either build); decode() is unchanged."""
+    saved = [cls.__dict__["object_text"] for cls in _LANES]
+    for cls in _LANES:
+        cls.object_text = Decoder.object_text  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for cls, lane in zip(_LANES, saved, strict=True):
+            cls.object_text = lane  # type: ignore[method-assign]
+
+
 def live_pieces(sse: bytes) -> list[bytes]:
     """One SSE event per chunk, as a live connection delivers them."""
     events = sse.split(b"\n\n")
     return [event + b"\n\n" for event in events[:-1]] + ([events[-1]] if events[-1] else [])
 
 
-def cpu_seconds(pieces: list[bytes], provider: str, off: bool) -> float:
-    with lane_off() if off else contextlib.nullcontext():
+def cpu_seconds(pieces: list[Any], provider: str, off: bool) -> float:
+    """One fold of `pieces` (SSE bytes, or decoded dicts) with its lane on or off."""
+    switch = dict_lane_off if pieces and type(pieces[0]) is dict else lane_off
+    with switch() if off else contextlib.nullcontext():
         start = time.process_time()
         for _ in streamfold.fold(pieces, provider=provider):
             pass
@@ -69,9 +88,11 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
     print(f"compiled: {streamfold.is_compiled()}, N = {n:,}")
     for provider in ("anthropic", "openai-chat", "openai-responses"):
-        sse = generate(provider, "mixed", n).sse
+        stream = generate(provider, "mixed", n)
+        sse = stream.sse
         buffered = [sse[i : i + 65536] for i in range(0, len(sse), 65536)]
-        for mode, pieces in (("buffered", buffered), ("live", live_pieces(sse))):
+        inputs = (("buffered", buffered), ("live", live_pieces(sse)), ("dicts", stream.dicts))
+        for mode, pieces in inputs:
             for _ in range(2):
                 cpu_seconds(pieces, provider, False)
                 cpu_seconds(pieces, provider, True)

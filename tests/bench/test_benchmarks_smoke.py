@@ -252,6 +252,8 @@ def test_hot_lane_benchmark_folds_the_same_either_way_and_restores_the_lane(
     from benchmarks import hot_lane
     from streamfold.fold import StreamFolder
     from streamfold.providers.anthropic import AnthropicDecoder
+    from streamfold.providers.base import Decoder
+    from streamfold.providers.openai_responses import OpenAIResponsesDecoder
 
     before = (
         StreamFolder.hot_lane_after,
@@ -274,5 +276,14 @@ def test_hot_lane_benchmark_folds_the_same_either_way_and_restores_the_lane(
     monkeypatch.setattr(sys, "argv", ["hot_lane", "60"])
     hot_lane.main()
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("compiled: ") and len(lines) == 7  # 3 providers x 2 modes
+    assert lines[0].startswith("compiled: ") and len(lines) == 10  # 3 providers x 3 inputs
     assert all("off / on" in line for line in lines[1:])
+    assert [line.split()[1] for line in lines[1:4]] == ["buffered", "live", "dicts"]
+    # The dict lane off folds the same, and comes back on.
+    dicts = generate("openai-responses", "mixed", 200).dicts
+    lane = OpenAIResponsesDecoder.object_text
+    with hot_lane.dict_lane_off():
+        assert OpenAIResponsesDecoder.object_text is Decoder.object_text
+        off = streamfold.fold_message(dicts, provider="openai-responses")
+    assert OpenAIResponsesDecoder.object_text is lane
+    assert streamfold.fold_message(dicts, provider="openai-responses").content == off.content

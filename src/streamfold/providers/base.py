@@ -137,6 +137,9 @@ class Decoder:
         taken events end
         (`pos` if none): the fold frames and decodes the rest as usual. Nothing may differ
         from the full path: tests/providers/test_lanes.py folds every stream both ways.
+
+        What it buys, compiled (`python -m benchmarks.hot_lane`, mixed 10k streams): a
+        fold without the lane costs 1.4-2.4x as much a delta, live or buffered.
         """
         return pos
 
@@ -147,7 +150,9 @@ class Decoder:
 
         The fold applies the text with `grow_text`, and when the part is not open there,
         `[GrowPart(key, text)]` through the accumulator, as if decode() had given it. By
-        default: None (the decoder has no such lane).
+        default: None (the decoder has no such lane). What it buys, compiled
+        (`python -m benchmarks.hot_lane`, mixed 10k streams): a fold of decoded dicts
+        without it costs 3.9-4.9x as much a delta.
         """
         return None
 
