@@ -276,6 +276,43 @@ def test_every_header_value_type_parses() -> None:
         assert parsed.payload == b"{}"
 
 
+_BITS = {BYTE: 8, SHORT: 16, INT: 32, LONG: 64, TIMESTAMP: 64}
+
+
+@pytest.mark.parametrize("kind", sorted(_BITS))
+def test_integer_headers_parse_as_struct_packs_them_at_every_bound(kind: int) -> None:
+    bits = _BITS[kind]
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    values = [low, low + 1, -256, -1, 0, 1, 127, 128, 255, 256, high - 1, high]
+    values = [v for v in values if low <= v <= high]
+    message = encode([(f"n{n}", kind, v) for n, v in enumerate(values)], b"")
+    (parsed,) = _frame(message)
+    assert parsed.headers == {f"n{n}": v for n, v in enumerate(values)}
+
+
+@pytest.mark.parametrize("kind", [*sorted(_BITS), BYTES])
+def test_a_header_value_cut_short_is_a_protocol_error(kind: int) -> None:
+    whole = _header("x", kind, 1 if kind != BYTES else b"ab")
+    for cut in range(len(b"\x01x") + 1, len(whole)):
+        head = whole[:cut]
+        prelude = struct.pack(">II", 12 + len(head) + 4, len(head))
+        prelude += struct.pack(">I", zlib.crc32(prelude))
+        body = prelude + head
+        with pytest.raises(StreamProtocolError, match="header"):
+            _frame(body + struct.pack(">I", zlib.crc32(body)))
+
+
+def test_a_message_is_immutable_and_equal_by_value() -> None:
+    (message,) = _frame(event("messageStop", {"stopReason": "end_turn"}))
+    same = EventStreamMessage(dict(message.headers), bytes(message.payload))
+    assert message == same and message != EventStreamMessage({}, message.payload)
+    assert repr(message).startswith("EventStreamMessage(headers={':event-type': 'messageStop'")
+    with pytest.raises(AttributeError, match="immutable"):
+        message.payload = b"{}"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        hash(message)
+
+
 def test_an_unknown_header_value_type_is_a_protocol_error() -> None:
     head = b"\x01x\x0a"  # name "x", type 10
     prelude = struct.pack(">II", 12 + len(head) + 4, len(head))
