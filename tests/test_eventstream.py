@@ -79,7 +79,11 @@ def _header(name: str, kind: int, value: Any) -> bytes:
 
 def encode(headers: list[tuple[str, int, Any]], payload: bytes) -> bytes:
     """One eventstream message: prelude (lengths + CRC), headers, payload, message CRC."""
-    head = b"".join(_header(*h) for h in headers)
+    return raw_message(b"".join(_header(*h) for h in headers), payload)
+
+
+def raw_message(head: bytes, payload: bytes = b"") -> bytes:
+    """A message whose headers section is the bytes `head`, well-formed or not; CRCs right."""
     prelude = struct.pack(">II", 12 + len(head) + len(payload) + 4, len(head))
     prelude += struct.pack(">I", zlib.crc32(prelude))
     body = prelude + head + payload
@@ -294,12 +298,8 @@ def test_integer_headers_parse_as_struct_packs_them_at_every_bound(kind: int) ->
 def test_a_header_value_cut_short_is_a_protocol_error(kind: int) -> None:
     whole = _header("x", kind, 1 if kind != BYTES else b"ab")
     for cut in range(len(b"\x01x") + 1, len(whole)):
-        head = whole[:cut]
-        prelude = struct.pack(">II", 12 + len(head) + 4, len(head))
-        prelude += struct.pack(">I", zlib.crc32(prelude))
-        body = prelude + head
         with pytest.raises(StreamProtocolError, match="header"):
-            _frame(body + struct.pack(">I", zlib.crc32(body)))
+            _frame(raw_message(whole[:cut]))
 
 
 def test_a_message_is_immutable_and_equal_by_value() -> None:
@@ -315,21 +315,15 @@ def test_a_message_is_immutable_and_equal_by_value() -> None:
 
 def test_an_unknown_header_value_type_is_a_protocol_error() -> None:
     head = b"\x01x\x0a"  # name "x", type 10
-    prelude = struct.pack(">II", 12 + len(head) + 4, len(head))
-    prelude += struct.pack(">I", zlib.crc32(prelude))
-    body = prelude + head
     with pytest.raises(StreamProtocolError, match="header value type 0-9, got 10"):
-        _frame(body + struct.pack(">I", zlib.crc32(body)))
+        _frame(raw_message(head))
 
 
 def test_headers_that_overrun_their_length_are_a_protocol_error() -> None:
     # A string header that says it is longer than the headers section.
     head = b"\x01x\x07\x00\x09abc"
-    prelude = struct.pack(">II", 12 + len(head) + 4, len(head))
-    prelude += struct.pack(">I", zlib.crc32(prelude))
-    body = prelude + head
     with pytest.raises(StreamProtocolError, match="header value"):
-        _frame(body + struct.pack(">I", zlib.crc32(body)))
+        _frame(raw_message(head))
 
 
 def test_an_oversized_message_is_refused_from_its_prelude() -> None:
