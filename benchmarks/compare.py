@@ -254,9 +254,9 @@ def compare(
         order = builds[turn % len(builds) :] + builds[: turn % len(builds)]
         rounds = processes if job["kind"] == "cell" else 1
         results: dict[str, list[dict[str, Any]]] = {build.name: [] for build in order}
+        label = "/".join(str(job[k]) for k in ("provider", "workload", "input") if k in job)
         for round_ in range(rounds):
             for build in order:
-                label = "/".join(str(job[k]) for k in ("provider", "workload", "input") if k in job)
                 worker = f", process {round_ + 1}/{rounds}" if rounds > 1 else ""
                 log(f"  [{turn + 1}/{len(jobs)}] {job['kind']} {label} ({build.name}{worker})")
                 results[build.name].append(_spawn(build, job))
