@@ -50,6 +50,21 @@ def test_the_set_up_commands_are_the_ones_ci_runs() -> None:
     assert tests in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
+def test_the_set_up_section_names_every_program_the_tests_look_for() -> None:
+    # A test that looks a program up (shutil.which) is skipped without it: a newcomer must
+    # read which programs those are before running the test command.
+    section = README.split("## Set-up (a fresh machine with Python 3.11)\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    looked_up = {
+        name
+        for path in (ROOT / "tests").rglob("*.py")
+        for name in re.findall(r'shutil\.which\("([^"]+)"\)', path.read_text())
+    }
+    assert looked_up, "no program looked up: the pattern no longer finds shutil.which calls"
+    missing = sorted(name for name in looked_up if f"`{name}`" not in section)
+    assert missing == [], f"the set-up section does not name {missing}"
+
+
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
     pytest.importorskip("uvicorn")
