@@ -9,6 +9,9 @@ _RAW_PREVIEW_CHARS = 300
 # Containers nested deeper than this show as `...`: a hostile payload nested a thousand
 # deep must not make an error's text raise RecursionError.
 _PREVIEW_DEPTH = 20
+# The most of a protocol error's reason that is kept: each decoder previews what it quotes,
+# and this is the backstop for one that did not.
+_REASON_CHARS = 1_000
 
 
 def preview(raw: object, limit: int = _RAW_PREVIEW_CHARS) -> str:
@@ -152,6 +155,8 @@ class StreamProtocolError(StreamfoldError):
         raw: Any = None,
         position: int | None = None,
     ) -> None:
+        if len(reason) > _REASON_CHARS:  # a value pasted whole into the reason: its start
+            reason = reason[:_REASON_CHARS] + "... (more)"
         self.reason = reason
         self.provider = provider
         self.raw = raw

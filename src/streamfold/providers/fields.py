@@ -25,6 +25,7 @@ TYPE_NAMES: dict[type, str] = {
 }
 
 _PREVIEW = 40  # characters of a string shown in an error
+_PREVIEW_BITS = 128  # an integer wider than this is named by its width, not its digits
 
 
 def describe(value: Any) -> str:
@@ -35,6 +36,8 @@ def describe(value: Any) -> str:
         cut = len(value) > _PREVIEW
         return f"str {json.dumps(value[:_PREVIEW])}{'...' if cut else ''}"
     if isinstance(value, bool | int | float):
+        if isinstance(value, int) and value.bit_length() > _PREVIEW_BITS:
+            return f"int of {value.bit_length()} bits"  # (its digits could fill a log)
         return f"{type(value).__name__} {json.dumps(value)}"
     return type(value).__name__
 
@@ -62,7 +65,10 @@ def event_field(dec: Decoder, event: dict[str, Any], key: str, kind: type[T]) ->
     value = event.get(key)
     if type(value) is kind:
         return value
-    return check(dec, value, kind, f"{event.get('type', 'event')}.{key}", event)
+    kind_of_event = event.get("type")
+    if not isinstance(kind_of_event, str) or len(kind_of_event) > _PREVIEW:
+        kind_of_event = "event"  # (the name is the server's: a long one would flood the error)
+    return check(dec, value, kind, f"{kind_of_event}.{key}", event)
 
 
 def optional(

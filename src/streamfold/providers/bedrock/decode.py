@@ -33,7 +33,7 @@ from ...errors import StateError
 from ...message import Status, StopReason, ToolCall, Usage
 from ...parts import Citation, CitationSource, ContentPart
 from ..base import Decoder
-from ..fields import check, optional
+from ..fields import check, describe, optional
 from .state import BedrockBlockAt, BedrockBlockState, BedrockState, BlockKind
 
 # The documented in-stream exceptions of ConverseStream (boto3 raises them; the wire and
@@ -211,7 +211,8 @@ class BedrockDecoder(Decoder):
         index = body.get("contentBlockIndex")
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
             raise self.protocol_error(
-                f"expected {event}.contentBlockIndex to be a non-negative integer, got {index!r}",
+                f"expected {event}.contentBlockIndex to be a non-negative integer, "
+                f"got {describe(index)}",
                 {event: body},
             )
         return index
@@ -511,7 +512,7 @@ class BedrockDecoder(Decoder):
         if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
             raise self.protocol_error(
                 "expected contentBlockDelta.delta.toolResult to be a list of objects, got "
-                f"{value!r}",
+                f"{describe(value)}",
                 raw,
             )
         out: list[Delta] = []

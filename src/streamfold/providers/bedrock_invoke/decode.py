@@ -22,7 +22,7 @@ import jiter
 from pydantic import ValidationError
 
 from ...deltas import Delta, EndMessage, ReportError, SkipEvent, UpdateMessage
-from ...errors import StateError
+from ...errors import StateError, preview
 from ...message import Usage
 from ...state_schema import validation_error
 from .. import detect_provider
@@ -123,7 +123,7 @@ class BedrockInvokeDecoder(Decoder):
                 ) from None
         elif not isinstance(data, bytes | bytearray):
             raise self.protocol_error(
-                f"expected a chunk with bytes (base64 text or bytes), got {body!r}", raw
+                f"expected a chunk with bytes (base64 text or bytes), got {preview(body)}", raw
             )
         try:
             inner = jiter.from_json(bytes(data))
@@ -167,7 +167,7 @@ class BedrockInvokeDecoder(Decoder):
             raise self.protocol_error(
                 "expected Anthropic Claude (Messages events) or Amazon Nova (ConverseStream "
                 f"events) inside the invoke chunks, got {what} (keys: "
-                f"{', '.join(list(inner)[:6])}), which streamfold does not decode: stream it "
+                f"{preview(list(inner)[:6])[1:-1]}), which streamfold does not decode: stream it "
                 "with ConverseStream (provider='bedrock')",
                 inner,
             )
@@ -178,7 +178,7 @@ class BedrockInvokeDecoder(Decoder):
             type(value) is int for value in metrics.values()
         ):
             raise self.protocol_error(
-                f"expected {_METRICS} to be an object of integers, got {metrics!r}", raw
+                f"expected {_METRICS} to be an object of integers, got {preview(metrics)}", raw
             )
         metadata: dict[str, Any] = {"invocation_metrics": metrics}
         if "invocationLatency" in metrics:

@@ -769,7 +769,7 @@ class GeminiDecoder(Decoder):
         if path is None:
             raise self.protocol_error(
                 f"expected partialArgs[].jsonPath to be a JSON path like $.a.b[0], "
-                f"got {path_text!r}",
+                f"got {describe(path_text)}",
                 item,
             )
         if len(path) > _MAX_PATH_DEPTH:

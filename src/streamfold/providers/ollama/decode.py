@@ -25,7 +25,7 @@ from ...deltas import (
 from ...message import Status, StopReason, ToolCall, Usage
 from ...parts import ContentPart
 from ..base import Decoder
-from ..fields import check, optional
+from ..fields import check, describe, optional
 from .state import OllamaCallSeen, OllamaOpenPart, OllamaState, TextKind
 
 _DONE_REASONS: dict[str, tuple[StopReason, Status]] = {
@@ -126,7 +126,9 @@ class OllamaDecoder(Decoder):
             out.extend(self._calls(calls, payload))
         done = payload.get("done", False)
         if not isinstance(done, bool):
-            raise self.protocol_error(f"expected done to be true or false, got {done!r}", payload)
+            raise self.protocol_error(
+                f"expected done to be true or false, got {describe(done)}", payload
+            )
         if done:
             out.extend(self._done(payload))
         return out
