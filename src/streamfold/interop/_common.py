@@ -10,7 +10,7 @@ from typing import Any, TypeVar, get_args
 import pydantic
 
 from ..encoding import foreign
-from ..errors import InteropError
+from ..errors import InteropError, StreamfoldError, preview
 from ..fold import fold_message
 from ..message import TURN_GOES_ON, Message, Status, StopReason, ToolCall, Usage
 from ..parts import ContentPart, put_utterance, utterance
@@ -57,9 +57,35 @@ def dict_field(function: str, value: object, what: str) -> dict[str, Any]:
 
 
 def read_model(function: str, model: type[Model], value: object) -> Model:
-    """`value` as the SDK's `model`: the object itself, or a dict of its JSON form."""
+    """`value` as the SDK's `model`, validated: the object, or a dict of its JSON form.
+
+    The SDKs build their objects from the wire without validating them (`construct_type`):
+    an object of the right class may hold anything, so it is checked as its dict would be.
+    """
     name = f"{model.__module__.split('.')[0]} {model.__name__}"
+    if isinstance(value, model):
+        sdk_object = value
+        value = library_call(
+            function, name, lambda: sdk_object.model_dump(round_trip=True, warnings=False)
+        )
     return read_object(function, name, model, value, model.model_validate)
+
+
+def model_json(function: str, model: pydantic.BaseModel) -> dict[str, Any]:
+    """A validated SDK object's JSON form (None fields left out), or an InteropError."""
+    name = f"{type(model).__module__.split('.')[0]} {type(model).__name__}"
+    return library_call(
+        function, name, lambda: model.model_dump(mode="json", exclude_none=True, warnings=False)
+    )
+
+
+def library_call(function: str, name: str, call: Callable[[], T]) -> T:
+    """What a library's own code makes of an object it did not check (a dump, a reading of
+    its content): whatever it raises on that object is an InteropError naming it."""
+    try:
+        return call()
+    except Exception as exc:  # (ValueError, TypeError, UnicodeError, RecursionError...)
+        raise InteropError(function, name, preview(f"{type(exc).__name__}: {exc}")) from None
 
 
 def read_object(
@@ -230,11 +256,14 @@ def own_block(part: ContentPart, provider: str, message: Message) -> dict[str, A
 
 
 def fold_events(
-    events: Sequence[Mapping[str, Any]], provider: str, *, done: bool = False
+    function: str, events: Sequence[Mapping[str, Any]], provider: str, *, done: bool = False
 ) -> Message:
     """The Message the provider's decoder folds from these wire events, without `timing`:
     an object read back had no stream whose arrival could be timed."""
-    message = fold_message(sse(events, done=done), provider=provider)
+    try:
+        message = fold_message(sse(events, done=done), provider=provider)
+    except StreamfoldError as exc:  # a value the provider's own stream could not carry
+        raise InteropError(function, f"content a {provider} stream could carry", str(exc)) from None
     message.metadata.pop("timing", None)
     return message
 

@@ -48,6 +48,7 @@ from ._common import (
     fold_events,
     from_provider,
     meta_str,
+    model_json,
     own_block,
     read_model,
     tokens,
@@ -166,7 +167,7 @@ def from_message(message: AnthropicMessage | BetaMessage | dict[str, Any]) -> Me
     """
     parsed: AnthropicMessage | BetaMessage
     if isinstance(message, BetaMessage):
-        parsed = message
+        parsed = read_model("from_message", BetaMessage, message)
     else:
         try:
             parsed = read_model("from_message", AnthropicMessage, message)
@@ -178,7 +179,7 @@ def from_message(message: AnthropicMessage | BetaMessage | dict[str, Any]) -> Me
             except ValidationError:
                 raise first from None
 
-    data = parsed.model_dump(mode="json", exclude_none=True)
+    data = model_json("from_message", parsed)
     start = {k: v for k, v in data.items() if k not in ("content", "stop_reason", "usage")}
     start["usage"] = {"input_tokens": data["usage"].get("input_tokens", 0), "output_tokens": 0}
     events: list[dict[str, Any]] = [
@@ -191,7 +192,7 @@ def from_message(message: AnthropicMessage | BetaMessage | dict[str, Any]) -> Me
     events.append({"type": "message_delta", "delta": delta, "usage": data["usage"]})
     if stop is not None:  # else a turn that has not ended: a stream cut before its end
         events.append({"type": "message_stop"})
-    return fold_events(events, "anthropic")
+    return fold_events("from_message", events, "anthropic")
 
 
 def _block_events(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:

@@ -65,6 +65,7 @@ from ._common import (
     created,
     fold_events,
     meta_str,
+    model_json,
     own_block,
     read_model,
     tokens,
@@ -169,7 +170,7 @@ def from_chat_completion(
 ) -> Message:
     """A `ChatCompletion` (or its JSON dict) as the Message its stream folds to."""
     completion = read_model("from_chat_completion", ChatCompletion, completion)
-    data = completion.model_dump(mode="json", exclude_none=True)
+    data = model_json("from_chat_completion", completion)
     picked = next((c for c in data.get("choices", []) if c.get("index") == choice), None)
     if picked is None:
         indexes = [c.get("index") for c in data.get("choices", [])]
@@ -182,7 +183,7 @@ def from_chat_completion(
     chunk: dict[str, Any] = {k: v for k, v in data.items() if k not in ("choices", "object")}
     chunk["object"] = "chat.completion.chunk"
     chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": picked.get("finish_reason")}]
-    return fold_events([chunk], "openai-chat", done=True)
+    return fold_events("from_chat_completion", [chunk], "openai-chat", done=True)
 
 
 def _as_function(call: dict[str, Any], index: int) -> dict[str, Any]:
@@ -396,7 +397,7 @@ def from_response(response: Response | dict[str, Any]) -> Message:
     A response still queued or in progress reads as a stream cut there (status incomplete).
     """
     response = read_model("from_response", Response, response)
-    data = response.model_dump(mode="json", exclude_none=True)
+    data = model_json("from_response", response)
     output = data.get("output") or []
     events: list[dict[str, Any]] = [
         {
@@ -413,4 +414,4 @@ def from_response(response: Response | dict[str, Any]) -> Message:
     final = _FINAL_EVENT.get(str(data.get("status")))
     if final is not None:
         events.append({"type": final, "sequence_number": len(events), "response": data})
-    return fold_events(events, "openai-responses")
+    return fold_events("from_response", events, "openai-responses")
