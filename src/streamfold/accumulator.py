@@ -54,6 +54,7 @@ from .message import (
     merge_usage,
     parse_tool_arguments,
     parse_tool_arguments_json,
+    settled_stop_reason,
 )
 from .partial_json import Change, IncrementalJSON, PartialJSONError
 from .parts import (
@@ -957,10 +958,22 @@ class Accumulator:
         return [self._close(key, slot, False, cut=cut) for key, slot in list(self._open.items())]
 
     def _finish(self, *, cut: bool) -> list[Event]:
-        utterance_at_end = self._closing_utterance()
         events: list[Event] = []
+        if self._status == "complete" and self._stop_reason in (None, "stop"):
+            # Whether a call is complete is known once it is built: calls still open are
+            # closed first, so the stop reason (and the narration rule, which reads it)
+            # is settled before the text waiting for its marker is marked.
+            for key, slot in list(self._open.items()):
+                if slot.kind == "tool_call":
+                    events.append(self._close(key, slot, False, cut=cut))
+            self._stop_reason = settled_stop_reason(
+                self._stop_reason,
+                self._status,
+                [slot.done for slot in self._slots if isinstance(slot.done, ToolCall)],
+            )
+        utterance_at_end = self._closing_utterance()
         if utterance_at_end is not None:
-            events = self._mark_waiting(utterance_at_end)
+            events.extend(self._mark_waiting(utterance_at_end))
         events.extend(self._close_open(cut=cut))
         # Whether the provider's end-of-stream marker arrived: False for a stream that
         # was cut, cancelled or ended by an error, even one whose status is complete

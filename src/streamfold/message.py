@@ -20,6 +20,7 @@ StopReason = Literal[
     "length",
     "content_filter",
     "pause",
+    "approval",
     "refusal",
     "error",
     "cancelled",
@@ -233,8 +234,28 @@ def _stream_order(
     yield from unplaced
 
 
-# Stop reasons of a turn that goes on: the caller runs a tool, or the provider paused it.
-TURN_GOES_ON: frozenset[str] = frozenset({"tool_use", "pause"})
+# Stop reasons of a turn that goes on: the caller runs a tool, the provider paused it, or
+# the provider waits for the caller to approve a tool it would run (an MCP approval request).
+TURN_GOES_ON: frozenset[str] = frozenset({"tool_use", "pause", "approval"})
+
+
+def settled_stop_reason(
+    stop_reason: StopReason | None, status: Status, tool_calls: Iterable[ToolCall]
+) -> StopReason | None:
+    """The stop reason an agent loop acts on: `tool_use` for a normally finished message
+    holding a complete client tool call, whatever word the provider used for it.
+
+    Some providers say "stop" (or nothing) when the model asked for tools (OpenRouter's
+    o3-mini, Ollama, Gemini); a loop reading that would show the call as the answer. The
+    provider's own word stays in `raw_stop_reason`. Any other reason (length, pause,
+    refusal...) says more than "the model stopped" and stands.
+    """
+    if status != "complete" or stop_reason not in (None, "stop"):
+        return stop_reason
+    for call in tool_calls:
+        if call.status == "complete":
+            return "tool_use"
+    return stop_reason
 
 
 def is_narration(item: ContentPart | Message) -> bool:
@@ -385,13 +406,14 @@ def to_message(delta: MessageDelta) -> Message:
             "to_message: expected a delta with a final status (complete, length, ...), "
             "got status 'incomplete'; merge the rest of the stream first"
         )
+    calls = [complete_tool_call(tc) for tc in delta.tool_calls]
     return Message(
         role=delta.role,
         content=[p for p in delta.content if p is not None],
-        tool_calls=[complete_tool_call(tc) for tc in delta.tool_calls],
+        tool_calls=calls,
         status=delta.status,
         usage=delta.usage,
-        stop_reason=delta.stop_reason,
+        stop_reason=settled_stop_reason(delta.stop_reason, delta.status, calls),
         raw_stop_reason=delta.raw_stop_reason,
         metadata=delta.metadata,
     )

@@ -275,6 +275,12 @@ HAND_CHECKED: dict[str, dict[str, Any]] = {
         "usage": (43, 10, 0, 11),
         "stop": ("error", "length", "error"),
     },
+    "openrouter/o3-mini-tool-call-finish-stop.sse": {
+        "calls": [("call_nT8FqU2xXbLw3Yk5Rr0pHcGe", "get_weather", {"city": "Paris"})],
+        "usage": (64, 83, 0, 64),
+        # finish_reason "stop" with a complete call: an agent loop must run the tool.
+        "stop": ("tool_use", "stop", "complete"),
+    },
     "openrouter/reasoning-details-claude.sse": {
         "thinking": "This is a simple arithmetic question. 2+2 equals 4.",
         "signature_start": "Et0BCkgIChACGAIqQA2s7h7t",
@@ -311,7 +317,7 @@ HAND_CHECKED: dict[str, dict[str, Any]] = {
 
 def test_every_chat_recording_is_covered() -> None:
     assert sorted(HAND_CHECKED) == sorted(CHAT)
-    assert len(CHAT) == 25
+    assert len(CHAT) == 26
 
 
 @pytest.mark.parametrize("rel", CHAT)
