@@ -44,10 +44,12 @@ from streamfold import (
     accumulator,
     fold,
     fold_message,
+    is_narration,
     merge_deltas,
     merge_part,
     put_utterance,
     to_message,
+    utterance,
 )
 from streamfold.deltas import (
     ClosePart,
@@ -1128,3 +1130,39 @@ def test_every_provider_says_tool_use_for_a_stop_with_complete_calls(provider: s
 def test_merged_deltas_settle_the_stop_reason_as_a_fold_does() -> None:
     deltas = _STOP_WITH_CALL["streamfold"]
     assert to_message(merge_deltas(deltas)).stop_reason == "tool_use"
+
+
+def _approval_request(key: Hashable, request_id: str) -> list[Delta]:
+    block = {"type": "mcp_approval_request", "id": request_id, "name": "ask", "arguments": "{}"}
+    options = {"type": "mcp_approval_request", "id": request_id, "block": block}
+    return [OpenPart(key, ContentPart(type="unsupported", options=options), True), ClosePart(key)]
+
+
+def test_a_turn_waiting_for_an_approval_stops_with_approval_and_is_narration() -> None:
+    # Text after the request too: the turn goes on once the caller answers, so none of
+    # its text is the answer.
+    events = _stopped(
+        OpenPart("t", ContentPart.text("I'll ask.")),
+        ClosePart("t"),
+        *_approval_request("r", "mcpr_1"),
+        OpenPart("u", ContentPart.text("Waiting for your approval.")),
+        ClosePart("u"),
+        UpdateMessage(status="complete", stop_reason="stop", raw_stop_reason="completed"),
+    )
+    message = final_message_of(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("approval", "completed")
+    assert [utterance(p) for p in message.content if p.type == "text"] == ["narration"] * 2
+    assert is_narration(message)
+
+
+def test_an_approval_answered_in_the_turn_leaves_the_stop_reason() -> None:
+    call = {"type": "mcp_call", "id": "mcp_1", "approval_request_id": "mcpr_1", "output": "x"}
+    answered = OpenPart(
+        "c", ContentPart(type="unsupported", options={"type": "mcp_call", "block": call}), True
+    )
+    stop = UpdateMessage(status="complete", stop_reason="stop")
+    events = _stopped(*_approval_request("r", "mcpr_1"), answered, ClosePart("c"), stop)
+    assert final_message_of(events).stop_reason == "stop"
+    # A client call as well: tool_use, what the loop must do first.
+    events = _stopped(*_approval_request("r", "mcpr_2"), *_call("k", "{}"), stop)
+    assert final_message_of(events).stop_reason == "tool_use"

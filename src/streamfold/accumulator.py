@@ -966,10 +966,12 @@ class Accumulator:
             for key, slot in list(self._open.items()):
                 if slot.kind == "tool_call":
                     events.append(self._close(key, slot, False, cut=cut))
+            built = [slot.start if slot.done is None else slot.done for slot in self._slots]
             self._stop_reason = settled_stop_reason(
                 self._stop_reason,
                 self._status,
-                [slot.done for slot in self._slots if isinstance(slot.done, ToolCall)],
+                [p for p in built if isinstance(p, ToolCall)],
+                [p for p in built if isinstance(p, ContentPart)],
             )
         utterance_at_end = self._closing_utterance()
         if utterance_at_end is not None:

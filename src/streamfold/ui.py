@@ -72,6 +72,7 @@ _FINISH_REASONS: Final[dict[str, str]] = {
     "refusal": "content-filter",
     "error": "error",
     "pause": "other",
+    "approval": "other",
     "cancelled": "other",
     "other": "other",
 }

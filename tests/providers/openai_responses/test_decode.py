@@ -431,7 +431,14 @@ def test_matches_the_openai_sdk_accumulator(rel: str) -> None:
     ]
     assert [(c.call_id, c.name, c.arguments) for c in ours.tool_calls] == sdk_calls
     assert all(c.status == "complete" for c in ours.tool_calls)
-    assert ours.stop_reason == ("tool_use" if sdk_calls else "stop")
+    # An approval request that no MCP call in the response answered: the turn waits.
+    answered = {item.approval_request_id for item in sdk.output if item.type == "mcp_call"}
+    waiting = [
+        item.id
+        for item in sdk.output
+        if item.type == "mcp_approval_request" and item.id not in answered
+    ]
+    assert ours.stop_reason == ("tool_use" if sdk_calls else "approval" if waiting else "stop")
 
     # Built-in tool items: the block is the item as output_item.done (and the SDK) has it.
     sdk_other = [
