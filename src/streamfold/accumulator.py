@@ -30,6 +30,7 @@ from .errors import (
     StreamProtocolError,
     ToolArgumentsError,
     UsageError,
+    preview,
 )
 from .events import (
     Event,
@@ -117,6 +118,9 @@ def _brackets(text: str | bytes) -> int:
 _SKIPPED_TYPES = 64
 _SKIPPED_NAME_CHARS = 100
 SKIPPED_OTHER = "(other types)"
+
+# The most of a server's unreadable error text kept in metadata["provider_error"].
+_PROVIDER_ERROR_CHARS = 4096
 
 # Argument chunks joined and encoded at a time in a final build (see Slot._parsed_call).
 _ENCODE_BATCH = 4096
@@ -655,6 +659,18 @@ class Accumulator:
         self._status = forward_status(self._status, "cancelled")
         self._stop_reason = "cancelled"
         return self._finish(cut=True)
+
+    def note_provider_error(self, reported: object) -> None:
+        """Keep a failure the server reported that no decoder could read (an SSE error
+        line) in the message's metadata["provider_error"]: a string cut to 4,096
+        characters; an object as it came, unless nested past the depth limit."""
+        if isinstance(reported, str):
+            value: Any = reported[:_PROVIDER_ERROR_CHARS]
+        elif json_depth_over(reported, self.limits.max_depth) is None:
+            value = reported
+        else:
+            value = preview(reported, _PROVIDER_ERROR_CHARS)
+        self._metadata["provider_error"] = value
 
     def note_truncated_tail(self) -> None:
         """The input ended inside an event; its fragment was dropped."""
