@@ -86,6 +86,57 @@ def _meta(part: dict[str, Any], key: str = "providerMetadata") -> dict[str, Any]
     return value
 
 
+def _text_runs(message: Message) -> list[list[ContentPart]]:
+    """The message's text parts, those next to each other in the stream with the same
+    options (the same marker) grouped: each group reads as one text."""
+    runs: list[list[ContentPart]] = []
+    previous: ContentPart | ToolCall | None = None
+    for item in message.stream_order():
+        if isinstance(item, ContentPart) and item.type == "text":
+            if (
+                isinstance(previous, ContentPart)
+                and previous.type == "text"
+                and previous.options == item.options
+            ):
+                runs[-1].append(item)
+            else:
+                runs.append([item])
+        previous = item
+    return runs
+
+
+def _run_options(run: list[ContentPart]) -> dict[str, Any]:
+    options = dict(run[0].options)
+    if len(run) > 1 and any(p.citations for p in run):
+        options["citations"] = _cited_ranges(run)
+    return options
+
+
+def _source_names(part: ContentPart) -> set[str]:
+    names = set()
+    for c in part.citations:
+        source = c.source
+        if source is None:
+            continue
+        if source.url is not None and source.type != "document":
+            names.add(source.url)
+        elif source.document_id is not None or source.title is not None:
+            names.add(source.title or source.document_id or "document")
+        elif source.url is not None:
+            names.add(source.url)
+    return names
+
+
+def _cited_ranges(run: list[ContentPart]) -> list[dict[str, Any]]:
+    ranges, at = [], 0
+    for part in run:
+        size = len(part.content or "")
+        if part.citations:
+            ranges.append({"start": at, "end": at + size})
+        at += size
+    return ranges
+
+
 @pytest.mark.parametrize("rel", READY)
 def test_ai_sdk_reads_the_same_message(rel: str, ai_reader: dict[str, Any]) -> None:
     message = final_message(fold_bytes(read(rel)))
@@ -103,11 +154,22 @@ def test_ai_sdk_reads_the_same_message(rel: str, ai_reader: dict[str, Any]) -> N
     else:
         assert got["errors"] == []
 
-    texts = [p for p in message.content if p.type == "text"]
+    runs = _text_runs(message)
     ui_texts = _ui_parts(ui, "text")
-    assert [t["text"] for t in ui_texts] == [p.content or "" for p in texts]
+    assert [t["text"] for t in ui_texts] == ["".join(p.content or "" for p in r) for r in runs]
     assert all(t["state"] == "done" for t in ui_texts)
-    assert [_meta(t) for t in ui_texts] == [p.options for p in texts]
+    ui_options = [_meta(t) for t in ui_texts]
+    # Each cited piece names its sources by the ids of the source chunks sent for them.
+    names = {
+        s["sourceId"]: s["url"] if s["type"] == "source-url" else s["title"]
+        for s in ui["parts"]
+        if s["type"] in ("source-url", "source-document")
+    }
+    for meta, run in zip(ui_options, runs, strict=True):
+        cited = [p for p in run if p.citations] if len(run) > 1 else []
+        for place, part in zip(meta.get("citations", []), cited, strict=True):
+            assert {names[i] for i in place.pop("sourceIds")} == _source_names(part)
+    assert ui_options == [_run_options(r) for r in runs]
 
     thinking = [p for p in message.content if p.type == "thinking"]
     ui_reasoning = _ui_parts(ui, "reasoning")
@@ -150,6 +212,10 @@ def test_ai_sdk_reads_the_same_message(rel: str, ai_reader: dict[str, Any]) -> N
         for e in events
         if isinstance(e.part, ToolCall) or e.part.type in ("text", "thinking", "unsupported")
     ]
+    # Each run of joined text parts once.
+    skip = [n for run in runs for n in [0] + [1] * (len(run) - 1)]
+    texts = iter(skip)
+    stream_order = [k for k in stream_order if k != "text" or not next(texts)]
     assert ui_order == stream_order
 
     metadata = ui["metadata"]
