@@ -480,7 +480,8 @@ class UIMessageStreamEncoder:
         start = run.size
         run.size += len(part.content or "")
         if part.citations:
-            ids = [i for i in map(self._source_id, part.citations) if i is not None]
+            # Each source once per piece (a sentence can cite two passages of one page).
+            ids = list(dict.fromkeys(i for i in map(self._source_id, part.citations) if i))
             run.citations.append({"start": start, "end": run.size, "sourceIds": ids})
 
     def _release(self, run: _TextRun) -> list[UIMessageChunk]:
