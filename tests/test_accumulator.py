@@ -1027,8 +1027,8 @@ def _call(key: Hashable, arguments: str) -> list[Delta]:
 @pytest.mark.parametrize("said", ["stop", None])
 def test_a_finished_message_with_a_complete_call_stops_with_tool_use(said: str | None) -> None:
     # The call is still open when the message ends (closed by the end, not the wire), and
-    # the text before it waits for its marker: the call is built first, so the narration
-    # rule reads the settled reason and the text is narration, not the answer.
+    # the text before it waits for its marker: the narration rule reads the settled
+    # reason, so the text is narration, not the answer.
     update = UpdateMessage(status="complete", stop_reason=said, raw_stop_reason=said)  # type: ignore[arg-type]
     events = _stopped(
         OpenPart("t", ContentPart.text("Let me look.")),
@@ -1043,9 +1043,11 @@ def test_a_finished_message_with_a_complete_call_stops_with_tool_use(said: str |
     assert [(m.index, m.utterance) for m in marked] == [(0, "narration")]
 
 
-def test_other_reasons_and_broken_calls_keep_what_the_provider_said() -> None:
+def test_other_reasons_keep_what_the_provider_said() -> None:
+    # A call whose text is no JSON object still asked for a tool (as "tool_calls" says).
     cut = _stopped(*_call("k", '{"a": '), UpdateMessage(status="complete", stop_reason="stop"))
-    assert final_message_of(cut).stop_reason == "stop"  # the call's text never finished
+    assert final_message_of(cut).stop_reason == "tool_use"
+    assert "arguments_error" in final_message_of(cut).tool_calls[0].metadata
     length = UpdateMessage(status="length", stop_reason="length")
     assert final_message_of(_stopped(*_call("k", "{}"), length)).stop_reason == "length"
     pause = UpdateMessage(status="complete", stop_reason="pause")

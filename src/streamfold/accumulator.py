@@ -976,12 +976,8 @@ class Accumulator:
     def _finish(self, *, cut: bool) -> list[Event]:
         events: list[Event] = []
         if self._status == "complete" and self._stop_reason in (None, "stop"):
-            # Whether a call is complete is known once it is built: calls still open are
-            # closed first, so the stop reason (and the narration rule, which reads it)
-            # is settled before the text waiting for its marker is marked.
-            for key, slot in list(self._open.items()):
-                if slot.kind == "tool_call":
-                    events.append(self._close(key, slot, False, cut=cut))
+            # Settled before the text waiting for its marker is marked: the narration
+            # rule reads it.
             built = [slot.start if slot.done is None else slot.done for slot in self._slots]
             self._stop_reason = settled_stop_reason(
                 self._stop_reason,

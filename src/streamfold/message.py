@@ -247,19 +247,20 @@ def settled_stop_reason(
 ) -> StopReason | None:
     """The stop reason an agent loop acts on, whatever word the provider used for it.
 
-    A normally finished message holding a complete client tool call stops with
-    `tool_use`: some providers say "stop" (or nothing) when the model asked for tools
-    (OpenRouter's o3-mini, Ollama, Gemini), and a loop reading that would show the call as
-    the answer. Else, one holding an MCP approval request no call in it answered stops
+    A normally finished message holding a client tool call stops with `tool_use`: some
+    providers say "stop" (or nothing) when the model asked for tools (OpenRouter's
+    o3-mini, Ollama, Gemini), and a loop reading that would show the call as the answer. A
+    call whose arguments did not parse counts too, as on providers that say "tool_calls"
+    then: the model asked for a tool, and the call's `arguments_error` says what is wrong.
+    Else, one holding an MCP approval request no call in it answered stops
     with `approval`: the provider waits for the caller's decision (Responses says
     "completed"). The provider's own word stays in `raw_stop_reason`. Any other reason
     (length, pause, refusal...) says more than "the model stopped" and stands.
     """
     if status != "complete" or stop_reason not in (None, "stop"):
         return stop_reason
-    for call in tool_calls:
-        if call.status == "complete":
-            return "tool_use"
+    for _ in tool_calls:
+        return "tool_use"
     if pending_approvals(content):
         return "approval"
     return stop_reason
