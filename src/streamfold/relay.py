@@ -174,6 +174,10 @@ class RelayBusy(RelayError):
     """Another producer holds the stream id (or a stream with that id already exists)."""
 
 
+class RelayStopped(RelayError):
+    """The relay was stopped (its worker is shutting down): read the stream elsewhere."""
+
+
 # --- redis, lazily --------------------------------------------------------------------
 
 
@@ -487,6 +491,11 @@ class Relay:
         self._liveness: dict[str, tuple[float, tuple[bool, int | None]]] = {}
         self._uptime_seen: tuple[float, float | None] = (-1e9, None)
         self._producers: weakref.WeakSet[RelayProducer] = weakref.WeakSet()
+        self._down_since: float | None = None
+        """When the first attempt of the current run of failed commands began (None: the
+        last command got through): every command and reader gives up at this plus
+        `reconnect_timeout`, however many were queued or retried meanwhile."""
+        self._stopping: asyncio.Future[None] | None = None
         self._tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Tail] = (
             weakref.WeakKeyDictionary()
         )
@@ -519,12 +528,45 @@ class Relay:
         pool = aioredis.BlockingConnectionPool.from_url(url, **options)
         return cls(aioredis.Redis.from_pool(pool), config, state_key=state_key)
 
-    async def aclose(self) -> None:
-        """End the messages this relay's producers have not finished with status cancelled
-        (a worker that shuts down tells their readers at once, instead of leaving them to
-        notice its lease expire), then close the client's connections."""
+    @property
+    def stopped(self) -> bool:
+        """True once `stop()` (or `aclose()`) was called."""
+        return self._stopping is not None
+
+    async def stop(self) -> None:
+        """Stop serving, at once: end the messages this relay's producers have not
+        finished with status cancelled, and once this worker's readers of them have that
+        end, end every other subscription here with RelayStopped (a reader resumes on
+        another worker with its last id). New producers and subscriptions are refused
+        with RelayStopped. Call it as soon as the worker begins to shut down (a server
+        waits for open responses, and a subscription's response lasts as long as its
+        message); `relay_lifespan` does it on SIGTERM. The client stays open."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop())
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
         unfinished = [p for p in self._producers if not p.finished]
         await asyncio.gather(*(p._last_word(p.cancel()) for p in unfinished))
+        tails = list(self._tails.values())
+        ends = {p.events_key: p.seq for p in unfinished if p.finished}
+        # Readers here of those messages get their end through the tail (one XREAD
+        # away); waiting for it, briefly, is what lets them hear "cancelled" rather
+        # than "stopped". Everything else is let go now.
+        deadline = time.monotonic() + max(1.0, self.config.poll)
+        while time.monotonic() < deadline and any(t.behind(ends) for t in tails):
+            await asyncio.sleep(0.01)
+        stopped = RelayStopped("the relay was stopped: its worker is shutting down")
+        for tail in tails:
+            tail.stop(stopped)
+
+    def _check_running(self, what: str) -> None:
+        if self._stopping is not None:
+            raise RelayStopped(f"{what}: the relay was stopped (its worker is shutting down)")
+
+    async def aclose(self) -> None:
+        """`stop()`, then close the client's connections."""
+        await self.stop()
         close = getattr(self.redis, "aclose", None) or self.redis.close
         await close()
 
@@ -546,25 +588,46 @@ class Relay:
         base = self.config.prefix + stream_id
         return base + ":events", base + ":checkpoint", base + ":lease"
 
+    def _attempt_limit(self, began: float) -> float:
+        """How long an attempt begun at `began` may wait for Redis: `reconnect_timeout`
+        while commands get through (a Redis that hangs, accepting and never answering, is
+        unreachable as surely as one that refuses); while they fail, until the shared
+        deadline. Past it, one short try still: it may be back."""
+        if self._down_since is None:
+            return self.config.reconnect_timeout
+        left = self._down_since + self.config.reconnect_timeout - began
+        return max(left, self.config.poll / 2)
+
+    def _failed(self, began: float) -> float:
+        """An attempt begun at `began` failed on the connection: the deadline it counts to."""
+        self.retries += 1
+        if self._down_since is None or began < self._down_since:
+            self._down_since = began
+        return self._down_since + self.config.reconnect_timeout
+
     async def _retry(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
-        """Run `op`, retrying connection errors with backoff for `reconnect_timeout`."""
-        deadline: float | None = None
+        """Run `op`, retrying connection errors with backoff until Redis has been
+        unreachable for `reconnect_timeout` (counted from the first failed attempt of any
+        command, so commands queued behind others do not wait a timeout of their own)."""
         delay = 0.05
         for _ in range(_MAX_ATTEMPTS):
+            began = time.monotonic()
             try:
-                return await op()
-            except self._errors as exc:
-                self.retries += 1
+                async with asyncio.timeout(self._attempt_limit(began)):
+                    result = await op()
+            except self._errors as exc:  # TimeoutError (the attempt's limit) is an OSError
+                deadline = self._failed(began)
                 now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.config.reconnect_timeout
                 if now >= deadline:
                     raise RelayUnavailable(
                         f"{what}: Redis unreachable for {self.config.reconnect_timeout:g} s "
-                        f"({type(exc).__name__}: {exc})"
+                        f"({type(exc).__name__}: {exc or 'no answer'})"
                     ) from exc
                 await asyncio.sleep(min(delay, deadline - now))
                 delay = min(delay * 2, 1.0)
+                continue
+            self._down_since = None
+            return result
         raise RelayUnavailable(f"{what}: gave up after {_MAX_ATTEMPTS} attempts")
 
     # --- reading ------------------------------------------------------------------------
@@ -719,6 +782,7 @@ class RelayProducer:
         if self._started:
             return
         relay, cfg = self.relay, self.relay.config
+        relay._check_running(f"produce stream {self.stream_id!r}")
         ttl_ms = int(cfg.lease_ttl * 1000)
         # Through the batcher: a thousand producers starting at once share a round trip
         # (and a connection) instead of each waiting for one of the pool's.
@@ -1063,9 +1127,9 @@ class _Inbox:
             finally:
                 timer.cancel()
                 self.waiter = None
-        if self.error is not None:
-            raise self.error
         if not self.batches and not self.overflow:
+            if self.error is not None:
+                raise self.error
             return None
         entries = [e for batch in self.batches for e in batch]
         overflow = self.overflow
@@ -1134,6 +1198,7 @@ class _Tail:
         self.starting: dict[str, asyncio.Future[tuple[list[Relayed], _Seen | None]]] = {}
         """Snapshots being read from Redis, by stream key: joiners meanwhile share them."""
         self.task: asyncio.Task[None] | None = None
+        self.stopped: RelayStopped | None = None
         # Enough to reach back to the newest checkpoint, which is at most
         # checkpoint_every entries old while its producer writes.
         self.window = 2 * relay.config.checkpoint_every
@@ -1163,6 +1228,8 @@ class _Tail:
         """Follow `key` into `inbox` from after `last`; returns where the tail already is
         (entries up to it that the caller has not read must be read first). `seen`: the
         checkpoint and the entries up to `last` the caller read, for later joiners."""
+        if self.stopped is not None:
+            inbox.fail(self.stopped)  # joined after the stop: ends at its next read
         followed = self.streams.get(key)
         if followed is None:
             followed = self.streams[key] = _Followed(last)
@@ -1200,23 +1267,36 @@ class _Tail:
             for inbox in followed.readers:
                 inbox.fail(error)
 
+    def behind(self, ends: dict[str, int]) -> bool:
+        """Whether readers here follow one of `ends` (stream key: its last seq) and the
+        tail has not read that far yet."""
+        return any(
+            (followed := self.streams.get(key)) is not None and followed.cursor < seq
+            for key, seq in ends.items()
+        )
+
+    def stop(self, error: RelayStopped) -> None:
+        """End every reader here with `error` (after what they were already handed)."""
+        self.stopped = error
+        self._fail(error)
+
     async def _run(self) -> None:
         relay = self.relay
         cfg = relay.config
-        failing_since: float | None = None
         delay = 0.05
         for _ in range(2**62):  # bounded by its readers: it stops when the last one leaves
             if not self.streams:
                 return
             cursors = {key: _entry_id(followed.cursor) for key, followed in self.streams.items()}
+            began = time.monotonic()
             try:
-                raw = await relay.redis.xread(cursors, count=cfg.batch, block=_TAIL_BLOCK_MS)
+                async with asyncio.timeout(relay._attempt_limit(began)):
+                    raw = await relay.redis.xread(cursors, count=cfg.batch, block=_TAIL_BLOCK_MS)
                 batches = _xread_entries(raw, relay._cache)
             except relay._errors as exc:
-                relay.retries += 1
+                deadline = relay._failed(began)
                 now = time.monotonic()
-                failing_since = failing_since or now
-                if now - failing_since >= cfg.reconnect_timeout:
+                if now >= deadline:
                     self._fail(
                         RelayUnavailable(
                             f"read stream: Redis unreachable for {cfg.reconnect_timeout:g} s "
@@ -1224,13 +1304,13 @@ class _Tail:
                         )
                     )
                     return
-                await asyncio.sleep(delay)
+                await asyncio.sleep(min(delay, deadline - now))
                 delay = min(delay * 2, 1.0)
                 continue
             except Exception as exc:  # a malformed entry, say: every reader hears of it
                 self._fail(exc)
                 return
-            failing_since = None
+            relay._down_since = None
             delay = 0.05
             woken = 0
             for key, entries in batches.items():
@@ -1270,6 +1350,7 @@ class _Subscription:
             checkpoint = await self.relay.checkpoint(self.stream_id)
             if checkpoint is not None:
                 return checkpoint
+            self.relay._check_running(f"wait for stream {self.stream_id!r}")
             now = time.monotonic()
             if now >= deadline:
                 break
@@ -1336,6 +1417,7 @@ class _Subscription:
         return []
 
     async def run(self) -> AsyncIterator[Relayed]:
+        self.relay._check_running(f"subscribe to {self.stream_id!r}")
         tail = self.relay._tail()
         if self.after is None:
             items = await self._start()
@@ -1482,6 +1564,7 @@ __all__ = [
     "RelayError",
     "RelayNotFound",
     "RelayProducer",
+    "RelayStopped",
     "RelayUnavailable",
     "Relayed",
     "Snapshot",

@@ -990,7 +990,7 @@ def test_redis_gone_for_good_ends_every_reader_with_an_error(
     assert last_event["event"] == "error" and "id" not in last_event
     error = json.loads(last_event["data"])["error"]
     assert error["type"] == "RelayUnavailable"
-    assert ui_data[-1] == "[DONE]"
+    assert ui_data[-1] == "[DONE]", ui_data
     ui_chunks = [json.loads(data) for data in ui_data[:-1]]
     assert any(c["type"] == "error" and "Redis" in c["errorText"] for c in ui_chunks)
     assert any("stopped" in r.getMessage() for r in caplog.records)  # told, as a warning
@@ -1251,3 +1251,144 @@ async def test_thousands_of_readers_are_woken_in_turns(relay: Relay) -> None:
     for sub in subs:
         await sub.aclose()
     await producer.close()
+
+
+# --- stopping on time --------------------------------------------------------------------
+
+
+async def _sse_until(lines: AsyncIterator[str], kind: str | None) -> list[dict[str, Any]]:
+    """SSE events from `lines` until one of type `kind` (None: to the end of the body)."""
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    async for line in lines:
+        if line == "":
+            if current:
+                events.append(current)
+                if kind is not None and current.get("event") == kind:
+                    return events
+                current = {}
+        elif ":" in line:
+            name, _, value = line.partition(":")
+            current[name] = value.removeprefix(" ")
+    return events
+
+
+def test_sigterm_with_readers_connected_cancels_at_once_and_exits(
+    redis_server: RedisServer,
+) -> None:
+    import httpx
+
+    server, url = _serve_process(redis_server.url)
+    elsewhere = sid()  # a stream another worker produces, read through this one
+    timings: dict[str, float] = {}
+
+    async def scenario() -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
+        async with (
+            Relay.from_url(redis_server.url) as relay,
+            relay.producer(elsewhere) as other,
+            httpx.AsyncClient(timeout=30) as http,
+        ):
+            await other.feed(reference(PAGE_RECORDING).chunks[0])
+            started = await http.post(
+                f"{url}/relay/start", json={"recording": PAGE_RECORDING, "speed": 0.02}
+            )
+            assert started.status_code == 200, started.text
+            stream = started.json()["id"]
+            async with (
+                http.stream("GET", f"{url}/relay/events/{stream}") as own,
+                http.stream("GET", f"{url}/relay/ui-stream/{stream}") as ui,
+                http.stream("GET", f"{url}/relay/events/{elsewhere}") as other_sse,
+            ):
+                own_lines, ui_lines = own.aiter_lines(), ui.aiter_lines()
+                other_lines = other_sse.aiter_lines()
+                assert (await _sse_until(own_lines, "snapshot"))[-1]["event"] == "snapshot"
+                assert (await _sse_until(other_lines, "snapshot"))[-1]["event"] == "snapshot"
+                assert await anext(ui_lines)
+                signalled = time.monotonic()
+                server.send_signal(signal.SIGTERM)  # a graceful stop, readers connected
+                own_events = await asyncio.wait_for(_sse_until(own_lines, None), 20)
+                timings["cancelled"] = time.monotonic() - signalled
+                ui_rest = await asyncio.wait_for(_sse_until(ui_lines, None), 20)
+                other_events = await asyncio.wait_for(_sse_until(other_lines, None), 20)
+                await asyncio.to_thread(server.wait, 20)
+                timings["exited"] = time.monotonic() - signalled
+            return own_events, [e["data"] for e in ui_rest], other_events
+
+    try:
+        own_events, ui_data, other_events = asyncio.run(scenario())
+    finally:
+        server.kill()
+        server.communicate(timeout=10)
+    # The replay's readers hear that it was cancelled, at once, from the producer itself.
+    end = json.loads(own_events[-1]["data"])
+    assert end["type"] == "message_completed" and "synthetic" not in end
+    assert end["message"]["status"] == "cancelled"
+    assert ui_data[-1] == "[DONE]", ui_data
+    assert any(json.loads(d).get("type") == "finish" for d in ui_data[:-1])
+    # The reader of another worker's stream is let go without an error: its EventSource
+    # reconnects (with its last id) to a worker that is still running.
+    assert all(e.get("event") != "error" for e in other_events)
+    assert timings["cancelled"] < 5, timings
+    assert timings["exited"] < 10, timings
+
+
+@pytest.mark.parametrize("outage", ["refused", "hangs"])
+async def test_redis_down_ends_every_reader_within_the_reconnect_timeout(
+    tmp_path: Path, outage: str
+) -> None:
+    # Worker a produces and has a reader; worker b has a reader. The reader on a shares its
+    # relay's pipeline with the producer, whose write is being retried when the reader
+    # asks: it must not wait for that write's retries and then for its own. A Redis that
+    # hangs (SIGSTOP: connections accepted, never answered) must be given up on as soon
+    # as one that refuses.
+    server = RedisServer(tmp_path / outage)
+    server.start()
+    config = fast_config(reconnect_timeout=3.0, poll=0.5, lease_ttl=30.0)
+    chunks, _ = _long_chat(5_000)
+    stream = sid()
+    down_at = 0.0
+    ended: dict[str, tuple[float, str]] = {}
+    try:
+        async with Relay.from_url(server.url, config) as a, Relay.from_url(server.url, config) as b:
+
+            async def paced() -> AsyncIterator[dict[str, Any]]:
+                for chunk in chunks:
+                    await asyncio.sleep(0.02)
+                    yield chunk
+
+            async def read(relay: Relay, name: str, ready: asyncio.Event) -> None:
+                try:
+                    async for item in relay.subscribe(stream):
+                        if item.seq >= 5:
+                            ready.set()
+                    outcome = "ended"
+                except Exception as exc:
+                    outcome = type(exc).__name__
+                ended[name] = (time.monotonic() - down_at, outcome)
+
+            producing = asyncio.create_task(a.publish(stream, paced()))
+            readers = []
+            for relay, name in ((a, "a, the producer's worker"), (b, "b")):
+                ready = asyncio.Event()
+                readers.append(asyncio.create_task(read(relay, name, ready)))
+                await asyncio.wait_for(ready.wait(), 20)
+            assert server.process is not None
+            down_at = time.monotonic()
+            if outage == "hangs":
+                server.process.send_signal(signal.SIGSTOP)
+            else:
+                await asyncio.to_thread(server.stop, kill=True)
+            await asyncio.wait_for(asyncio.gather(*readers), 60)
+            with pytest.raises(Exception) as raised:
+                await asyncio.wait_for(producing, 60)
+            if outage == "hangs":
+                server.process.send_signal(signal.SIGCONT)
+    finally:
+        if server.process is not None:
+            server.process.send_signal(signal.SIGCONT)
+        server.stop(kill=True)
+    assert raised.type.__name__ == "RelayUnavailable"
+    for name, (after, outcome) in ended.items():
+        assert outcome == "RelayUnavailable", (name, outcome)
+        # reconnect_timeout plus one poll, and some slack for a loaded machine
+        assert after <= config.reconnect_timeout + config.poll + 1.0, (name, ended)

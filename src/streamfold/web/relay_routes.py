@@ -16,9 +16,12 @@ Two workers behind a load balancer, both with `relay_routes(Relay.from_url(REDIS
 page starts a replay on one, puts the stream id in its URL (`?relay=<id>`), and a reload
 (landing on either worker) follows the same stream from the start: its text complete, once.
 
-Give the app `lifespan=relay_lifespan(relay)`: a worker that stops (SIGTERM) then ends the
-replays it is still publishing as cancelled, and their readers on any worker hear it at
-once. A reader whose stream cannot be read any more (Redis unreachable for longer than
+Give the app `lifespan=relay_lifespan(relay)`: a worker that stops (SIGTERM, SIGINT) then
+ends the replays it is still publishing as cancelled at once, and their readers on any
+worker hear it at once; its readers of other workers' streams are let go (their body ends
+without an end: an EventSource reconnects with its last id, the page follows anew), so the
+server's graceful shutdown, which waits for open responses, is over at once. A reader
+whose stream cannot be read any more (Redis unreachable for longer than
 `reconnect_timeout`) gets a last event: `event: error` with `{"type": "error", "error":
 {"type": <the error class>, "message": ...}}` on /relay/events (no id: reconnecting with
 the last id resumes once Redis is back), an `error` chunk on /relay/ui-stream.
@@ -30,6 +33,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -39,7 +44,7 @@ from typing import Any
 from ..errors import StreamfoldError, UsageError
 from ..events import Event
 from ..events_json import event_to_json
-from ..relay import Relay, Relayed, RelayError, RelayNotFound, Snapshot
+from ..relay import Relay, Relayed, RelayError, RelayNotFound, RelayStopped, Snapshot
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
 from . import _bundled, _error, _paced, _speed, find_recordings
 from .guard import RequestRefused, read_json
@@ -74,19 +79,36 @@ async def _first(items: AsyncIterator[Relayed]) -> Relayed | Response:
         return _error(503, str(exc))
 
 
-async def _events(first: Relayed, items: AsyncIterator[Relayed]) -> AsyncIterator[Event]:
-    """A subscription as plain events: the first snapshot as the events that rebuild it."""
+async def _events(
+    first: Relayed, items: AsyncIterator[Relayed], stopped: list[RelayStopped]
+) -> AsyncIterator[Event]:
+    """A subscription as plain events: the first snapshot as the events that rebuild it.
+    A stopped relay ends them quietly, noted in `stopped`."""
     head = first.event
     if isinstance(head, Snapshot):
         for event in head.events():
             yield event
     else:
         yield head
-    async for item in items:
-        if isinstance(item.event, Snapshot):
-            # The reader fell more than `maxlen` events behind: its view cannot be patched.
-            raise RelayError("the stream moved on too far to follow; reload to start over")
-        yield item.event
+    try:
+        async for item in items:
+            if isinstance(item.event, Snapshot):
+                # The reader fell more than `maxlen` events behind: its view cannot be patched.
+                raise RelayError("the stream moved on too far to follow; reload to start over")
+            yield item.event
+    except RelayStopped as exc:
+        stopped.append(exc)
+
+
+async def _unless_stopped(
+    body: AsyncIterator[bytes], stopped: list[RelayStopped]
+) -> AsyncIterator[bytes]:
+    """`body` up to the relay's stop, without the message's end that would follow it: the
+    page sees a dropped connection and follows the stream anew (on a worker that runs)."""
+    async for data in body:
+        if stopped:
+            return
+        yield data
 
 
 def _sse(item: Relayed) -> bytes:
@@ -112,14 +134,56 @@ def _sse_error(error: StreamfoldError) -> bytes:
     return f"event: error\ndata: {body}\n\n".encode()
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(relay: Relay) -> Any:
+    """`relay.stop()` as soon as the process gets SIGTERM or SIGINT, then the handler that
+    was there (the server's: it begins its graceful shutdown). The server runs the
+    lifespan's shutdown only after every response has ended, and a relayed message's
+    response lasts as long as the message: stopping the relay first is what ends them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread alone: a server run on another is stopped
+        return  # by whoever runs it (call relay.stop() there)
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Future[None]] = []  # held, so the task is not collected
+
+    def begin() -> None:
+        if not stopping:
+            stopping.append(asyncio.ensure_future(relay.stop()))
+
+    previous: dict[int, Any] = {}
+
+    def handler(signum: int, frame: Any) -> None:
+        loop.call_soon_threadsafe(begin)
+        chained = previous.get(signum)
+        if callable(chained):
+            chained(signum, frame)
+        elif chained == signal.SIG_DFL:  # nobody else handles it: stop the process as usual
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+
+    for stop_signal in _STOP_SIGNALS:
+        previous[stop_signal] = signal.signal(stop_signal, handler)
+    try:
+        yield
+    finally:
+        for signum, chained in previous.items():
+            if signal.getsignal(signum) is handler:
+                signal.signal(signum, chained)
+
+
 def relay_lifespan(relay: Relay) -> Callable[[Any], AbstractAsyncContextManager[None]]:
-    """A Starlette lifespan that closes `relay` at shutdown: the replays this worker still
-    publishes end as cancelled at once, instead of being noticed as lost a lease later."""
+    """A Starlette lifespan that stops `relay` on SIGTERM or SIGINT (the replays this worker
+    still publishes end as cancelled at once, its readers are let go, so the server stops
+    at once) and closes it at shutdown."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
         try:
-            yield
+            with _stop_on_signals(relay):
+                yield
         finally:
             await relay.aclose()
 
@@ -186,7 +250,9 @@ def relay_routes(
         first = await _first(items)
         if isinstance(first, Response):
             return first
-        body = aencode_sse(ato_ui_message_stream(_events(first, items)))
+        stopped: list[RelayStopped] = []
+        body = aencode_sse(ato_ui_message_stream(_events(first, items, stopped)))
+        body = _unless_stopped(body, stopped)
         headers = {**UI_MESSAGE_STREAM_HEADERS, "x-streamfold-relay": first.id}
         return StreamingResponse(body, headers=headers)
 
@@ -207,6 +273,8 @@ def relay_routes(
             try:
                 async for item in items:
                     yield _sse(item)
+            except RelayStopped:
+                return  # no last word: the EventSource reconnects, with its last id, elsewhere
             except StreamfoldError as exc:  # Redis gone for good, say: say so, last
                 yield _sse_error(exc)
 
