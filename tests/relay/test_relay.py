@@ -1392,3 +1392,53 @@ async def test_redis_down_ends_every_reader_within_the_reconnect_timeout(
         assert outcome == "RelayUnavailable", (name, outcome)
         # reconnect_timeout plus one poll, and some slack for a loaded machine
         assert after <= config.reconnect_timeout + config.poll + 1.0, (name, ended)
+
+
+# --- the relay's other doors -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _capped_worker(redis_url: str, config: RelayConfig, **options: Any) -> Iterator[str]:
+    """A worker with the relay routes alone, `relay_routes(**options)`."""
+    from starlette.applications import Starlette
+
+    from streamfold.web.relay_routes import relay_lifespan, relay_routes
+
+    relay = Relay.from_url(redis_url, config)
+    routes = relay_routes(relay, REAL, **options)
+    with serve_in_thread(Starlette(routes=routes, lifespan=relay_lifespan(relay))) as url:
+        yield url
+
+
+def test_relay_start_is_capped_per_worker(redis_server: RedisServer) -> None:
+    import httpx
+
+    slow = {"recording": PAGE_RECORDING, "speed": 0.01}  # the slowest: a replay lasts minutes
+    with (
+        _capped_worker(redis_server.url, fast_config()) as url,
+        httpx.Client(timeout=30) as http,
+    ):
+        accepted = [http.post(f"{url}/relay/start", json=slow) for _ in range(64)]
+        assert [r.status_code for r in accepted] == [200] * 64
+        refused = http.post(f"{url}/relay/start", json=slow)
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"] == "1"
+        assert "64 replays" in refused.json()["error"]["message"]
+    # A slot frees when its replay ends.
+    with (
+        _capped_worker(redis_server.url, fast_config(), max_replays=1) as url,
+        httpx.Client(timeout=30) as http,
+    ):
+        fast = http.post(f"{url}/relay/start", json={**slow, "speed": 0})
+        assert fast.status_code == 200
+        with http.stream("GET", f"{url}/relay/events/{fast.json()['id']}") as events:
+            assert _sse_events(events.iter_lines(), 10_000)[-1]["event"] == "message_completed"
+        for _ in range(100):  # its task ends just after its last write
+            again = http.post(f"{url}/relay/start", json=slow)
+            if again.status_code == 200:
+                break
+            time.sleep(0.02)
+        assert again.status_code == 200
+        assert http.post(f"{url}/relay/start", json=slow).status_code == 503
+    with pytest.raises(UsageError, match="max_replays"):
+        _capped_worker(redis_server.url, fast_config(), max_replays=0).__enter__()

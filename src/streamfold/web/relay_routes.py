@@ -2,7 +2,9 @@
 
     POST /relay/start               {"recording": <name>, "speed": <f>} -> {"id": <stream id>}
                                     this worker folds the recording in a background task and
-                                    publishes it (streamfold.relay)
+                                    publishes it (streamfold.relay); at most `max_replays`
+                                    at once per worker, more are refused with 503 and
+                                    `retry-after` (each replay holds its recording and fold)
     GET  /relay/ui-stream/{id}      the UI message stream (Vercel AI SDK v1) of that stream,
                                     from any worker: the message so far (a Snapshot, as part
                                     start/delta/end chunks), then the rest live
@@ -59,6 +61,10 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 _log = logging.getLogger("streamfold.relay")
+
+DEFAULT_MAX_REPLAYS = 64
+"""Replays one worker publishes at once (`relay_routes(max_replays=)`)."""
+_RETRY_AFTER = "1"  # seconds: a replay slot frees as soon as one ends
 
 SSE_HEADERS = {
     "content-type": "text/event-stream",
@@ -191,13 +197,22 @@ def relay_lifespan(relay: Relay) -> Callable[[Any], AbstractAsyncContextManager[
 
 
 def relay_routes(
-    relay: Relay, recordings_dir: str | Path | None = None, *, speed: float = 1.0
+    relay: Relay,
+    recordings_dir: str | Path | None = None,
+    *,
+    speed: float = 1.0,
+    max_replays: int = DEFAULT_MAX_REPLAYS,
 ) -> list[Route]:
-    """The relay routes for the demo page, replaying the recordings of `recordings_dir`."""
+    """The relay routes for the demo page, replaying the recordings of `recordings_dir`
+    (at most `max_replays` at once: a replay holds its recording and its fold until it
+    ends, so without a cap a slow replay per request grows the worker without bound)."""
+    if isinstance(max_replays, bool) or not isinstance(max_replays, int) or max_replays < 1:
+        raise UsageError(f"relay_routes: expected max_replays= an int >= 1, got {max_replays!r}")
     catalog = find_recordings(recordings_dir if recordings_dir is not None else _bundled())
     by_name = {r.name: r for r in catalog}
     default_speed = speed
     running: set[asyncio.Task[Any]] = set()  # the replays this worker is publishing
+    starting = 0  # replays past the cap's check whose task is not running yet
 
     async def info(request: Request) -> Response:
         return JSONResponse({"relay": True})
@@ -219,12 +234,24 @@ def relay_routes(
             pace = _speed(None if raw_speed is None else str(raw_speed), default_speed)
         except UsageError as exc:
             return _error(400, str(exc))
+        nonlocal starting
+        if len(running) + starting >= max_replays:
+            refused = _error(
+                503,
+                f"this worker publishes {max_replays} replays already (its max_replays); "
+                f"try again in {_RETRY_AFTER} s",
+            )
+            refused.headers["retry-after"] = _RETRY_AFTER
+            return refused
         stream_id = uuid.uuid4().hex
         producer = relay.producer(stream_id, provider=recording.provider)
+        starting += 1  # counted before the await: concurrent starts all see it
         try:
             await producer.start()  # the stream exists before anyone is told its id
         except RelayError as exc:
             return _error(503, str(exc))
+        finally:
+            starting -= 1
 
         async def publish() -> None:
             # Nobody awaits this task: its end is told to the readers (the message's last
