@@ -319,7 +319,8 @@ class Checkpoint:
         """
         if self.state is None:
             raise UsageError(
-                "Checkpoint.folder: expected a checkpoint saved with save_state=True, got none"
+                "Checkpoint.folder: expected a checkpoint with the folder's state, got none "
+                "(saved with save_state=False, or by a decoder that cannot save its state)"
             )
         return StreamFolder.restore(self.state, key=self.state_key)
 
@@ -769,6 +770,7 @@ class RelayProducer:
         self._force_checkpoint = False
         self._started = False
         self._done = False
+        self._saves_state = True
         self._heartbeat: asyncio.Task[None] | None = None
         self._lease_at = time.monotonic()
 
@@ -800,9 +802,19 @@ class RelayProducer:
                 f"stream {self.stream_id!r} already exists (finished or abandoned); "
                 "use a new id, or relay.delete() it first"
             )
+        relay._producers.add(self)  # from here on, a stop() ends it too
+        try:
+            await self._write([], checkpoint=True)
+        except BaseException:
+            relay._producers.discard(self)
+            # Nothing was published: the id is free again (not held for a lease), and
+            # its readers keep waiting for a producer that may still come.
+            with contextlib.suppress(Exception):
+                await relay._commands(("delete", (self.lease_key,), {}))
+            self.seq = 0
+            self._since_checkpoint = 0
+            raise
         self._started = True
-        relay._producers.add(self)
-        await self._write([], checkpoint=True)
         self._heartbeat = asyncio.create_task(
             self._beat(), name=f"relay-heartbeat-{self.stream_id}"
         )
@@ -906,8 +918,9 @@ class RelayProducer:
                 "open": list(self._open),
             }
             ckpt = {"seq": self.seq, "id": _entry_id(self.seq), "data": _dumps(data)}
-            if cfg.save_state:
-                ckpt["state"] = _dumps(self.folder.save_state(key=self.relay.state_key))
+            state = self._state() if cfg.save_state else None
+            if state is not None:
+                ckpt["state"] = state
         if final is not None:
             self._done = True
             self.message = final.message
@@ -930,6 +943,8 @@ class RelayProducer:
             for n, body in enumerate(bodies)
         ]
         if ckpt is not None:
+            if cfg.save_state and "state" not in ckpt:  # an older one's must not stay
+                commands.append(("hdel", (self.checkpoint_key, "state"), {}))
             commands.append(("hset", (self.checkpoint_key,), {"mapping": ckpt}))
         if final is not None:
             commands.append(("hset", (self.checkpoint_key, "end", self.seq), {}))
@@ -964,6 +979,18 @@ class RelayProducer:
             await self._write([], checkpoint=True)
         elif checkpoint_lost and final is not None:
             await self._checkpoint_before(final, first + events.index(final))
+
+    def _state(self) -> str | None:
+        """The folder's saved state for a checkpoint; None when its decoder cannot save
+        one (a provider registered without `Decoder.to_state`): its checkpoints then
+        carry the message alone, as with save_state=False, and the stream is relayed."""
+        if not self._saves_state:
+            return None
+        try:
+            return _dumps(self.folder.save_state(key=self.relay.state_key))
+        except NotImplementedError:  # Decoder.to_state's own default: "cannot"
+            self._saves_state = False
+            return None
 
     async def _checkpoint_before(self, final: MessageCompleted, end: int) -> None:
         """Redis lost the checkpoint just before the message's last batch: write one

@@ -1442,3 +1442,54 @@ def test_relay_start_is_capped_per_worker(redis_server: RedisServer) -> None:
         assert http.post(f"{url}/relay/start", json=slow).status_code == 503
     with pytest.raises(UsageError, match="max_replays"):
         _capped_worker(redis_server.url, fast_config(), max_replays=0).__enter__()
+
+
+async def test_publish_with_a_registered_provider(relay: Relay) -> None:
+    import streamfold
+
+    class LineChat(streamfold.Decoder):  # the docs' example: no to_state of its own
+        provider = "relaylines"
+
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            self.started = False
+
+        def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Any]:
+            if payload["ev"] == "say":
+                start = (
+                    []
+                    if self.started
+                    else [streamfold.OpenPart("answer", streamfold.ContentPart(type="text"))]
+                )
+                self.started = True
+                return [*start, streamfold.GrowPart("answer", payload["text"])]
+            return [streamfold.UpdateMessage(status="complete"), streamfold.EndMessage()]
+
+    chunks = [
+        b'{"ev": "say", "text": "Hel"}\n',
+        b'{"ev": "say", "text": "lo"}\n',
+        b'{"ev": "end"}\n',
+    ]
+    streamfold.register_provider("relaylines", LineChat)
+    try:
+        stream = sid()
+        reading = asyncio.create_task(drain(relay.subscribe(stream)))
+        message = await relay.publish(stream, chunks, provider="relaylines")
+        items = await asyncio.wait_for(reading, 10)
+        # Detected from its first event too: the decoder is made mid-stream.
+        detected = sid()
+        streamfold.unregister_provider("relaylines")
+        streamfold.register_provider(
+            "relaylines", LineChat, detect=lambda payload, event: "ev" in payload
+        )
+        assert (await relay.publish(detected, chunks)).text == "Hello"
+        checkpoint = await relay.checkpoint(detected, state=True)
+    finally:
+        streamfold.unregister_provider("relaylines")
+    assert message.text == "Hello" and message.status == "complete"
+    end = items[-1]
+    assert isinstance(end.event, MessageCompleted) and not end.synthetic
+    assert end.event.message == message
+    assert checkpoint is not None and checkpoint.state is None  # its decoder saves none
+    with pytest.raises(UsageError, match="cannot save its state"):
+        checkpoint.folder()
