@@ -38,8 +38,12 @@ were trimmed, which the consumer sees). The batch that holds MessageCompleted th
 runs, the heartbeat also renews that expiry, so a stream whose producer died still expires.
 A fold that raises ends the stream with a MessageCompleted of status error (the partial
 message, metadata["error"]); a producer that is cancelled ends it with status cancelled,
-and so does `Relay.aclose()` for every message its producers have not finished (a worker
-that shuts down gracefully tells its readers at once).
+and so does `Relay.stop()` (and `aclose()`) for every message its producers have not
+finished (a worker that shuts down gracefully tells its readers at once). `stop()` then
+ends every other subscription of the relay with RelayStopped (a reader resumes on another
+worker with its last id): a server that waits for its open responses before it stops is
+not held up by a reader. A producer whose decoder cannot save its state (a provider
+registered without `Decoder.to_state`) writes checkpoints without one.
 
 Consumer. Without `after`: read the checkpoint, XRANGE from exactly the entry after the one
 it covers (`(0-<seq>`), check that the first entry's seq is the checkpoint's + 1 (a trim
@@ -73,8 +77,13 @@ gives the producer time to renew its lease; where INFO is refused, a missing lea
 seconds with no entry at all.
 
 Redis restarts. Every command is retried on connection errors with backoff (50 ms
-doubling to 1 s) for up to `reconnect_timeout` seconds, then RelayUnavailable is raised
-(a subscription raises it; the demo routes end the reader with an error event). Consumers
+doubling to 1 s) until `reconnect_timeout` seconds after the first failed attempt of any
+command of the relay (one deadline for all: a reader's command queued behind a
+producer's retried write does not start a timeout of its own), then RelayUnavailable is
+raised (a subscription raises it; the demo routes end the reader with an error event).
+An attempt waits at most until that deadline (and at most `reconnect_timeout`): a Redis
+that hangs, accepting connections and never answering, is given up on as one that
+refuses them is. Consumers
 resume from their last id. A producer re-sends its pending batch (already applied ones
 are recognised by their explicit ids). The client reconnects silently, so a producer
 also looks for its checkpoint: each batch without one asks whether the last one is still
