@@ -1493,3 +1493,57 @@ async def test_publish_with_a_registered_provider(relay: Relay) -> None:
     assert checkpoint is not None and checkpoint.state is None  # its decoder saves none
     with pytest.raises(UsageError, match="cannot save its state"):
         checkpoint.folder()
+
+
+async def test_stop_cancels_its_messages_and_lets_other_readers_go(
+    redis_server: RedisServer,
+) -> None:
+    import httpx
+    from starlette.applications import Starlette
+
+    from streamfold.relay import RelayStopped
+    from streamfold.web.relay_routes import relay_routes
+
+    ref = reference(RECORDINGS[0])
+    mine, theirs = sid(), sid()
+    config = fast_config(lease_ttl=30.0)  # only stop() can end these readers quickly
+    async with (
+        Relay.from_url(redis_server.url, config) as other,
+        other.producer(theirs) as elsewhere,
+    ):
+        relay = Relay.from_url(redis_server.url, config)
+        producer = relay.producer(mine)
+        await producer.feed(ref.chunks[0])
+        await elsewhere.feed(ref.chunks[0])
+        own_items, other_items = relay.subscribe(mine), relay.subscribe(theirs)
+        first = [await anext(own_items)], [await anext(other_items)]
+        reading = asyncio.gather(
+            drain(own_items, first[0]), drain(other_items, first[1]), return_exceptions=True
+        )
+        await asyncio.sleep(0.2)  # both readers wait on the live tail
+        began = time.monotonic()
+        await relay.stop()
+        own, let_go = await asyncio.wait_for(reading, 5)
+        assert time.monotonic() - began < 2
+        # The reader of the message it published hears it ended cancelled, from the
+        # producer itself; the reader of another worker's message is let go.
+        assert isinstance(own, list)
+        end = own[-1]
+        assert isinstance(end.event, MessageCompleted) and not end.synthetic
+        assert end.event.message.status == "cancelled"
+        assert isinstance(let_go, RelayStopped)
+        # Nothing new starts on a stopped relay; the routes say so with 503 and retry-after.
+        with pytest.raises(RelayStopped):
+            await anext(relay.subscribe(theirs))
+        with pytest.raises(RelayStopped):
+            await relay.producer(sid()).start()
+        app = Starlette(routes=relay_routes(relay, REAL))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            started = await http.post("/relay/start", json={"recording": PAGE_RECORDING})
+            events = await http.get(f"/relay/events/{theirs}")
+        for response in (started, events):
+            assert response.status_code == 503
+            assert response.headers["retry-after"] == "1"
+            assert "stopped" in response.json()["error"]["message"]
+        await relay.aclose()

@@ -82,7 +82,15 @@ async def _first(items: AsyncIterator[Relayed]) -> Relayed | Response:
     except StopAsyncIteration:
         return _error(404, "the stream has no more events")
     except RelayError as exc:
-        return _error(503, str(exc))
+        return _unavailable(exc)
+
+
+def _unavailable(error: RelayError) -> Response:
+    """503; a stopping worker adds `retry-after`: another one (or its successor) serves."""
+    response = _error(503, str(error))
+    if isinstance(error, RelayStopped):
+        response.headers["retry-after"] = _RETRY_AFTER
+    return response
 
 
 async def _events(
@@ -249,7 +257,7 @@ def relay_routes(
         try:
             await producer.start()  # the stream exists before anyone is told its id
         except RelayError as exc:
-            return _error(503, str(exc))
+            return _unavailable(exc)
         finally:
             starting -= 1
 
