@@ -1440,8 +1440,11 @@ def test_relay_start_is_capped_per_worker(redis_server: RedisServer) -> None:
             time.sleep(0.02)
         assert again.status_code == 200
         assert http.post(f"{url}/relay/start", json=slow).status_code == 503
-    with pytest.raises(UsageError, match="max_replays"):
-        _capped_worker(redis_server.url, fast_config(), max_replays=0).__enter__()
+    from streamfold.web.relay_routes import relay_routes
+
+    for wrong in (0, True, "64"):
+        with pytest.raises(UsageError, match="max_replays"):
+            relay_routes(Relay.from_url(redis_server.url), REAL, max_replays=wrong)
 
 
 async def test_publish_with_a_registered_provider(relay: Relay) -> None:
