@@ -1282,7 +1282,7 @@ def test_sigterm_with_readers_connected_cancels_at_once_and_exits(
     elsewhere = sid()  # a stream another worker produces, read through this one
     timings: dict[str, float] = {}
 
-    async def scenario() -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
+    async def scenario() -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]], list[str]]:
         async with (
             Relay.from_url(redis_server.url) as relay,
             relay.producer(elsewhere) as other,
@@ -1298,24 +1298,28 @@ def test_sigterm_with_readers_connected_cancels_at_once_and_exits(
                 http.stream("GET", f"{url}/relay/events/{stream}") as own,
                 http.stream("GET", f"{url}/relay/ui-stream/{stream}") as ui,
                 http.stream("GET", f"{url}/relay/events/{elsewhere}") as other_sse,
+                http.stream("GET", f"{url}/relay/ui-stream/{elsewhere}") as other_ui,
             ):
                 own_lines, ui_lines = own.aiter_lines(), ui.aiter_lines()
-                other_lines = other_sse.aiter_lines()
+                other_lines, other_ui_lines = other_sse.aiter_lines(), other_ui.aiter_lines()
                 assert (await _sse_until(own_lines, "snapshot"))[-1]["event"] == "snapshot"
                 assert (await _sse_until(other_lines, "snapshot"))[-1]["event"] == "snapshot"
                 assert await anext(ui_lines)
+                assert await anext(other_ui_lines)
                 signalled = time.monotonic()
                 server.send_signal(signal.SIGTERM)  # a graceful stop, readers connected
                 own_events = await asyncio.wait_for(_sse_until(own_lines, None), 20)
                 timings["cancelled"] = time.monotonic() - signalled
                 ui_rest = await asyncio.wait_for(_sse_until(ui_lines, None), 20)
                 other_events = await asyncio.wait_for(_sse_until(other_lines, None), 20)
+                other_ui_rest = await asyncio.wait_for(_sse_until(other_ui_lines, None), 20)
                 await asyncio.to_thread(server.wait, 20)
                 timings["exited"] = time.monotonic() - signalled
-            return own_events, [e["data"] for e in ui_rest], other_events
+            other_ui_data = [e["data"] for e in other_ui_rest]
+            return own_events, [e["data"] for e in ui_rest], other_events, other_ui_data
 
     try:
-        own_events, ui_data, other_events = asyncio.run(scenario())
+        own_events, ui_data, other_events, other_ui_data = asyncio.run(scenario())
     finally:
         server.kill()
         server.communicate(timeout=10)
@@ -1328,6 +1332,9 @@ def test_sigterm_with_readers_connected_cancels_at_once_and_exits(
     # The reader of another worker's stream is let go without an error: its EventSource
     # reconnects (with its last id) to a worker that is still running.
     assert all(e.get("event") != "error" for e in other_events)
+    # Its page sees a dropped connection, not an end, and follows the stream anew.
+    assert "[DONE]" not in other_ui_data
+    assert all(json.loads(d)["type"] not in ("error", "finish") for d in other_ui_data)
     assert timings["cancelled"] < 5, timings
     assert timings["exited"] < 10, timings
 
