@@ -1557,3 +1557,58 @@ async def test_stop_cancels_its_messages_and_lets_other_readers_go(
             assert response.headers["retry-after"] == "1"
             assert "stopped" in response.json()["error"]["message"]
         await relay.aclose()
+
+
+@pytest.mark.parametrize("outage", ["refused", "hangs"])
+def test_redis_down_ends_every_page_reader_within_the_reconnect_timeout(
+    tmp_path: Path, outage: str
+) -> None:
+    import httpx
+
+    server = RedisServer(tmp_path / outage)
+    server.start()
+    config = fast_config(reconnect_timeout=3.0, poll=0.5, lease_ttl=30.0)
+    ended: dict[str, tuple[float, str]] = {}
+
+    async def scenario(a: str, b: str) -> None:
+        async with httpx.AsyncClient(timeout=60) as http:
+            started = await http.post(
+                f"{a}/relay/start", json={"recording": PAGE_RECORDING, "speed": 0.05}
+            )
+            stream = started.json()["id"]
+            async with (
+                http.stream("GET", f"{a}/relay/events/{stream}") as on_a,
+                http.stream("GET", f"{b}/relay/events/{stream}") as on_b,
+            ):
+                readers = {"a, the producer's worker": on_a.aiter_lines(), "b": on_b.aiter_lines()}
+                for lines in readers.values():
+                    await _sse_until(lines, "snapshot")
+                assert server.process is not None
+                down_at = time.monotonic()
+                if outage == "hangs":
+                    server.process.send_signal(signal.SIGSTOP)
+                else:
+                    await asyncio.to_thread(server.stop, kill=True)
+
+                async def last(name: str, lines: AsyncIterator[str]) -> None:
+                    events = await _sse_until(lines, "error")
+                    ended[name] = (time.monotonic() - down_at, events[-1].get("data", ""))
+
+                await asyncio.wait_for(
+                    asyncio.gather(*(last(n, lines) for n, lines in readers.items())), 60
+                )
+            if outage == "hangs":
+                server.process.send_signal(signal.SIGCONT)
+
+    try:
+        with _worker(server.url, config) as a, _worker(server.url, config) as b:
+            asyncio.run(scenario(a, b))
+    finally:
+        if server.process is not None:
+            server.process.send_signal(signal.SIGCONT)
+        server.stop(kill=True)
+    assert len(ended) == 2
+    for name, (after, data) in ended.items():
+        assert json.loads(data)["error"]["type"] == "RelayUnavailable", (name, data)
+        # reconnect_timeout plus one poll, and some slack for a loaded machine
+        assert after <= config.reconnect_timeout + config.poll + 1.0, (name, ended)
