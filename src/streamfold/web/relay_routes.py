@@ -38,7 +38,7 @@ import logging
 import signal
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -152,7 +152,7 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def _stop_on_signals(relay: Relay) -> Any:
+def _stop_on_signals(relay: Relay) -> Iterator[None]:
     """`relay.stop()` as soon as the process gets SIGTERM or SIGINT, then the handler that
     was there (the server's: it begins its graceful shutdown). The server runs the
     lifespan's shutdown only after every response has ended, and a relayed message's
