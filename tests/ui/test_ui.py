@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from record.test_recordings import READY
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
@@ -28,6 +30,7 @@ from streamfold import (
     Usage,
     afold,
     fold,
+    utterance,
 )
 from streamfold.ui import (
     DATA_BLOCK,
@@ -501,3 +504,80 @@ def test_bundled_recordings_are_the_default() -> None:
     bundled = TestClient(Starlette(routes=ui_routes()))
     names = {r["name"] for r in bundled.get("/ui-recordings").json()["recordings"]}
     assert "anthropic/text-basic.sse" in names
+
+
+# --- joined text parts, whatever the order of events -----------------------------------------
+
+_TEXT_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["text", "narration", "answer", "tool", "thinking"]),
+        st.text("ab.", max_size=3),
+        st.booleans(),  # close it before the next part starts
+    ),
+    min_size=1,
+    max_size=7,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=_TEXT_OPS, end=st.sampled_from(["end", "cut", "stop-tool"]))
+def test_joined_text_parts_keep_every_character_in_order_once(
+    ops: list[tuple[str, str, bool]], end: str
+) -> None:
+    from streamfold import Accumulator
+    from streamfold.deltas import ClosePart, EndMessage, GrowPart, OpenPart, UpdateMessage
+
+    acc = Accumulator()
+    events: list[Any] = []
+    open_keys: list[int] = []
+    for key, (kind, text, close) in enumerate(ops):
+        start: ContentPart | ToolCall
+        if kind == "tool":
+            start = ToolCall(call_id=f"c{key}", name="f", arguments="")
+        elif kind == "thinking":
+            start = ContentPart.thinking("")
+        elif kind == "text":
+            start = ContentPart.text("")
+        else:  # a provider's own marker, said at the start
+            start = ContentPart.text("", options={"utterance": kind})
+        events += acc.apply(OpenPart(key, start))
+        events += acc.apply(GrowPart(key, content="{}" if kind == "tool" else text))
+        if close:
+            events += acc.apply(ClosePart(key))
+        else:
+            open_keys.append(key)
+    if end == "cut":
+        events += acc.close()
+    else:
+        for key in open_keys:
+            events += acc.apply(ClosePart(key))
+        events += acc.apply(UpdateMessage(status="complete", stop_reason="stop"))
+        events += acc.apply(EndMessage())
+    message = final_message(events)
+    chunks = _chunks(events)
+
+    texts: dict[str, str] = {}
+    ended: dict[str, dict[str, Any]] = {}
+    for chunk in chunks:
+        if chunk["type"] == "text-start":
+            assert chunk["id"] not in texts
+            texts[chunk["id"]] = ""
+        elif chunk["type"] == "text-delta":
+            assert chunk["id"] in texts and chunk["id"] not in ended
+            texts[chunk["id"]] += chunk["delta"]
+        elif chunk["type"] == "text-end":
+            assert chunk["id"] in texts and chunk["id"] not in ended
+            ended[chunk["id"]] = _meta(chunk)
+    assert set(ended) == set(texts)  # every text part ends, once
+    # Every character once, in order; each UI text a run of adjacent parts with one marker.
+    in_order = [p.content or "" for p in message.content if p.type == "text"]
+    assert "".join(texts.values()) == "".join(in_order)
+    slots = [(n, p) for n, p in enumerate(message.stream_order()) if isinstance(p, ContentPart)]
+    text_slots = [(n, p) for n, p in slots if p.type == "text"]
+    firsts = [int(pid.removeprefix("part-")) for pid in texts]
+    for at, (first, (pid, joined)) in enumerate(zip(firsts, texts.items(), strict=True)):
+        upto = firsts[at + 1] if at + 1 < len(firsts) else len(message.stream_order())
+        run = [(n, p) for n, p in text_slots if first <= n < upto]
+        assert [n for n, _ in run] == list(range(first, first + len(run)))  # adjacent
+        assert joined == "".join(p.content or "" for _, p in run)
+        assert {utterance(p) for _, p in run} == {ended[pid].get("utterance")}
