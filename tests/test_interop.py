@@ -131,7 +131,10 @@ def test_langchain_message_holds_standard_blocks_tool_calls_and_usage() -> None:
     ]
     assert ai_message.usage_metadata is not None and message.usage is not None
     assert ai_message.usage_metadata["input_tokens"] == message.usage.input_tokens
-    assert ai_message.response_metadata["finish_reason"] == "tool_use"
+    # Under the keys ChatAnthropic writes, so that it reads the blocks as its own.
+    assert ai_message.response_metadata["stop_reason"] == "tool_use"
+    assert ai_message.response_metadata["model_provider"] == "anthropic"
+    assert ai_message.response_metadata["output_version"] == "v1"
 
 
 def test_langchain_reads_a_chat_models_own_message() -> None:

@@ -27,7 +27,7 @@ What a round trip (`from_ai_message(to_ai_message(message))`) loses:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple, TypeVar, cast
 
 try:
     from langchain_core.messages import AIMessage
@@ -48,7 +48,9 @@ from ._common import (
     check_message,
     described,
     dict_field,
+    invalid,
     is_tool_activity,
+    library_call,
     read_object,
     saved_end,
 )
@@ -57,8 +59,13 @@ __all__ = ["from_ai_message", "to_ai_message"]
 
 _OURS = "response_metadata['streamfold']"
 
+Saved = TypeVar("Saved", ContentPart, ToolCall)
+
 # What LangChain's own code raises on content it did not check (besides ValidationError).
 _LANGCHAIN_ERRORS = (TypeError, ValueError, KeyError, AttributeError)
+
+# The model_provider LangChain's own chat models write, by the provider streamfold folded.
+_PROVIDERS = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai"}
 
 # A provider's finish reason as LangChain's chat models pass it on (OpenAI's or Anthropic's).
 _FINISH: dict[str, tuple[StopReason, Status]] = {**CHAT_FINISH, **ANTHROPIC_STOP}
@@ -67,33 +74,30 @@ _FINISH: dict[str, tuple[StopReason, Status]] = {**CHAT_FINISH, **ANTHROPIC_STOP
 def to_ai_message(message: Message) -> AIMessage:
     """The Message as a LangChain `AIMessage` (see the module docstring)."""
     message = check_message("to_ai_message", message)
-    blocks: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    for i, item in enumerate(message.stream_order()):
-        if isinstance(item, ToolCall):
-            call = {
-                "type": "tool_call",
-                "id": item.call_id or f"call_{i}",
-                "name": item.name or "",
-                "args": item.arguments if isinstance(item.arguments, dict) else {},
-            }
-            calls.append(dict(call))
-            if item.metadata:
-                call["extras"] = dict(item.metadata)
-            blocks.append(call)
-        else:
-            blocks.append(_block(item))
+    calls = [_tool_call(item, i) for i, item in enumerate(message.stream_order())
+             if isinstance(item, ToolCall)]  # fmt: skip
+    provider = _PROVIDERS.get(str(message.metadata.get("provider")))
+    blocks = None if provider is None else _translated(message, provider, calls)
+    if blocks is None:
+        provider, blocks = None, _own_blocks(message)
     usage = message.usage
     meta = {k: v for k, v in message.metadata.items() if k not in ("id", "model")}
     response_metadata: dict[str, Any] = {
-        "finish_reason": message.raw_stop_reason,
+        **_provider_metadata(message, provider),
+        "output_version": "v1",
         "streamfold": {
             "status": message.status,
             "stop_reason": message.stop_reason,
+            "raw_stop_reason": message.raw_stop_reason,
             "usage": None if usage is None else usage.raw,
             "metadata": meta,
+            # The parts whole: what LangChain's blocks cannot hold (markers, options) comes
+            # back from here, as long as the blocks are still the ones written.
+            "order": [_saved(item) for item in message.stream_order()],
         },
     }
+    if provider is not None:
+        response_metadata["model_provider"] = provider
     model = message.metadata.get("model")
     if isinstance(model, str):
         response_metadata["model_name"] = model
@@ -111,6 +115,139 @@ def to_ai_message(message: Message) -> AIMessage:
         return AIMessage.model_validate(data)
     except ValidationError as exc:  # a value LangChain's model refuses
         raise InteropError("to_ai_message", "a Message LangChain can hold", str(exc)) from None
+
+
+def _tool_call(call: ToolCall, i: int) -> dict[str, Any]:
+    args = call.arguments if isinstance(call.arguments, dict) else {}
+    if call.metadata.get("type") == "custom_tool_call" and isinstance(args.get("input"), str):
+        args = {"__arg1": args["input"]}  # a free-form tool's text, as langchain-openai holds it
+    return {"type": "tool_call", "id": call.call_id or f"call_{i}", "name": call.name or "",
+            "args": args}  # fmt: skip
+
+
+def _saved(item: ContentPart | ToolCall) -> dict[str, Any]:
+    if isinstance(item, ToolCall):
+        return {"call": item.model_dump(mode="json")}
+    return {"part": item.model_dump(mode="json")}
+
+
+def _provider_metadata(message: Message, provider: str | None) -> dict[str, Any]:
+    """The end of the turn under the keys the provider's LangChain chat model writes."""
+    raw = message.raw_stop_reason
+    if provider == "anthropic":
+        return {"stop_reason": raw, "stop_sequence": None}
+    if message.metadata.get("provider") == "openai-responses":
+        out: dict[str, Any] = {"status": raw} if raw is not None else {}
+        if isinstance(message.metadata.get("id"), str):
+            out["id"] = message.metadata["id"]
+        if isinstance(message.metadata.get("model"), str):
+            out["model"] = message.metadata["model"]
+        return out
+    return {"finish_reason": raw}
+
+
+def _translated(
+    message: Message, provider: str, calls: list[dict[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """The message's v1 content blocks as LangChain's own translator for `provider` makes
+    them from the provider's native content (what its chat model builds); None when the
+    provider's SDK, whose models check that content, is not installed."""
+    try:
+        native = _native_content(message)
+    except (ImportError, ValidationError, InteropError):
+        # No SDK here, or parts its models refuse (a saved part edited by hand): the blocks
+        # are written here instead.
+        return None
+    draft = AIMessage.model_construct(
+        content=cast(Any, native),  # checked by LangChain's translator, as its models' are
+        tool_calls=cast(Any, calls),
+        invalid_tool_calls=[],
+        additional_kwargs={},
+        response_metadata={"model_provider": provider},
+    )
+    blocks = library_call("to_ai_message", "LangChain's content translator",
+                          lambda: draft.content_blocks)  # fmt: skip
+    out = [dict(block) for block in blocks]
+    if isinstance(native, str):
+        # The Chat Completions translator reads text and tool calls only; the reasoning a
+        # compatible server streams (`reasoning_content`) and its other parts keep their
+        # place as the blocks a Responses message would hold.
+        out = [_own_block(entry) for entry in _uncarried(message)] + out
+    return out
+
+
+def _native_content(message: Message) -> str | list[dict[str, Any]]:
+    """The content as the provider's LangChain chat model holds it before its v1 step."""
+    kind = message.metadata.get("provider")
+    if kind == "anthropic":
+        from .anthropic import to_message
+
+        blocks = to_message(message).model_dump(mode="json")["content"]
+        for block in blocks:  # the None fields langchain-anthropic leaves out
+            for key in ("citations", "caller", "encrypted_content"):
+                if key in block and block[key] is None:
+                    del block[key]
+        return [b for b in blocks if not (b.get("type") == "text" and not b.get("text")
+                                          and not b.get("citations"))]  # fmt: skip
+    if kind == "openai-responses":
+        from .openai import to_response
+
+        return _responses_content(to_response(message).model_dump(mode="json", exclude_none=True))
+    return "".join(p.content or "" for p in message.content if p.type == "text")
+
+
+def _responses_content(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Response's output as langchain-openai's content (its `responses/v1` form)."""
+    out: list[dict[str, Any]] = []
+    for item in response.get("output", []):
+        if item.get("type") != "message":
+            if item.get("type") == "function_call" and "async_" in item:
+                item["async"] = item.pop("async_")
+            out.append(item)
+            continue
+        for content in item.get("content", []):
+            block: dict[str, Any]
+            if content.get("type") == "output_text":
+                annotations = [_file_index(a) for a in content.get("annotations", [])]
+                block = {"type": "text", "text": content.get("text", ""),
+                         "annotations": annotations, "id": item.get("id")}  # fmt: skip
+            elif content.get("type") == "refusal":
+                block = {"type": "refusal", "refusal": content.get("refusal", ""),
+                         "id": item.get("id")}  # fmt: skip
+            else:
+                continue
+            if item.get("phase") is not None:
+                block["phase"] = item["phase"]
+            out.append(block)
+    return out
+
+
+def _file_index(annotation: dict[str, Any]) -> dict[str, Any]:
+    # langchain-core keeps `index` for merging stream chunks: langchain-openai renames it.
+    if annotation.get("type") == "file_citation" and "index" in annotation:
+        annotation = dict(annotation)
+        annotation["file_index"] = annotation.pop("index")
+    return annotation
+
+
+def _uncarried(message: Message) -> list[ContentPart]:
+    # Only reasoning: ChatOpenAI leaves reasoning blocks out of the next request, where an
+    # opaque block (a server's executed tool) would go out as content the API refuses.
+    return [p for p in message.content if p.type == "thinking"]
+
+
+def _own_blocks(message: Message) -> list[dict[str, Any]]:
+    """Standard blocks written here, for a provider with no LangChain translator here."""
+    blocks: list[dict[str, Any]] = []
+    for i, item in enumerate(message.stream_order()):
+        if isinstance(item, ToolCall):
+            call = _tool_call(item, i)
+            if item.metadata:
+                call["extras"] = dict(item.metadata)
+            blocks.append(call)
+        else:
+            blocks.append(_own_block(item))
+    return blocks
 
 
 def _usage_metadata(usage: Usage) -> dict[str, Any]:
@@ -144,7 +281,7 @@ def _citation(citation: Citation) -> dict[str, Any]:
     return out
 
 
-def _block(part: ContentPart) -> dict[str, Any]:
+def _own_block(part: ContentPart) -> dict[str, Any]:
     options = dict(part.options)
     if part.type == "unsupported":
         block = options.get("block")
@@ -197,7 +334,9 @@ def from_ai_message(message: AIMessage | dict[str, Any]) -> Message:
     )
     response = message.response_metadata or {}
     ours = dict_field("from_ai_message", response.get("streamfold"), _OURS)
-    raw_stop = response.get("finish_reason", response.get("stop_reason"))
+    raw_stop = ours.get(
+        "raw_stop_reason", response.get("finish_reason", response.get("stop_reason"))
+    )
     raw_stop = raw_stop if isinstance(raw_stop, str) else None
     unknown: tuple[StopReason | None, Status] = (None, "complete")
     stop_read, status_read = _FINISH.get(raw_stop or "", unknown)
@@ -207,6 +346,10 @@ def from_ai_message(message: AIMessage | dict[str, Any]) -> Message:
         metadata["id"] = message.id
     if isinstance(response.get("model_name"), str):
         metadata["model"] = response["model_name"]
+    end = _End(status, stop, raw_stop, _usage(message, ours), metadata)
+    saved = _saved_message(message, ours.get("order"), end)
+    if saved is not None:
+        return saved
     try:
         blocks = message.content_blocks
     except _LANGCHAIN_ERRORS as exc:
@@ -216,17 +359,61 @@ def from_ai_message(message: AIMessage | dict[str, Any]) -> Message:
         ) from None
     order: list[ContentPart | ToolCall] = []
     for block in blocks:
-        item = _item(dict(block))
+        if not isinstance(block, dict):
+            raise InteropError("from_ai_message", "content blocks as dicts", described(block))
+        try:
+            item = _item(dict(block))
+        except ValidationError as exc:  # a block's field of the wrong type
+            raise invalid("from_ai_message", "a standard content block", block, exc) from None
         if item is not None:
             order.append(item)
-    return build_message(
-        order,
-        status=status,
-        stop_reason=stop,
-        raw_stop_reason=raw_stop,
-        usage=_usage(message, ours),
-        metadata=metadata,
-    )
+    return _build(order, end)
+
+
+def _saved_message(message: AIMessage, order: object, end: _End) -> Message | None:
+    """The Message whose parts `to_ai_message` saved, when the content and tool calls are
+    still the ones it wrote from them (else None: the blocks are read instead)."""
+    if order is None:
+        return None
+    if not isinstance(order, list):
+        raise InteropError("from_ai_message", f"{_OURS}['order'] as a list", described(order))
+    items: list[ContentPart | ToolCall] = []
+    for entry in order:
+        if isinstance(entry, dict) and isinstance(entry.get("call"), dict):
+            items.append(_validated(ToolCall, entry["call"]))
+        elif isinstance(entry, dict) and isinstance(entry.get("part"), dict):
+            items.append(_validated(ContentPart, entry["part"]))
+        else:
+            raise InteropError("from_ai_message", f"{_OURS}['order'] entries as saved",
+                               described(entry))  # fmt: skip
+    candidate = _build(items, end)
+    written = to_ai_message(candidate)
+    if written.content != message.content or written.tool_calls != message.tool_calls:
+        return None
+    return candidate
+
+
+class _End(NamedTuple):
+    """How the turn ended, and what else the message says besides its parts."""
+
+    status: Status
+    stop_reason: StopReason | None
+    raw_stop_reason: str | None
+    usage: Usage | None
+    metadata: dict[str, Any]
+
+
+def _build(order: list[ContentPart | ToolCall], end: _End) -> Message:
+    return build_message(order, status=end.status, stop_reason=end.stop_reason,
+                         raw_stop_reason=end.raw_stop_reason, usage=end.usage,
+                         metadata=end.metadata)  # fmt: skip
+
+
+def _validated(model: type[Saved], value: dict[str, Any]) -> Saved:
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise invalid("from_ai_message", f"a saved {model.__name__}", value, exc) from None
 
 
 def _usage(message: AIMessage, ours: dict[str, Any]) -> Usage | None:
