@@ -1,28 +1,31 @@
 """Messages as LangChain's `AIMessage`, and back (`streamfold[langchain]`).
 
-`to_ai_message(message)` gives an `AIMessage` (validated by its pydantic model) whose
-content is LangChain's standard content blocks, in the streamed order:
-- text: a `text` block (the Responses item id as its `id`), its citations as `citation`
-  annotations (url, title, offsets, cited text; streamfold's whole citation in their
-  `extras`), its other options (the narration / answer marker among them) in `extras`;
-- thinking: a `reasoning` block, its signature and other options in `extras`;
-- tool calls: `tool_call` blocks, and the same calls in `tool_calls` (the call's metadata
-  in the block's `extras`);
-- tools the provider ran: `server_tool_call` and `server_tool_result` blocks; any other
-  opaque block (redacted thinking, compaction...) a `non_standard` block. The provider's
-  block is in `extras` (or the `value`), so it goes back whole.
-Usage is `usage_metadata` (cache reads and writes, reasoning tokens in its details); the
-provider's finish reason is `response_metadata["finish_reason"]`, the model its
-`model_name`, the message id the AIMessage's `id`; the rest (status, stop reason, raw
-usage, metadata) is in `response_metadata["streamfold"]`.
+`to_ai_message(message)` gives the `AIMessage` (`output_version="v1"`) LangChain's own chat
+model builds from the same answer, so that it goes back as history as the model's own:
+- a message folded from Anthropic, OpenAI Chat Completions (or a compatible server) or the
+  Responses API: the provider's native content (the Anthropic `Message` blocks, the
+  Responses output items, the text and tool calls) translated to standard blocks by
+  langchain-core's own translator for that provider, and `response_metadata` holding the
+  `model_provider` LangChain's integration writes (`"anthropic"`, `"openai"`) and the end of
+  the turn under its keys (`stop_reason`, `status`, `finish_reason`). Sent back by
+  `ChatAnthropic`, thinking keeps its signature; by `ChatOpenAI` on the Responses API,
+  reasoning items keep their id and encrypted content, message items their `phase`;
+- a message from another provider: standard blocks written here (text with citations,
+  `reasoning` with its signature in `extras`, `tool_call`, `server_tool_call` /
+  `server_tool_result`, other opaque blocks as `non_standard`), without `model_provider`;
+- tool calls also in `tool_calls`; usage in `usage_metadata` (cache reads and writes,
+  reasoning tokens in its details), the model in `model_name`, the message id in `id`.
+`response_metadata["streamfold"]` keeps the status, stop reason, raw usage, metadata and
+the parts whole. docs/adapters/langchain.md lists how this differs from the chat models' own
+messages, as measured against them.
 
-`from_ai_message(...)` reads an AIMessage (or its dict) through its `content_blocks`, so
-one a LangChain chat model made (OpenAI's or Anthropic's native content) reads too; text
-without a marker is marked by the fold's rule.
+`from_ai_message(...)` reads an AIMessage (or its dict): while its content and tool calls
+are the ones `to_ai_message` wrote, the saved parts come back whole; otherwise (a message
+a chat model built, or one changed) it reads the `content_blocks`, and text without a
+marker is marked by the fold's rule.
 
 What a round trip (`from_ai_message(to_ai_message(message))`) loses:
-- a usage count that was not reported reads 0, and the usage is a total (`cumulative`);
-- a tool call without an id gets `call_<n>`.
+- a usage count that was not reported reads 0, and the usage is a total (`cumulative`).
 """
 
 from __future__ import annotations
