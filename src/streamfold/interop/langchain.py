@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 
 from pydantic import ValidationError
 
-from ..errors import InteropError
+from ..errors import InteropError, StreamfoldError, preview
 from ..message import Message, Status, StopReason, ToolCall, Usage
 from ..parts import Citation, ContentPart
 from ..providers.anthropic.decode import _STOP as ANTHROPIC_STOP
@@ -49,6 +49,7 @@ from ..providers.openai_chat.decode import _FINISH as CHAT_FINISH
 from ._common import (
     build_message,
     check_message,
+    check_tree,
     described,
     dict_field,
     invalid,
@@ -325,6 +326,17 @@ def _own_block(part: ContentPart) -> dict[str, Any]:
     return out
 
 
+_MISSING = object()
+# The AIMessage fields read, and the types LangChain's model gives them.
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "content": (str, list),
+    "tool_calls": list,
+    "response_metadata": dict,
+    "usage_metadata": (dict, type(None)),
+    "id": (str, type(None)),
+}
+
+
 def from_ai_message(message: AIMessage | dict[str, Any]) -> Message:
     """A LangChain `AIMessage` (or its dict) as a Message."""
     message = read_object(
@@ -335,7 +347,26 @@ def from_ai_message(message: AIMessage | dict[str, Any]) -> Message:
         AIMessage.model_validate,
         _LANGCHAIN_ERRORS,
     )
-    response = message.response_metadata or {}
+    # An AIMessage built without validation (model_construct) may hold anything: each field
+    # read is checked as the stream doors check their input, before any of it is used.
+    for field, kinds in _FIELDS.items():
+        value = getattr(message, field, _MISSING)
+        if not isinstance(value, kinds):
+            got = "nothing" if value is _MISSING else described(value)
+            raise InteropError("from_ai_message", f"an AIMessage whose {field} is as typed", got)
+        check_tree("from_ai_message", value, f"the AIMessage's {field}")
+    try:
+        return _read(message)
+    except InteropError:
+        raise
+    except StreamfoldError as exc:  # a saved part or a block that a Message refuses
+        raise InteropError(
+            "from_ai_message", "parts a Message can hold", preview(str(exc))
+        ) from None
+
+
+def _read(message: AIMessage) -> Message:
+    response = dict_field("from_ai_message", message.response_metadata, "response_metadata")
     ours = dict_field("from_ai_message", response.get("streamfold"), _OURS)
     raw_stop = ours.get(
         "raw_stop_reason", response.get("finish_reason", response.get("stop_reason"))
@@ -353,13 +384,9 @@ def from_ai_message(message: AIMessage | dict[str, Any]) -> Message:
     saved = _saved_message(message, ours.get("order"), end)
     if saved is not None:
         return saved
-    try:
-        blocks = message.content_blocks
-    except _LANGCHAIN_ERRORS as exc:
-        # LangChain's own reading of content it did not check when the message was built.
-        raise InteropError(
-            "from_ai_message", "content LangChain can read as content blocks", f"{exc!r}"[:200]
-        ) from None
+    # LangChain's own reading of content it did not check when the message was built.
+    blocks = library_call("from_ai_message", "content LangChain can read as content blocks",
+                          lambda: message.content_blocks)  # fmt: skip
     order: list[ContentPart | ToolCall] = []
     for block in blocks:
         if not isinstance(block, dict):
@@ -420,15 +447,16 @@ def _validated(model: type[Saved], value: dict[str, Any]) -> Saved:
 
 
 def _usage(message: AIMessage, ours: dict[str, Any]) -> Usage | None:
-    usage = message.usage_metadata
-    if usage is None:
+    if message.usage_metadata is None:
         return None
-    inputs: dict[str, Any] = dict(usage.get("input_token_details") or {})
-    outputs: dict[str, Any] = dict(usage.get("output_token_details") or {})
+    usage = dict_field("from_ai_message", message.usage_metadata, "usage_metadata")
+    details = "usage_metadata's token details"
+    inputs = dict_field("from_ai_message", usage.get("input_token_details"), details)
+    outputs = dict_field("from_ai_message", usage.get("output_token_details"), details)
     raw = ours.get("usage")
     return Usage(
-        input_tokens=usage["input_tokens"],
-        output_tokens=usage["output_tokens"],
+        input_tokens=usage.get("input_tokens"),
+        output_tokens=usage.get("output_tokens"),
         cache_read_tokens=inputs.get("cache_read"),
         cache_write_tokens=inputs.get("cache_creation"),
         reasoning_tokens=outputs.get("reasoning"),
