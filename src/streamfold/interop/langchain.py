@@ -52,6 +52,7 @@ from ._common import (
     check_tree,
     described,
     dict_field,
+    from_provider,
     invalid,
     is_tool_activity,
     library_call,
@@ -196,14 +197,36 @@ def _native_content(message: Message) -> str | list[dict[str, Any]]:
     if kind == "openai-responses":
         from .openai import to_response
 
-        return _responses_content(to_response(message).model_dump(mode="json", exclude_none=True))
+        output = to_response(message).model_dump(mode="json", exclude_none=True)["output"]
+        return _responses_content(_with_unknown_items(message, output))
     return "".join(p.content or "" for p in message.content if p.type == "text")
 
 
-def _responses_content(response: dict[str, Any]) -> list[dict[str, Any]]:
-    """A Response's output as langchain-openai's content (its `responses/v1` form)."""
+def _with_unknown_items(message: Message, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The output items, with the provider's items the SDK's models refuse (a web search
+    call without its action...) put back in their place: LangChain holds them as they came,
+    and they go back in the next request."""
+    from .openai import _item_id
+
+    ids = [item.get("id") for item in output]
+    order = message.stream_order()
+    for k, entry in enumerate(order):
+        block = entry.options.get("block") if isinstance(entry, ContentPart) else None
+        if not (isinstance(block, dict) and from_provider(message, "openai-responses")):
+            continue
+        if not isinstance(block.get("id"), str) or block["id"] in ids:
+            continue
+        later = (_item_id(e) for e in order[k + 1 :])
+        at = next((ids.index(i) for i in later if i in ids), len(output))
+        output.insert(at, dict(block))
+        ids.insert(at, block["id"])
+    return output
+
+
+def _responses_content(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Responses output items as langchain-openai's content (its `responses/v1` form)."""
     out: list[dict[str, Any]] = []
-    for item in response.get("output", []):
+    for item in items:
         if item.get("type") != "message":
             if item.get("type") == "function_call" and "async_" in item:
                 item["async"] = item.pop("async_")
