@@ -203,15 +203,18 @@ def _native_content(message: Message) -> str | list[dict[str, Any]]:
 
 
 def _with_unknown_items(message: Message, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The output items, with the provider's items the SDK's models refuse (a web search
-    call without its action...) put back in their place: LangChain holds them as they came,
-    and they go back in the next request."""
+    """The output items, with the provider's items `to_response` leaves out put back in
+    their place (one the SDK's models refuse, as a web search call without its action; an
+    empty reasoning item): LangChain holds them as they came, and they go back in the next
+    request."""
     from .openai import _item_id
 
     ids = [item.get("id") for item in output]
     order = message.stream_order()
     for k, entry in enumerate(order):
         block = entry.options.get("block") if isinstance(entry, ContentPart) else None
+        if isinstance(entry, ContentPart) and entry.type == "thinking":
+            block = {"type": "reasoning", "id": entry.options.get("id"), "summary": []}
         if not (isinstance(block, dict) and from_provider(message, "openai-responses")):
             continue
         if not isinstance(block.get("id"), str) or block["id"] in ids:
