@@ -9,8 +9,10 @@ recording:
     them);
 (b) the next request the library builds from `[Human, ours, tool results]` equals the one
     it builds from `[Human, theirs, tool results]`, except for `REQUEST_DIFFERENCES`.
-The library's message is built from serve's whole (non-streaming) answer: LangChain's own
-stream accumulation adds artifacts of its own (see `test_langchains_own_stream_*`).
+For (a) and (b) the library's message is built from serve's whole (non-streaming) answer;
+then (b) is checked again against the message the chat model accumulates from its own
+stream, except for the artifacts of LangChain's stream accumulation (`STREAM_DIFFERENCES`,
+`STREAM_LOSES`).
 """
 
 from __future__ import annotations
