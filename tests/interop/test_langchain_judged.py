@@ -428,3 +428,15 @@ def test_ours_builds_the_request_the_models_own_streamed_message_builds(
         assert mine[2] > 0 and their[2] == 0
         o["messages"][1]["content"] = t["messages"][1]["content"] = []
     assert o == t
+
+
+def test_chatanthropics_own_v1_stream_sends_no_thinking_back_ours_does(base_url: str) -> None:
+    # What the docs page says of langchain-anthropic's v1 stream, measured: its opening empty
+    # text block absorbs the thinking block, which then does not go back. (If this fails,
+    # LangChain fixed its stream: the docs page's note goes.)
+    rel = "anthropic/thinking-signature.sse"
+    model = chat_model("anthropic", base_url, rel)
+    theirs = request(model, streamed(model))["messages"][1]["content"]
+    ours = request(model, to_ai_message(fold_message(read(rel))))["messages"][1]["content"]
+    assert [b["type"] for b in theirs if b["type"] == "thinking"] == []
+    assert [b["type"] for b in ours] == ["thinking", "text"] and ours[0]["signature"]
