@@ -192,8 +192,7 @@ def _native_content(message: Message) -> str | list[dict[str, Any]]:
             for key in ("citations", "caller", "encrypted_content"):
                 if key in block and block[key] is None:
                     del block[key]
-        return [b for b in blocks if not (b.get("type") == "text" and not b.get("text")
-                                          and not b.get("citations"))]  # fmt: skip
+        return blocks
     if kind == "openai-responses":
         from .openai import to_response
 
