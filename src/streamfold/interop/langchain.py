@@ -174,9 +174,10 @@ def _translated(
                           lambda: draft.content_blocks)  # fmt: skip
     out = [dict(block) for block in blocks]
     if isinstance(native, str):
-        # The Chat Completions translator reads text and tool calls only; the reasoning a
-        # compatible server streams (`reasoning_content`) and its other parts keep their
-        # place as the blocks a Responses message would hold.
+        # The Chat Completions translator reads text and tool calls only: the reasoning a
+        # compatible server streams (`reasoning_content`) goes first as reasoning blocks,
+        # which ChatOpenAI leaves out of the next request; other opaque parts (a server's
+        # executed tools) stay in the saved parts only, as the API takes no such content.
         out = [_own_block(entry) for entry in _uncarried(message)] + out
     return out
 
