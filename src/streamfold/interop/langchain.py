@@ -188,7 +188,7 @@ def _native_content(message: Message) -> str | list[dict[str, Any]]:
     if kind == "anthropic":
         from .anthropic import to_message
 
-        blocks = to_message(message).model_dump(mode="json")["content"]
+        blocks: list[dict[str, Any]] = to_message(message).model_dump(mode="json")["content"]
         for block in blocks:  # the None fields langchain-anthropic leaves out
             for key in ("citations", "caller", "encrypted_content"):
                 if key in block and block[key] is None:
