@@ -287,7 +287,6 @@ def test_the_timing_example(
     import streamfold.timing
     from streamfold.serve import create_app
 
-    monkeypatch.setattr(streamfold.timing, "default_clock", time.monotonic)  # a real one
     rec = "anthropic/code-execution-bash-thinking.sse"
     with serve_in_thread(create_app(REAL, speed=0)) as base_url:
         namespace: dict[str, Any] = {

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from support import ALL_RECORDINGS, read
 
-from streamfold import Message, fold, fold_message, telemetry
+from streamfold import Message, MessageCompleted, fold, fold_message, telemetry
 from streamfold.record import split_frames
 from streamfold.recording import detect_recording
 from streamfold.timing import replay_clock
@@ -43,7 +43,7 @@ def otel() -> Iterator[tuple[InMemorySpanExporter, InMemoryMetricReader]]:
         telemetry.uninstrument()
 
 
-def _timed_fold(rel: str) -> Message:
+def _timed_fold(rel: str) -> tuple[Message, dict[str, Any]]:
     """The recording event by event, event n arriving n * STEP seconds in."""
     data = read(rel)
     kind, _ = detect_recording(data)
@@ -56,7 +56,9 @@ def _timed_fold(rel: str) -> Message:
             arrive(n)
             yield frame
 
-    return fold_message(arriving(), clock=clock, started_at=0.0)
+    *_, completed = fold(arriving(), clock=clock, started_at=0.0)
+    assert isinstance(completed, MessageCompleted) and completed.timing is not None
+    return completed.message, completed.timing
 
 
 def _points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
@@ -79,8 +81,7 @@ def test_a_span_and_metrics_per_fold(
     rel: str, otel: tuple[InMemorySpanExporter, InMemoryMetricReader]
 ) -> None:
     spans, reader = otel
-    message = _timed_fold(rel)
-    timing = message.metadata["timing"]
+    message, timing = _timed_fold(rel)
     [span] = spans.get_finished_spans()
     attributes = dict(span.attributes or {})
     model = message.metadata.get("model")

@@ -79,7 +79,7 @@ class _JsonlSink:
         self.out.flush()
 
 
-# What `replay --display` ends with (metadata["timing"]'s keys; see streamfold.timing).
+# What `replay --display` ends with (MessageCompleted.timing's keys; see streamfold.timing).
 _TIMING_SUMMARY = ("time_to_first_token_s", "output_tokens_per_s", "total_s")
 
 
@@ -99,8 +99,8 @@ class _DisplaySink(_JsonlSink):
             self._write(self.done.flush())
         if isinstance(event, MessageCompleted):
             # Last, how fast the stream came: a line of its own, after every display item.
-            timing = event.message.metadata.get("timing")
-            if isinstance(timing, dict):
+            timing = event.timing
+            if timing is not None:
                 line = {key: timing.get(key) for key in _TIMING_SUMMARY}
                 self.out.write(_dumps({"type": "timing", **line}) + "\n")
                 self.out.flush()

@@ -1159,7 +1159,7 @@ def fold(
     PartDelta of a tool call then carries `arguments_changes` (see
     `streamfold.partial_json`), at a cost per delta that does not grow with the text.
 
-    Timing (`Fold.timing`, and `metadata["timing"]` in the final Message; see
+    Timing (`Fold.timing`, and `MessageCompleted.timing` at the end, not in the Message; see
     `streamfold.timing`) is measured from `started_at` (a reading of `clock`, by default
     `time.monotonic()`, taken when the request was sent), else from the first read.
     """

@@ -1,7 +1,9 @@
 """Stream timing: when each chunk of a fold arrived, and what that says about the stream.
 
 Every fold keeps a `StreamTiming` (the `timing` attribute of `fold`, `afold` and
-`StreamFolder`) and puts its `as_dict()` into the final Message as `metadata["timing"]`.
+`StreamFolder`) and gives its `as_dict()` to its last event, `MessageCompleted.timing`.
+Not to the Message: wall-clock times differ on every run, and two folds of the same bytes
+must give equal Messages (a test compares them, a cache keys on them, nothing patched).
 Seconds, all on one monotonic clock, from the moment the fold started (the first read of
 `fold` / `afold`, a StreamFolder's first chunk, or the `started_at` it was given: a
 `time.monotonic()` taken before the request was sent):
@@ -37,8 +39,7 @@ if TYPE_CHECKING:
 Clock = Callable[[], float]
 
 default_clock: Clock = time.monotonic
-"""The clock a fold reads unless given one. A test suite that compares the Messages of
-different runs sets a constant one (`lambda: 0.0`): every timing is then the same."""
+"""The clock a fold reads unless given one."""
 
 # Told of every fold that finishes, with its timing and final message, while
 # `streamfold.telemetry.instrument()` is on; None (one check a fold) while it is off.
@@ -124,7 +125,7 @@ class StreamTiming:
         return _rate(tokens, end - first)
 
     def as_dict(self) -> dict[str, Any]:
-        """The timing as `metadata["timing"]` holds it (JSON; seconds rounded to µs)."""
+        """The timing as `MessageCompleted.timing` holds it (JSON; seconds rounded to µs)."""
         return {
             "time_to_first_byte_s": self.time_to_first_byte_s,
             "time_to_first_token_s": self.time_to_first_token_s,
@@ -201,7 +202,9 @@ class StreamTiming:
                 usage = final.usage
                 if usage is not None:
                     self._output_tokens = usage.output_tokens
-                final.metadata["timing"] = self.as_dict()
+                completed = acc._completed
+                if completed is not None:
+                    completed._timed(self.as_dict())
                 if _on_finish is not None:
                     _on_finish(self, final)
 

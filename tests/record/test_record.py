@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from support import IMPORTED_FROM, REAL, read, untimed
+from support import IMPORTED_FROM, REAL, message_json, read
 
 from streamfold import (
     MessageCompleted,
@@ -235,8 +235,8 @@ def test_record_command_and_replay_of_the_recording(tmp_path: Path) -> None:
         check=False,
     )
     assert replayed.returncode == 0, replayed.stderr
-    assert untimed(replayed.stdout) == untimed(done.stdout)
-    assert untimed(done.stdout) == untimed(fold_message(read(rec)))
+    assert message_json(replayed.stdout) == message_json(done.stdout)
+    assert message_json(done.stdout) == message_json(fold_message(read(rec)))
 
 
 def _record(target: Path, data: bytes, *extra: str) -> subprocess.CompletedProcess[str]:
