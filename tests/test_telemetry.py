@@ -108,9 +108,11 @@ def test_a_span_and_metrics_per_fold(
     assert attributes["gen_ai.response.time_to_first_chunk"] == timing["time_to_first_byte_s"]
     assert span.end_time is not None and span.start_time is not None
     assert (span.end_time - span.start_time) / 1e9 == pytest.approx(timing["total_s"], abs=1e-6)
-    if message.status == "error":
+    if message.status in ("error", "cancelled", "incomplete"):
         assert span.status.status_code is StatusCode.ERROR
         assert attributes["error.type"]
+        if message.status != "error":
+            assert attributes["error.type"] == message.status
     else:
         assert span.status.status_code is StatusCode.UNSET
         assert "error.type" not in attributes
@@ -128,22 +130,20 @@ def test_a_span_and_metrics_per_fold(
     }
     expected = {"input": usage and usage.input_tokens, "output": usage and usage.output_tokens}
     assert tokens == {k: v for k, v in expected.items() if v is not None}
-    if message.status != "error":
-        [(unit, first)] = points["gen_ai.client.operation.time_to_first_chunk"]
-        assert unit == "s" and first.sum == pytest.approx(timing["time_to_first_byte_s"])
-        per_chunk = points.get("gen_ai.client.operation.time_per_output_chunk", [])
-        out, ttft, total = (
-            timing["output_tokens"],
-            timing["time_to_first_token_s"],
-            timing["total_s"],
-        )
-        if out and out > 1 and ttft is not None and total > ttft:
-            [(unit, point)] = per_chunk
-            assert unit == "s"
-            assert point.sum == pytest.approx((total - ttft) / (out - 1))
-            assert point.explicit_bounds == tuple(telemetry.PER_CHUNK_BUCKETS)
-        else:
-            assert per_chunk == []
+    [(unit, first)] = points["gen_ai.client.operation.time_to_first_chunk"]
+    assert unit == "s" and first.sum == pytest.approx(timing["time_to_first_byte_s"])
+    # The time per output chunk: once per chunk after the first (each STEP after the one
+    # before), up to the chunk that finished the message.
+    chunks = round(timing["total_s"] / STEP) + 1
+    per_chunk = points.get("gen_ai.client.operation.time_per_output_chunk", [])
+    if chunks > 1:
+        [(unit, point)] = per_chunk
+        assert unit == "s" and point.count == chunks - 1
+        assert point.sum == pytest.approx(timing["total_s"])
+        assert (point.min, point.max) == (STEP, STEP)
+        assert point.explicit_bounds == tuple(telemetry.PER_CHUNK_BUCKETS)
+    else:
+        assert per_chunk == []
 
 
 def test_nothing_is_recorded_when_not_instrumented() -> None:
@@ -168,6 +168,8 @@ def test_a_cancelled_fold_is_recorded_once(
     assert run.snapshot().status == "cancelled"
     assert span.attributes is not None
     assert span.attributes["gen_ai.response.finish_reasons"] == ("cancelled",)
+    assert span.attributes["error.type"] == "cancelled"
+    assert span.status.status_code is StatusCode.ERROR
 
 
 def test_the_global_providers_by_default() -> None:

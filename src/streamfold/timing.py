@@ -44,6 +44,8 @@ default_clock: Clock = time.monotonic
 # Told of every fold that finishes, with its timing and final message, while
 # `streamfold.telemetry.instrument()` is on; None (one check a fold) while it is off.
 _on_finish: Callable[[StreamTiming, Message], None] | None = None
+# Told of every fold that raised (its timing, the message so far, the exception), likewise.
+_on_fail: Callable[[StreamTiming, Message, BaseException], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +61,17 @@ class StreamTiming:
     """A fold's timing so far; read-only (the fold writes it). See the module docstring."""
 
     __slots__ = (
+        "_chunks",
         "_clock",
         "_end",
         "_ends",
         "_first_byte",
         "_first_token",
+        "_named",
         "_open",
         "_output_tokens",
+        "_reported",
+        "_request",
         "_seen",
         "_start",
         "_starts",
@@ -85,6 +91,15 @@ class StreamTiming:
         self._open = 0
         self._waiting: list[int] = []
         self._output_tokens: int | None = None
+        # For telemetry, while it is on: each chunk's arrival (for the time per output
+        # chunk; None while off: nothing read per chunk), the provider name the caller
+        # gave (an alias such as "groq" says more than its canonical name), the caller's
+        # RequestInfo, and whether this fold was reported (once: a failed fold closed
+        # afterwards is not reported again as cancelled).
+        self._chunks: list[float] | None = [] if _on_finish is not None else None
+        self._named: str | None = None
+        self._request: Any = None
+        self._reported = False
 
     # --- read ---------------------------------------------------------------------------
 
@@ -205,8 +220,22 @@ class StreamTiming:
                 completed = acc._completed
                 if completed is not None:
                     completed._timed(self.as_dict())
-                if _on_finish is not None:
+                if _on_finish is not None and not self._reported:
+                    self._reported = True
                     _on_finish(self, final)
+
+    def _chunk_arrived(self) -> None:
+        """A chunk arrived (called only while telemetry is on: `_chunks` is a list)."""
+        chunks = self._chunks
+        if chunks is not None:
+            chunks.append(self._clock())
+
+    def _failed(self, snapshot: Callable[[], Message], error: BaseException) -> None:
+        """The fold raised `error`: telemetry, if on, records it (the message so far from
+        `snapshot`, taken only then)."""
+        if _on_fail is not None and not self._reported:
+            self._reported = True
+            _on_fail(self, snapshot(), error)
 
     def _text_arrived(self) -> None:
         """The dict lane grew a part by text: the first token, if none came before."""
