@@ -3,7 +3,8 @@ SDK's in-memory span exporter and metric reader, over every recording."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -15,9 +16,21 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from support import ALL_RECORDINGS, read
 
-from streamfold import Message, MessageCompleted, fold, fold_message, telemetry
+from streamfold import (
+    ContentPart,
+    Message,
+    MessageCompleted,
+    StreamProtocolError,
+    UsageError,
+    afold,
+    afold_message,
+    fold,
+    fold_message,
+    telemetry,
+)
 from streamfold.record import split_frames
 from streamfold.recording import detect_recording
+from streamfold.telemetry import RequestInfo
 from streamfold.timing import replay_clock
 
 STEP = 0.125
@@ -210,3 +223,280 @@ def test_a_token_count_no_float_holds_records_no_time_per_token(
         if point.attributes is not None
     ]
     assert token_kinds == ["input"]
+
+
+# --- the conventions' names, as the installed semantic-conventions release has them ------
+
+
+def test_the_names_are_the_installed_conventions() -> None:
+    """Every name and well-known value used is the one opentelemetry-semantic-conventions
+    ships (the release the docs name)."""
+    from importlib.metadata import version
+
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ga
+    from opentelemetry.semconv._incubating.metrics import gen_ai_metrics as gm
+    from opentelemetry.semconv.attributes import error_attributes, server_attributes
+
+    assert version("opentelemetry-semantic-conventions") == telemetry.SEMCONV_VERSION
+    assert {name for name, *_ in telemetry.HISTOGRAMS.values()} == {
+        gm.GEN_AI_CLIENT_TOKEN_USAGE,
+        gm.GEN_AI_CLIENT_OPERATION_DURATION,
+        gm.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+        gm.GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK,
+    }
+    well_known = {v.value for v in ga.GenAiProviderNameValues}
+    assert set(telemetry.PROVIDER_NAMES.values()) <= well_known
+    assert {value for _, value in telemetry.HOST_PROVIDERS} <= well_known
+    spans, _ = _instrument()
+    try:
+        fold_message(
+            read("groq/reasoning-tool-call.sse"),
+            "groq",
+            request=RequestInfo(model="m", server_address="api.groq.com", server_port=443),
+        )
+        run = fold(read("anthropic/text-basic.sse"))
+        next(iter(run))
+        run.close()
+    finally:
+        telemetry.uninstrument()
+    known = {
+        value for name, value in vars(ga).items() if name.startswith("GEN_AI_") and "." in value
+    } | {
+        error_attributes.ERROR_TYPE,
+        server_attributes.SERVER_ADDRESS,
+        server_attributes.SERVER_PORT,
+    }
+    for span in spans.get_finished_spans():
+        assert set(span.attributes or {}) <= known
+
+
+# --- the provider, the request -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rel", "named", "expected"),
+    [
+        ("groq/reasoning-tool-call.sse", "groq", "groq"),
+        ("mistral/text.sse", "mistral", "mistral_ai"),
+        ("deepseek/reasoner-tool-call.sse", "deepseek", "deepseek"),
+        ("xai/chat-reasoning-content-tool-call.sse", "xai", "x_ai"),
+        ("xai/responses-reasoning-summary.sse", "xai-responses", "x_ai"),
+        ("azure-openai/chat-model-router.sse", "azure-openai", "azure.ai.openai"),
+        ("azure-openai/responses-tool-call.sse", "azure-openai-responses", "azure.ai.openai"),
+        ("perplexity/sonar-citations.sse", "perplexity", "perplexity"),
+        ("gemini/function-call-thought-signature.sse", "vertex", "gcp.vertex_ai"),
+        ("gemini/function-call-thought-signature.sse", "google", "gcp.gen_ai"),
+        ("gemini/function-call-thought-signature.sse", None, "gcp.gemini"),
+        ("openrouter/reasoning-details-claude.sse", "openrouter", "openrouter"),
+        ("groq/reasoning-tool-call.sse", None, "openai"),
+    ],
+)
+def test_the_provider_is_the_well_known_value_of_the_name_given(
+    rel: str,
+    named: str | None,
+    expected: str,
+    otel: tuple[InMemorySpanExporter, InMemoryMetricReader],
+) -> None:
+    spans, reader = otel
+    fold_message(read(rel), named)
+    [span] = spans.get_finished_spans()
+    assert (span.attributes or {})["gen_ai.provider.name"] == expected
+    [(_, duration)] = _points(reader)["gen_ai.client.operation.duration"]
+    assert duration.attributes["gen_ai.provider.name"] == expected
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("api.groq.com", "groq"),
+        ("my-deployment.openai.azure.com", "azure.ai.openai"),
+        ("api.mistral.ai", "mistral_ai"),
+        ("api.x.ai", "x_ai"),
+        ("localhost", "openai"),
+    ],
+)
+def test_an_openai_compatible_stream_is_told_apart_by_its_server(
+    address: str, expected: str, otel: tuple[InMemorySpanExporter, InMemoryMetricReader]
+) -> None:
+    spans, _ = otel
+    fold_message(read("groq/reasoning-tool-call.sse"), request=RequestInfo(server_address=address))
+    [span] = spans.get_finished_spans()
+    assert (span.attributes or {})["gen_ai.provider.name"] == expected
+
+
+def test_the_request_facts_are_recorded(
+    otel: tuple[InMemorySpanExporter, InMemoryMetricReader],
+) -> None:
+    spans, reader = otel
+    rel = "openai-chat/tool-call-single-mini.sse"
+    request = RequestInfo.from_url(
+        "https://api.openai.com/v1/chat/completions", model="gpt-4o-mini"
+    )
+    assert (request.server_address, request.server_port) == ("api.openai.com", 443)
+    message = fold_message(read(rel), request=request)
+    answered = message.metadata["model"]
+    assert answered != "gpt-4o-mini"  # the stream names a dated snapshot
+    [span] = spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert span.name == "chat gpt-4o-mini"
+    assert attributes["gen_ai.request.model"] == "gpt-4o-mini"
+    assert attributes["gen_ai.response.model"] == answered
+    assert attributes["server.address"] == "api.openai.com"
+    assert attributes["server.port"] == 443
+    for name, points in _points(reader).items():
+        for _, point in points:
+            assert point.attributes["gen_ai.request.model"] == "gpt-4o-mini", name
+            assert point.attributes["server.address"] == "api.openai.com", name
+            assert point.attributes["server.port"] == 443, name
+    http = RequestInfo.from_url("http://localhost:8080/v1/messages")
+    assert (http.server_address, http.server_port, http.model) == ("localhost", 8080, None)
+
+
+async def test_afold_takes_the_request_too(
+    otel: tuple[InMemorySpanExporter, InMemoryMetricReader],
+) -> None:
+    spans, _ = otel
+    await afold_message([read("anthropic/text-basic.sse")], request=RequestInfo(model="claude"))
+    [span] = spans.get_finished_spans()
+    assert (span.attributes or {})["gen_ai.request.model"] == "claude"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: fold([b""], request={"model": "m"}),
+        lambda: fold([b""], request="gpt-4o"),
+        lambda: afold([b""], request=5),
+        lambda: RequestInfo(model=5),  # type: ignore[arg-type]
+        lambda: RequestInfo(server_address=b"host"),  # type: ignore[arg-type]
+        lambda: RequestInfo(server_port="443"),  # type: ignore[arg-type]
+        lambda: RequestInfo(server_port=True),
+        lambda: RequestInfo(server_port=70000),
+        lambda: RequestInfo(input_messages="hi"),  # type: ignore[arg-type]
+        lambda: RequestInfo(input_messages=[{"role": "user"}]),  # type: ignore[list-item]
+        lambda: RequestInfo.from_url("no host"),
+        lambda: RequestInfo.from_url("http://h:99999/"),
+        lambda: RequestInfo.from_url(5),  # type: ignore[arg-type]
+        lambda: telemetry.instrument(capture_content="yes"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_wrong_request_is_a_usage_error(make: Any) -> None:
+    with pytest.raises(UsageError) as caught:
+        make()
+    assert "expected" in str(caught.value) and "got" in str(caught.value)
+
+
+# --- a fold that does not end well is marked -----------------------------------------------
+
+
+def test_a_fold_that_raises_records_its_span(
+    otel: tuple[InMemorySpanExporter, InMemoryMetricReader],
+) -> None:
+    spans, reader = otel
+    data = read("anthropic/text-basic.sse")
+    broken = data[: len(data) // 2] + b"data: {not json}\n\n"
+    with pytest.raises(StreamProtocolError):
+        list(fold([broken], request=RequestInfo(model="claude")))
+    [span] = spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes["error.type"] == "StreamProtocolError"
+    assert span.status.status_code is StatusCode.ERROR
+    assert [e.name for e in span.events] == ["exception"]
+    [(_, duration)] = _points(reader)["gen_ai.client.operation.duration"]
+    assert duration.attributes["error.type"] == "StreamProtocolError"
+
+
+def test_a_source_that_raises_is_recorded_and_closing_after_adds_nothing(
+    otel: tuple[InMemorySpanExporter, InMemoryMetricReader],
+) -> None:
+    spans, _ = otel
+    frames = split_frames(read("anthropic/text-basic.sse"), "sse")
+
+    def network() -> Iterator[bytes]:
+        yield from frames[:3]
+        raise ConnectionResetError("peer reset")
+
+    run = fold(network())
+    with pytest.raises(ConnectionResetError):
+        list(run)
+    run.close()  # the fold is over: no second span, as cancelled
+    [span] = spans.get_finished_spans()
+    assert (span.attributes or {})["error.type"] == "ConnectionResetError"
+
+
+async def test_an_async_fold_that_raises_records_its_span(
+    otel: tuple[InMemorySpanExporter, InMemoryMetricReader],
+) -> None:
+    spans, _ = otel
+    frames = split_frames(read("anthropic/text-basic.sse"), "sse")
+
+    async def network() -> AsyncIterator[bytes]:
+        for frame in frames[:3]:
+            yield frame
+        raise ConnectionResetError("peer reset")
+
+    with pytest.raises(ConnectionResetError):
+        await afold_message(network())
+    [span] = spans.get_finished_spans()
+    assert (span.attributes or {})["error.type"] == "ConnectionResetError"
+    assert span.status.status_code is StatusCode.ERROR
+
+
+def test_a_cut_stream_is_marked_incomplete(
+    otel: tuple[InMemorySpanExporter, InMemoryMetricReader],
+) -> None:
+    spans, _ = otel
+    frames = split_frames(read("anthropic/text-basic.sse"), "sse")
+    message = fold_message(frames[: len(frames) // 2])
+    assert message.status == "incomplete"
+    [span] = spans.get_finished_spans()
+    assert (span.attributes or {})["error.type"] == "incomplete"
+    assert span.status.status_code is StatusCode.ERROR
+
+
+# --- content: off by default, opt-in ------------------------------------------------------
+
+
+def test_content_is_not_recorded_by_default(
+    otel: tuple[InMemorySpanExporter, InMemoryMetricReader],
+) -> None:
+    spans, _ = otel
+    question = Message(role="user", content=[ContentPart.text("What is 2+2?")])
+    fold_message(read("anthropic/text-basic.sse"), request=RequestInfo(input_messages=[question]))
+    [span] = spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert "gen_ai.input.messages" not in attributes
+    assert "gen_ai.output.messages" not in attributes
+    text = json.dumps({k: str(v) for k, v in attributes.items()})
+    assert "2+2" not in text
+
+
+def test_content_is_recorded_when_asked() -> None:
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    telemetry.instrument(tracer_provider=tracer_provider, capture_content=True)
+    try:
+        question = Message(role="user", content=[ContentPart.text("What is 2+2?")])
+        message = fold_message(
+            read("anthropic/thinking-then-tool-use.sse"),
+            request=RequestInfo(input_messages=[question]),
+        )
+    finally:
+        telemetry.uninstrument()
+    [span] = spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert json.loads(str(attributes["gen_ai.input.messages"])) == [
+        {"role": "user", "parts": [{"type": "text", "content": "What is 2+2?"}]}
+    ]
+    [output] = json.loads(str(attributes["gen_ai.output.messages"]))
+    assert output["role"] == "assistant" and output["finish_reason"] == "tool_call"
+    kinds = [part["type"] for part in output["parts"]]
+    assert kinds[0] == "reasoning" and kinds[-1] == "tool_call"
+    [call] = message.tool_calls
+    assert output["parts"][-1] == {
+        "type": "tool_call",
+        "id": call.call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+    }
