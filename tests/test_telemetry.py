@@ -4,22 +4,27 @@ SDK's in-memory span exporter and metric reader, over every recording."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from opentelemetry.metrics import Histogram, Meter
+from opentelemetry.metrics import MeterProvider as MeterProviderAPI
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from support import ALL_RECORDINGS, read
+from test_timing import _claiming_output_tokens
 
 from streamfold import (
     ContentPart,
     Message,
     MessageCompleted,
+    MessageDelta,
     StreamProtocolError,
     UsageError,
     afold,
@@ -500,3 +505,113 @@ def test_content_is_recorded_when_asked() -> None:
         "name": call.name,
         "arguments": call.arguments,
     }
+
+
+# --- telemetry never changes what a fold returns or raises ------------------------------
+
+
+def _deltas_claiming(provider: Any) -> list[MessageDelta]:
+    return [
+        MessageDelta(
+            role="assistant", content=[ContentPart.text("hi")], metadata={"provider": provider}
+        ),
+        MessageDelta(status="complete", stop_reason="stop"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        pytest.param(lambda: _claiming_output_tokens(-(10**400)), id="usage -10**400"),
+        pytest.param(lambda: _claiming_output_tokens(2**64), id="usage 2**64"),
+        pytest.param(lambda: _deltas_claiming("no-such-provider"), id="unknown provider"),
+        pytest.param(lambda: _deltas_claiming("x" * 100_000), id="huge provider name"),
+        pytest.param(lambda: _deltas_claiming(["not", "a", "name"]), id="provider not a str"),
+    ],
+)
+def test_what_a_stream_claims_never_breaks_an_instrumented_fold(
+    chunks: Any, otel: tuple[InMemorySpanExporter, InMemoryMetricReader]
+) -> None:
+    spans, _ = otel
+    on = fold_message(chunks())
+    telemetry.uninstrument()
+    off = fold_message(chunks())
+    assert on == off
+    [span] = spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert len(str(attributes["gen_ai.provider.name"])) <= 256
+
+
+class _Raising(SpanProcessor):
+    """A span processor whose end hook fails, as a broken exporter chain does."""
+
+    def on_end(self, span: Any) -> None:
+        raise RuntimeError("exporter down")
+
+
+class _RaisingHistogram(Histogram):
+    def __init__(self, name: str, unit: str = "", description: str = "") -> None:
+        super().__init__(name, unit, description)
+
+    def record(self, amount: Any, attributes: Any = None, context: Any = None) -> None:
+        raise RuntimeError("metric reader down")
+
+
+class _RaisingMeter(Meter):
+    """A meter whose histograms fail on record (an SDK plug-in gone wrong)."""
+
+    def create_histogram(self, name: str, *args: Any, **kwargs: Any) -> Histogram:
+        return _RaisingHistogram(name)
+
+    def create_counter(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def create_up_down_counter(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def create_observable_counter(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def create_observable_gauge(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def create_observable_up_down_counter(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+class _RaisingMeterProvider(MeterProviderAPI):
+    def get_meter(self, name: str, *args: Any, **kwargs: Any) -> Meter:
+        return _RaisingMeter(name)
+
+
+@pytest.mark.parametrize("broken", ["span processor", "metrics"])
+def test_a_failing_exporter_or_reader_never_breaks_a_fold(
+    broken: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tracer_provider = TracerProvider()
+    if broken == "span processor":
+        tracer_provider.add_span_processor(_Raising())
+        meter_provider: Any = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    else:
+        meter_provider = _RaisingMeterProvider()
+    data = read("anthropic/thinking-then-tool-use.sse")
+    frames = split_frames(data, "sse")
+    expected = fold_message(data)
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(telemetry, "_logged", False)
+    telemetry.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    try:
+        with caplog.at_level(logging.WARNING, logger="streamfold.telemetry"):
+            assert fold_message(data) == expected
+            assert fold_message(data) == expected
+            run = fold(frames)
+            next(iter(run))
+            run.close()  # cancelled: recorded, and the failure swallowed
+            with pytest.raises(StreamProtocolError):  # the fold's own error, unchanged
+                fold_message([data[:200] + b"data: {not json}\n\n"])
+    finally:
+        telemetry.uninstrument()
+        monkey.undo()
+    logged = [r for r in caplog.records if r.name == "streamfold.telemetry"]
+    assert len(logged) == 1  # once, not per fold
+    assert logged[0].exc_info is not None and "down" in str(logged[0].exc_info[1])
