@@ -461,7 +461,9 @@ def _record(args: argparse.Namespace, out: IO[str]) -> int:
     from .record import tee
 
     provider = canonical_provider(args.provider) if args.provider else None
-    events = tee((chunk for _, chunk in _stdin_chunks()), args.out, provider)
+    # The request was sent by whatever writes to stdin, at a moment this process cannot
+    # know: the timing starts at the first byte read, not at this process's start-up.
+    events = tee((chunk for _, chunk in _stdin_chunks()), args.out, provider, from_first_chunk=True)
     sink = make_sink(_mode(args), out)
     sink.start(f"recording to {args.out}", 0)
     try:
