@@ -175,6 +175,7 @@ class Tee(Fold):
                 for chunk in self._chunks:
                     # Written before it is folded: a chunk that breaks the fold is kept.
                     writer.write(chunk)
+                    folder.timing.start()  # (from_first_chunk: on its arrival, not its fold)
                     if not folder.finished:
                         yield from folder.feed(chunk)
                 if not folder.finished:
