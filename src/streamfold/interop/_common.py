@@ -261,13 +261,11 @@ def own_block(part: ContentPart, provider: str, message: Message) -> dict[str, A
 def fold_events(
     function: str, events: Sequence[Mapping[str, Any]], provider: str, *, done: bool = False
 ) -> Message:
-    """The Message the provider's decoder folds from these wire events, without `timing`:
-    an object read back had no stream whose arrival could be timed."""
+    """The Message the provider's decoder folds from these wire events."""
     try:
         message = fold_message(sse(events, done=done), provider=provider)
     except StreamfoldError as exc:  # a value the provider's own stream could not carry
         raise InteropError(function, f"content a {provider} stream could carry", str(exc)) from None
-    message.metadata.pop("timing", None)
     return message
 
 
