@@ -43,20 +43,39 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 
 from pydantic import TypeAdapter
 
+from ..errors import InteropError
 from ..message import Message, Status, StopReason, ToolCall, Usage
 from ..parts import Citation, ContentPart
 from ._common import (
     build_message,
     check_message,
+    described,
     dict_field,
     is_tool_activity,
     read_object,
     saved_end,
 )
 
-__all__ = ["from_model_response", "to_model_response"]
+__all__ = ["PROVIDER_NAMES", "from_model_response", "to_model_response"]
 
 _RESPONSE: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
+
+PROVIDER_NAMES: dict[str, str] = {
+    "anthropic": "anthropic",
+    "openai-chat": "openai",
+    "openai-responses": "openai",
+    "gemini": "google",
+    "bedrock": "bedrock",
+    "ollama": "ollama",
+}
+"""streamfold's provider name -> the `provider_name` pydantic-ai's own model writes for it
+(its `OpenAIChatModel` / `OpenAIResponsesModel` with `OpenAIProvider`, `GoogleModel` with
+`GoogleProvider`, ...). A provider not listed keeps streamfold's name."""
+
+# The providers whose `canonical_system` pydantic-ai writes on every response (it depends on
+# the client: Gemini API or Google Cloud, OpenAI or Azure); pydantic-ai reads it to decide
+# whether a thinking signature or encrypted reasoning may go back to that provider.
+_CANONICAL = frozenset({"openai", "azure", "google", "google-cloud"})
 
 _FINISH: dict[str, str] = {
     "stop": "stop",
@@ -66,6 +85,9 @@ _FINISH: dict[str, str] = {
     "refusal": "content_filter",
     "error": "error",
 }
+# The APIs whose finish reason says nothing of tool calls (Responses' `completed`,
+# Gemini's `STOP`): pydantic-ai names a tool-calling turn's end `stop` there.
+_NO_TOOL_FINISH = frozenset({"openai-responses", "gemini"})
 _FINISH_BACK: dict[str, tuple[Status, StopReason]] = {
     "stop": ("complete", "stop"),
     "tool_call": ("complete", "tool_use"),
@@ -76,37 +98,54 @@ _FINISH_BACK: dict[str, tuple[Status, StopReason]] = {
 _STATE = {"incomplete": "incomplete", "cancelled": "interrupted", "error": "interrupted"}
 
 _NAME = "a pydantic-ai ModelResponse"
-_OURS = "provider_details['streamfold']"
+_OURS = "metadata['streamfold']"
+_OLD_OURS = "provider_details['streamfold']"
 
 # Message metadata that has a field of its own on a ModelResponse.
 _OWN_FIELDS = ("provider", "model", "id")
 
 
-def to_model_response(message: Message) -> ModelResponse:
-    """The Message as a pydantic-ai `ModelResponse` (see the module docstring)."""
+def to_model_response(message: Message, *, provider_name: str | None = None) -> ModelResponse:
+    """The Message as a pydantic-ai `ModelResponse` (see the module docstring).
+
+    `provider_name`: the name of the pydantic-ai provider the history goes back to, when it
+    is not the one `PROVIDER_NAMES` gives for the stream's API (`"azure"`, `"google-cloud"`,
+    `"deepseek"`...): pydantic-ai sends signatures and encrypted reasoning back only to the
+    provider named on the parts.
+    """
     message = check_message("to_model_response", message)
-    provider = message.metadata.get("provider")
-    provider_name = provider if isinstance(provider, str) else None
-    names: dict[str, str] = {}  # a built-in tool call's id -> its tool name, for its return
-    parts = [_part(item, provider_name, names) for item in message.stream_order()]
+    if provider_name is not None and not isinstance(provider_name, str):
+        raise InteropError("to_model_response", "provider_name as a str", described(provider_name))
+    api = message.metadata.get("provider")
+    api = api if isinstance(api, str) else None
+    name = provider_name or (PROVIDER_NAMES.get(api, api) if api is not None else None)
+    writer = _Writer(api, name)
+    order = message.stream_order()
+    parts = [writer.part(item, order, i) for i, item in enumerate(order)]
     usage = message.usage
     meta = {k: v for k, v in message.metadata.items() if k not in _OWN_FIELDS}
+    stop = message.stop_reason or ""
+    finish = "stop" if stop == "tool_use" and api in _NO_TOOL_FINISH else _FINISH.get(stop)
     data: dict[str, Any] = {
         "kind": "response",
         "parts": parts,
         "model_name": _str(message.metadata.get("model")),
-        "provider_name": provider_name,
+        "provider_name": name,
+        "canonical_system": name if name in _CANONICAL else None,
         "provider_response_id": _str(message.metadata.get("id")),
-        "finish_reason": _FINISH.get(message.stop_reason or ""),
+        "finish_reason": finish,
         "state": _STATE.get(message.status, "complete"),
-        "provider_details": {
-            "finish_reason": message.raw_stop_reason,
+        "provider_details": {"finish_reason": message.raw_stop_reason},
+        # streamfold's own, where pydantic-ai keeps it and never sends it to a model.
+        "metadata": {
             "streamfold": {
+                "api": api,
                 "status": message.status,
                 "stop_reason": message.stop_reason,
                 "usage": None if usage is None else usage.raw,
                 "metadata": meta,
-            },
+                "parts": writer.saved,
+            }
         },
     }
     if usage is not None:
@@ -124,48 +163,93 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _part(
-    item: ContentPart | ToolCall, provider: str | None, names: dict[str, str]
-) -> dict[str, Any]:
-    if isinstance(item, ToolCall):
-        call: dict[str, Any] = {
-            "part_kind": "tool-call",
-            "tool_name": item.name or "",
-            "args": item.arguments,
-            "provider_name": provider,
-            "provider_details": dict(item.metadata) or None,
-        }
+class _Writer:
+    """The parts as pydantic-ai's own model for the stream's API writes them: what that
+    model sends back (signatures, item ids, Gemini's thought signatures) where it reads it,
+    everything else of streamfold's in `saved` (the response's metadata)."""
+
+    def __init__(self, api: str | None, name: str | None) -> None:
+        self.api = api
+        self.name = name
+        self.names: dict[str, str] = {}  # a built-in tool call's id -> its tool name
+        self.saved: list[dict[str, Any]] = []  # each part's streamfold form, in order
+
+    def part(
+        self, item: ContentPart | ToolCall, order: list[ContentPart | ToolCall], i: int
+    ) -> dict[str, Any]:
+        if isinstance(item, ToolCall):
+            self.saved.append({"kind": "tool-call", "metadata": dict(item.metadata)})
+            return self._call(item)
+        self.saved.append(
+            {
+                "kind": item.type,
+                "options": dict(item.options),
+                "citations": [c.model_dump(mode="json") for c in item.citations],
+            }
+        )
+        options = dict(item.options)
+        if item.type == "unsupported":
+            return _opaque(item, options, self.name, self.names)
+        if item.type == "thinking":
+            return self._thinking(item, order, i)
+        return self._text(item)
+
+    def _call(self, item: ToolCall) -> dict[str, Any]:
+        call: dict[str, Any] = {"part_kind": "tool-call", "tool_name": item.name or "",
+                                "args": item.arguments}  # fmt: skip
         if item.call_id is not None:
             call["tool_call_id"] = item.call_id
+        item_id = item.metadata.get("item_id")
+        if self.api == "openai-responses" and isinstance(item_id, str):
+            call.update(id=item_id, provider_name=self.name)
+        signature = item.metadata.get("thought_signature")
+        if self.api == "gemini" and isinstance(signature, str):
+            call.update(provider_name=self.name, provider_details={"thought_signature": signature})
         return call
-    options = dict(item.options)
-    if item.type == "unsupported":
-        return _opaque(item, options, provider, names)
-    item_id = options.pop("id", None) if isinstance(options.get("id"), str) else None
-    if item.citations:
-        # streamfold's own, whole, for the way back; pydantic-ai's in `citations`.
-        options["citations"] = [c.model_dump(mode="json") for c in item.citations]
-    if item.type == "thinking":
-        signature = options.pop("signature", None)
-        return {
-            "part_kind": "thinking",
+
+    def _thinking(
+        self, item: ContentPart, order: list[ContentPart | ToolCall], i: int
+    ) -> dict[str, Any]:
+        options = item.options
+        item_id = _str(options.get("id"))
+        signature = _str(options.get("signature"))
+        if self.api == "openai-responses":
+            # One reasoning item, several summary parts: pydantic-ai keeps the item's
+            # encrypted content on its first part; streamfold has it on the last.
+            signature = None
+            first = i == 0 or _item_id(order[i - 1]) != item_id or item_id is None
+            if first:
+                for later in order[i:]:
+                    if _item_id(later) != item_id:
+                        break
+                    found = _str(later.options.get("encrypted_content"))  # type: ignore[union-attr]
+                    signature = found or signature
+        if self.api == "gemini":
+            # A Gemini thought part carries no signature of its own; a signed one keeps it.
+            owner = self.name if signature is not None else None
+            details = None if signature is None else {"thought_signature": signature}
+            return {"part_kind": "thinking", "content": item.content or "",
+                    "provider_name": owner, "provider_details": details}  # fmt: skip
+        return {"part_kind": "thinking", "content": item.content or "", "id": item_id,
+                "signature": signature, "provider_name": self.name}  # fmt: skip
+
+    def _text(self, item: ContentPart) -> dict[str, Any]:
+        text: dict[str, Any] = {
+            "part_kind": "text",
             "content": item.content or "",
-            "id": item_id,
-            "signature": signature if isinstance(signature, str) else None,
-            "provider_name": provider,
-            "provider_details": options or None,
+            "id": _str(item.options.get("id")),
+            "citations": [_citation(c, len(item.content or "")) for c in item.citations] or None,
         }
-    # Text, and a media part (its kind kept, so it comes back as it was).
-    if item.type != "text":
-        options["part_type"] = item.type
-    return {
-        "part_kind": "text",
-        "content": item.content or "",
-        "id": item_id,
-        "provider_name": provider,
-        "provider_details": options or None,
-        "citations": [_citation(c, len(item.content or "")) for c in item.citations] or None,
-    }
+        signature = _str(item.options.get("signature"))
+        if self.api == "gemini" and signature is not None:
+            text.update(provider_name=self.name, provider_details={"thought_signature": signature})
+        return text
+
+
+def _item_id(item: ContentPart | ToolCall) -> str | None:
+    if isinstance(item, ToolCall) or item.type != "thinking":
+        return None
+    return _str(item.options.get("id"))
 
 
 def _citation(citation: Citation, length: int) -> dict[str, Any]:
@@ -221,27 +305,41 @@ def _opaque(
 
 
 def from_model_response(response: ModelResponse | dict[str, Any]) -> Message:
-    """A pydantic-ai `ModelResponse` (or its JSON dict) as a Message."""
+    """A pydantic-ai `ModelResponse` (or its JSON dict) as a Message.
+
+    Reads what `to_model_response` writes (streamfold's own in `metadata['streamfold']`,
+    or in `provider_details['streamfold']` as earlier versions wrote it), and a response
+    pydantic-ai's own models built."""
     response = read_object(
         "from_model_response", _NAME, ModelResponse, response, _RESPONSE.validate_python
     )
-    details = response.provider_details or {}
-    ours = dict_field("from_model_response", details.get("streamfold"), _OURS)
+    details = dict_field("from_model_response", response.provider_details, "provider_details")
+    saved = dict_field("from_model_response", response.metadata, "metadata")
+    if "streamfold" in saved:
+        ours = dict_field("from_model_response", saved["streamfold"], _OURS)
+    else:
+        ours = dict_field("from_model_response", details.get("streamfold"), _OLD_OURS)
     status: Status
     stop: StopReason | None
     status, stop = _FINISH_BACK.get(response.finish_reason or "", ("complete", None))
     if response.state in ("incomplete", "interrupted"):
         status = "incomplete"
     status, stop = saved_end("from_model_response", ours, status, stop)
+    if stop == "stop" and any(p.part_kind == "tool-call" for p in response.parts):
+        # pydantic-ai names a Responses or Gemini tool-calling turn's end `stop`.
+        stop = "tool_use" if "stop_reason" not in ours else stop
     metadata = dict_field("from_model_response", ours.get("metadata"), f"{_OURS}['metadata']")
     for key, value in (
-        ("provider", response.provider_name),
+        ("provider", ours.get("api", response.provider_name)),
         ("model", response.model_name),
         ("id", response.provider_response_id),
     ):
-        if value is not None:
+        if isinstance(value, str):
             metadata[key] = value
-    order = [_item(part) for part in response.parts]
+    kept = ours.get("parts")
+    if not isinstance(kept, list) or len(kept) != len(response.parts):
+        kept = [None] * len(response.parts)  # written elsewhere, or its parts since changed
+    order = [_item(part, keep) for part, keep in zip(response.parts, kept, strict=True)]
     raw_stop = details.get("finish_reason")
     return build_message(
         [item for item in order if item is not None],
@@ -290,12 +388,31 @@ def _from_citation(citation: Any) -> Citation:
     )
 
 
-def _item(part: Any) -> ContentPart | ToolCall | None:
+def _saved(part: Any, keep: object) -> dict[str, Any] | None:
+    """A part's streamfold form as `to_model_response` saved it, if it is still this part's."""
+    if not isinstance(keep, dict):
+        return None
+    kind = keep.get("kind")
+    if part.part_kind == "tool-call":
+        return keep if kind == "tool-call" else None
+    if kind == "unsupported" or kind == "tool-call":
+        return None  # its block is read from the part itself
+    if (kind == "thinking") != (part.part_kind == "thinking"):
+        return None
+    return keep
+
+
+def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
     details: dict[str, Any] = dict(part.provider_details or {})
     if isinstance(details.get("block"), dict) and isinstance(details.get("type"), str):
         return ContentPart(type="unsupported", options=details)  # an opaque block, whole
     kind = part.part_kind
+    saved = _saved(part, keep)
     if kind == "tool-call":
+        if saved is not None:
+            details = dict_field("from_model_response", saved.get("metadata"), f"{_OURS}['parts']")
+        elif part.id is not None:
+            details.setdefault("item_id", part.id)  # a Responses function call's item
         return ToolCall(
             call_id=part.tool_call_id,
             name=part.tool_name,
@@ -305,16 +422,34 @@ def _item(part: Any) -> ContentPart | ToolCall | None:
         )
     if kind not in ("text", "thinking"):
         return None  # a part a provider's stream has no form for (a file, a native tool's)
+    if saved is not None:
+        options = dict_field("from_model_response", saved.get("options"), f"{_OURS}['parts']")
+        cited = saved.get("citations")
+        if not isinstance(cited, list):
+            raise InteropError("from_model_response", f"{_OURS}['parts'] citations as a list",
+                               described(cited))  # fmt: skip
+        citations = [Citation.model_validate(c) for c in cited]
+        part_type = saved.get("kind")
+        if not isinstance(part_type, str):
+            raise InteropError("from_model_response", f"{_OURS}['parts'] kind as a str",
+                               described(part_type))  # fmt: skip
+        return ContentPart(type=part_type, content=part.content, options=options,
+                           citations=citations)  # fmt: skip
     ours = details.pop("citations", None)
-    if isinstance(ours, list):
-        citations = [Citation.model_validate(c) for c in ours]
+    if isinstance(ours, list) and all(isinstance(c, dict) and "sources" not in c for c in ours):
+        citations = [Citation.model_validate(c) for c in ours]  # streamfold's, as written before
     else:
         citations = [_from_citation(c) for c in getattr(part, "citations", None) or []]
+    thought = details.pop("thought_signature", None)  # Gemini's, as pydantic-ai keeps it
+    if isinstance(thought, str):
+        details["signature"] = thought
     if part.id is not None:
         details["id"] = part.id
     if kind == "thinking":
         if part.signature is not None:
-            details["signature"] = part.signature
+            # A Responses reasoning item's encrypted content, else a signature.
+            key = "encrypted_content" if (part.id or "").startswith("rs_") else "signature"
+            details[key] = part.signature
         return ContentPart(type="thinking", content=part.content, options=details)
     part_type = details.pop("part_type", "text")
     return ContentPart(type=part_type, content=part.content, options=details, citations=citations)
