@@ -96,9 +96,14 @@ def test_pydantic_ai_parts_are_the_ones_pydantic_ai_users_expect() -> None:
     assert search.tool_name == found.tool_name == "web_search"  # type: ignore[union-attr]
     assert search.args == {"query": "San Francisco weather today"}  # type: ignore[union-attr]
     assert search.tool_call_id == found.tool_call_id  # type: ignore[union-attr]
-    assert text.provider_details == {"utterance": "narration", INFERRED_OPTION: True}
+    # The narration / answer markers are streamfold's own: in the response's metadata,
+    # which pydantic-ai never sends to a model.
+    assert text.provider_details is None
+    assert response.metadata is not None
+    saved = response.metadata["streamfold"]["parts"]
+    assert saved[3]["options"] == {"utterance": "narration", INFERRED_OPTION: True}
+    assert saved[-1]["options"] == {"utterance": "answer", INFERRED_OPTION: True}
     answers = [p for p in response.parts if p.part_kind == "text"]
-    assert answers[-1].provider_details == {"utterance": "answer", INFERRED_OPTION: True}
     cited = next(p for p in answers if p.citations)
     assert cited.citations[0].sources[0].kind == "web"  # type: ignore[union-attr]
     assert cited.citations[0].sources[0].excerpts  # the cited text  # type: ignore[union-attr]

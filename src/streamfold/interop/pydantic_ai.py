@@ -242,7 +242,9 @@ class _Writer:
         }
         signature = _str(item.options.get("signature"))
         if self.api == "gemini" and signature is not None:
-            text.update(provider_name=self.name, provider_details={"thought_signature": signature})
+            text["provider_details"] = {"thought_signature": signature}
+        if text["id"] is not None or text["citations"] or "provider_details" in text:
+            text["provider_name"] = self.name  # data only that provider reads back
         return text
 
 
@@ -280,9 +282,10 @@ def _opaque(
     kind = str(options.get("type") or block.get("type") or "unsupported")
     common = {"provider_name": provider, "provider_details": options}
     if kind == "redacted_thinking":
+        # As pydantic-ai's AnthropicModel writes it; the block is in the response's metadata.
         data = block.get("data")
-        return {"part_kind": "thinking", "content": "", "id": kind,
-                "signature": data if isinstance(data, str) else None, **common}  # fmt: skip
+        return {"part_kind": "thinking", "content": "", "id": kind, "provider_name": provider,
+                "signature": data if isinstance(data, str) else None}  # fmt: skip
     if kind == "compaction":
         return {"part_kind": "compaction", "content": _str(block.get("content")), **common}
     result_of = block.get("tool_use_id", options.get("tool_use_id"))
@@ -395,8 +398,12 @@ def _saved(part: Any, keep: object) -> dict[str, Any] | None:
     kind = keep.get("kind")
     if part.part_kind == "tool-call":
         return keep if kind == "tool-call" else None
-    if kind == "unsupported" or kind == "tool-call":
-        return None  # its block is read from the part itself
+    if kind == "tool-call":
+        return None
+    if kind == "unsupported":
+        # Its block is read from the part itself, but for redacted thinking: pydantic-ai's
+        # form of it has no room for the block.
+        return keep if part.part_kind == "thinking" else None
     if (kind == "thinking") != (part.part_kind == "thinking"):
         return None
     return keep
@@ -430,6 +437,8 @@ def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
                                described(cited))  # fmt: skip
         citations = [Citation.model_validate(c) for c in cited]
         part_type = saved.get("kind")
+        if part_type == "unsupported":
+            return ContentPart(type="unsupported", options=options)
         if not isinstance(part_type, str):
             raise InteropError("from_model_response", f"{_OURS}['parts'] kind as a str",
                                described(part_type))  # fmt: skip
@@ -445,6 +454,11 @@ def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
         details["signature"] = thought
     if part.id is not None:
         details["id"] = part.id
+    if kind == "thinking" and part.id == "redacted_thinking" and part.signature is not None:
+        block = {"type": "redacted_thinking", "data": part.signature}  # as Anthropic sent it
+        return ContentPart(
+            type="unsupported", options={"type": "redacted_thinking", "block": block}
+        )
     if kind == "thinking":
         if part.signature is not None:
             # A Responses reasoning item's encrypted content, else a signature.
