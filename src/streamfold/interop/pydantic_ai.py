@@ -45,7 +45,7 @@ from pydantic import TypeAdapter
 
 from ..errors import InteropError
 from ..message import Message, Status, StopReason, ToolCall, Usage
-from ..parts import Citation, ContentPart
+from ..parts import Citation, ContentPart, utterance, utterance_inferred
 from ._common import (
     build_message,
     check_message,
@@ -230,6 +230,8 @@ class _Writer:
             details = None if signature is None else {"thought_signature": signature}
             return {"part_kind": "thinking", "content": item.content or "",
                     "provider_name": owner, "provider_details": details}  # fmt: skip
+        if self.api == "openai-chat":
+            signature = None  # OpenRouter's, which pydantic-ai's OpenAIChatModel does not read
         return {"part_kind": "thinking", "content": item.content or "", "id": item_id,
                 "signature": signature, "provider_name": self.name}  # fmt: skip
 
@@ -243,9 +245,26 @@ class _Writer:
         signature = _str(item.options.get("signature"))
         if self.api == "gemini" and signature is not None:
             text["provider_details"] = {"thought_signature": signature}
+        if self.api == "openai-responses":
+            details = _responses_text(item)
+            if details:
+                text["provider_details"] = details
         if text["id"] is not None or text["citations"] or "provider_details" in text:
             text["provider_name"] = self.name  # data only that provider reads back
         return text
+
+
+def _responses_text(item: ContentPart) -> dict[str, Any]:
+    """What pydantic-ai's OpenAIResponsesModel keeps of an output text: its logprobs, and
+    the message's `phase` (sent back, so the model tells its commentary from its answer)."""
+    details: dict[str, Any] = {}
+    logprobs = item.options.get("logprobs")
+    if isinstance(logprobs, list):
+        details["logprobs"] = logprobs
+    marker = utterance(item)
+    if marker is not None and not utterance_inferred(item):  # only the provider's own
+        details["phase"] = "commentary" if marker == "narration" else "final_answer"
+    return details
 
 
 def _item_id(item: ContentPart | ToolCall) -> str | None:
@@ -449,6 +468,9 @@ def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
         citations = [Citation.model_validate(c) for c in ours]  # streamfold's, as written before
     else:
         citations = [_from_citation(c) for c in getattr(part, "citations", None) or []]
+    phase = details.pop("phase", None)  # a Responses message's, as pydantic-ai keeps it
+    if phase in ("commentary", "final_answer"):
+        details["utterance"] = "narration" if phase == "commentary" else "answer"
     thought = details.pop("thought_signature", None)  # Gemini's, as pydantic-ai keeps it
     if isinstance(thought, str):
         details["signature"] = thought
