@@ -15,6 +15,7 @@ For the same recording:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -292,10 +293,9 @@ def _next_turn(response: ModelResponse) -> list[ModelMessage]:
 async def _request_from(
     kind: str, base_url: str, recording: str, capture: Capture, response: ModelResponse, key: str
 ) -> dict[str, Any]:
-    try:
+    # The server may refuse the follow-up; the request it got is what is compared.
+    with contextlib.suppress(ModelAPIError):
         await _stream(kind, base_url, recording, _next_turn(response), capture=key)
-    except ModelAPIError:
-        pass  # the server may refuse the follow-up; the request it got is what is compared
     return capture.bodies.pop(key)
 
 
