@@ -132,7 +132,8 @@ DIFFERENCES = {
     "Gemini tool_call_id": "Gemini sends no call id: pydantic-ai makes a random one, "
     "streamfold a stable <name>_<n>",
     "Chat Completions thinking id": "pydantic-ai names the field the reasoning came in "
-    "(reasoning / reasoning_content); the fold does not keep which",
+    "(reasoning / reasoning_content) and sends it back in that field; the fold does not keep "
+    "which, so OpenAIChatModel sends streamfold's back as <think> text",
     "Chat Completions thinking provider_details": "OpenRouter's reasoning format: streamfold "
     "keeps it in metadata['streamfold']['parts']",
     "Gemini streamed function call arguments": "pydantic-ai's GoogleModel reads a call whose "
@@ -357,6 +358,7 @@ async def test_next_request_equals_the_one_from_pydantic_ais_own(
 ) -> None:
     kind, recording, theirs, ours = judged
     base_url, capture = server
+    theirs = _without_listed_differences(theirs, ours, kind, recording)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from_theirs = await _request_from(kind, base_url, recording, capture, theirs, "theirs")
@@ -367,6 +369,23 @@ async def test_next_request_equals_the_one_from_pydantic_ais_own(
     sent, own = json.dumps(from_ours), json.dumps(from_theirs)
     for secret in _secrets(theirs):
         assert (secret in sent) == (secret in own)
+
+
+def _without_listed_differences(
+    theirs: ModelResponse, ours: ModelResponse, kind: str, recording: str
+) -> ModelResponse:
+    """pydantic-ai's own response with the listed differences that change the next request
+    made as in ours: a Chat Completions thinking part without the name of its field (sent
+    back in <think> tags, not in that field), and Gemini's streamed arguments as they came."""
+    parts = list(theirs.parts)
+    for i, part in enumerate(parts):
+        if kind == "chat" and part.part_kind == "thinking":
+            parts[i] = dataclasses.replace(part, id=None)
+        if recording in _STREAMED_ARGS and part.part_kind == "tool-call":
+            mine = ours.parts[i]
+            assert mine.part_kind == "tool-call"
+            parts[i] = dataclasses.replace(part, args=mine.args_as_dict())
+    return dataclasses.replace(theirs, parts=parts)
 
 
 def _secrets(response: ModelResponse) -> list[str]:
