@@ -136,6 +136,8 @@ DIFFERENCES = {
     "which, so OpenAIChatModel sends streamfold's back as <think> text",
     "Chat Completions thinking provider_details": "OpenRouter's reasoning format: streamfold "
     "keeps it in metadata['streamfold']['parts']",
+    "xAI output_tokens": "xAI's completion_tokens leave the reasoning out; streamfold counts "
+    "it in, as every other provider does, pydantic-ai copies xAI's",
     "Gemini streamed function call arguments": "pydantic-ai's GoogleModel reads a call whose "
     "arguments Gemini streams in pieces (partialArgs) as {}; streamfold keeps them",
 }
@@ -156,6 +158,8 @@ def _view(response: ModelResponse, kind: str, recording: str) -> dict[str, Any]:
     details = data.get("provider_details") or {}
     data["provider_details"] = {"finish_reason": details.get("finish_reason")}
     data["usage"] = {k: v for k, v in data["usage"].items() if k in _USAGE_FIELDS}
+    if recording.startswith("xai/") and kind == "chat":
+        data["usage"].pop("output_tokens")
     for part, original in zip(data["parts"], response.parts, strict=True):
         part.pop("timestamp", None)
         if part["part_kind"] == "tool-call":
