@@ -41,9 +41,10 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 
     raise missing_library("pydantic_ai", "pydantic-ai-slim", "pydantic-ai") from None
 
+import pydantic
 from pydantic import TypeAdapter
 
-from ..errors import InteropError
+from ..errors import InteropError, StreamfoldError, preview
 from ..message import Message, Status, StopReason, ToolCall, Usage
 from ..parts import Citation, ContentPart, utterance, utterance_inferred
 from ._common import (
@@ -52,6 +53,7 @@ from ._common import (
     described,
     dict_field,
     is_tool_activity,
+    library_call,
     read_object,
     saved_end,
 )
@@ -98,6 +100,9 @@ _FINISH_BACK: dict[str, tuple[Status, StopReason]] = {
 _STATE = {"incomplete": "incomplete", "cancelled": "interrupted", "error": "interrupted"}
 
 _NAME = "a pydantic-ai ModelResponse"
+# What pydantic-ai's own validators raise, besides a ValidationError, on shapes they do
+# not check (a part's kind told apart by a function of its dict).
+_VALIDATOR_ERRORS = (ValueError, TypeError, KeyError, AttributeError, RecursionError)
 _OURS = "metadata['streamfold']"
 _OLD_OURS = "provider_details['streamfold']"
 
@@ -332,9 +337,35 @@ def from_model_response(response: ModelResponse | dict[str, Any]) -> Message:
     Reads what `to_model_response` writes (streamfold's own in `metadata['streamfold']`,
     or in `provider_details['streamfold']` as earlier versions wrote it), and a response
     pydantic-ai's own models built."""
-    response = read_object(
-        "from_model_response", _NAME, ModelResponse, response, _RESPONSE.validate_python
+    if isinstance(response, ModelResponse):
+        # A dataclass holds whatever it was given (pydantic-ai builds its own without
+        # checking): it is read as its JSON form would be.
+        given = response
+        response = library_call(
+            "from_model_response",
+            _NAME,
+            lambda: _RESPONSE.dump_python(given, mode="json", warnings=False),
+        )
+    checked = read_object(
+        "from_model_response",
+        _NAME,
+        ModelResponse,
+        response,
+        _RESPONSE.validate_python,
+        _VALIDATOR_ERRORS,
     )
+    # What no JSON text can hold (a lone surrogate) or no writer can nest (past the
+    # serializer's depth) is refused here, not in a Message that cannot be written.
+    library_call("from_model_response", _NAME, lambda: _RESPONSE.dump_json(checked))
+    try:
+        return _message(checked)
+    except (pydantic.ValidationError, StreamfoldError) as exc:
+        if isinstance(exc, InteropError):
+            raise
+        raise InteropError("from_model_response", _NAME, preview(str(exc))) from None
+
+
+def _message(response: ModelResponse) -> Message:
     details = dict_field("from_model_response", response.provider_details, "provider_details")
     saved = dict_field("from_model_response", response.metadata, "metadata")
     if "streamfold" in saved:
