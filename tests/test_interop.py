@@ -117,6 +117,65 @@ def test_pydantic_ai_parts_are_the_ones_pydantic_ai_users_expect() -> None:
     assert len(tool_calls) == 2 and calls.finish_reason == "tool_call"
 
 
+def test_pydantic_ai_hostile_responses_are_interop_errors() -> None:
+    import dataclasses
+
+    response = to_pydantic_ai.to_model_response(MESSAGES["anthropic/thinking-signature.sse"])
+    text = response.parts[1]
+    assert text.part_kind == "text"
+    # A lone surrogate: pydantic-ai's dataclass holds it, no JSON text can.
+    lone = dataclasses.replace(response, parts=[dataclasses.replace(text, content="a\ud800")])
+    with pytest.raises(InteropError, match="surrogates not allowed"):
+        to_pydantic_ai.from_model_response(lone)
+    # A dataclass holding what its type does not say (pydantic-ai does not check).
+    wrong = dataclasses.replace(response)
+    wrong.parts = [{"part_kind": "text", "content": 5}]  # type: ignore[list-item]
+    with pytest.raises(InteropError):
+        to_pydantic_ai.from_model_response(wrong)
+    # Nesting deeper than any writer goes, as an object and as its dict.
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    nested = dataclasses.replace(response, metadata={"streamfold": {"metadata": {"x": deep}}})
+    with pytest.raises(InteropError):
+        to_pydantic_ai.from_model_response(nested)
+    as_dict = TypeAdapter(ModelResponse).dump_python(response, mode="json")
+    as_dict["metadata"] = {"streamfold": {"metadata": {"x": deep}}}
+    with pytest.raises(InteropError):
+        to_pydantic_ai.from_model_response(as_dict)
+    with pytest.raises(InteropError, match="provider_name as a str"):
+        to_pydantic_ai.to_model_response(MESSAGES["anthropic/text-basic.sse"], provider_name=5)  # type: ignore[arg-type]
+
+
+def test_pydantic_ai_provider_name_names_the_provider_the_history_goes_to() -> None:
+    message = MESSAGES["gemini/thought-parts-signature.sse"]
+    assert to_pydantic_ai.to_model_response(message).provider_name == "google"
+    vertex = to_pydantic_ai.to_model_response(message, provider_name="google-cloud")
+    assert (vertex.provider_name, vertex.canonical_system) == ("google-cloud", "google-cloud")
+    signed = vertex.parts[1]
+    assert signed.provider_name == "google-cloud" and signed.provider_details
+    assert to_pydantic_ai.from_model_response(vertex).metadata["provider"] == "gemini"
+    assert to_pydantic_ai.PROVIDER_NAMES["openai-responses"] == "openai"
+
+
+def test_pydantic_ai_reads_the_form_earlier_versions_wrote() -> None:
+    message = MESSAGES["openai-responses/reasoning-summary.sse"]
+    # As streamfold wrote it before: its own data in provider_details, each part's options
+    # in the part's provider_details, the encrypted content among them.
+    old = TypeAdapter(ModelResponse).dump_python(
+        to_pydantic_ai.to_model_response(message), mode="json"
+    )
+    ours = old.pop("metadata")["streamfold"]
+    saved = ours.pop("parts")
+    old["provider_details"]["streamfold"] = ours
+    for part, keep in zip(old["parts"], saved, strict=True):
+        part["provider_details"] = keep["options"] or None
+        part["signature"] = None
+    back = to_pydantic_ai.from_model_response(old)
+    assert back.content == message.content
+    assert back.status == message.status and back.stop_reason == message.stop_reason
+
+
 # --- LangChain -------------------------------------------------------------------------------
 
 
