@@ -1,29 +1,35 @@
 """Messages as pydantic-ai's `ModelResponse`, and back (`streamfold[pydantic-ai]`).
 
-`to_model_response(message)` gives a `ModelResponse` validated by pydantic-ai's own type
-adapter, its parts in the streamed order:
-- text: a `TextPart` (the Responses item id as its `id`, its citations as pydantic-ai's
-  `citations`: the source, the cited text as an excerpt, the span as a content anchor);
-  its options, with the narration / answer marker (`utterance`, and
-  `utterance_inferred` when streamfold inferred it), in `provider_details` (and the
-  citations whole, as streamfold's JSON, under `citations`);
-- thinking: a `ThinkingPart` with its `signature` and item `id`, other options in
-  `provider_details`;
-- tool calls: `ToolCallPart` (arguments as a dict; the call's metadata in
-  `provider_details`);
+`to_model_response(message)` gives the `ModelResponse` pydantic-ai's own model for the
+stream's API builds (`AnthropicModel`, `OpenAIChatModel`, `OpenAIResponsesModel`,
+`GoogleModel`), validated by pydantic-ai's type adapter, its parts in the streamed order, so
+that the model sends it back as it sends its own:
+- the provider named as pydantic-ai names it (`PROVIDER_NAMES`; `provider_name=` for
+  another, such as `"google-cloud"` or `"azure"`), with its `canonical_system` where
+  pydantic-ai writes one: pydantic-ai sends signatures and encrypted reasoning back only to
+  the provider named on the part;
+- text: a `TextPart` (the Responses item id as its `id`, its `phase` and logprobs and
+  Gemini's thought signature in `provider_details`, citations as pydantic-ai's `citations`);
+- thinking: a `ThinkingPart` with its `signature` (a Responses reasoning item's encrypted
+  content on its first part) and item `id`; redacted thinking as pydantic-ai's
+  `AnthropicModel` writes it (`id="redacted_thinking"`, the data as its signature);
+- tool calls: `ToolCallPart` (arguments as a dict; the Responses item id as its `id`,
+  Gemini's thought signature in `provider_details`);
 - tools the provider ran (server tools, built-in items, executed code): a
-  `NativeToolCallPart` (pydantic-ai's built-in tool call; the input as `args`) and its
-  result a `NativeToolReturnPart` (named after the call it answers); redacted thinking
-  a `ThinkingPart` holding the data as its signature, compaction a `CompactionPart`;
-  any other opaque block a
-  `NativeToolCallPart` named after its type. The block itself is in `provider_details`,
+  `NativeToolCallPart` (the input as `args`) and its result a `NativeToolReturnPart`
+  (named after the call it answers), compaction a `CompactionPart`; any other opaque block
+  a `NativeToolCallPart` named after its type. The block itself is in `provider_details`,
   so it goes back whole;
 - usage as `RequestUsage` (reasoning tokens as `output_reasoning_tokens`), the finish
   reason as pydantic-ai names it, the provider's own in `provider_details["finish_reason"]`,
   and the status as `state`.
-The rest of the Message (its status and stop reason, raw usage and metadata) goes in
-`provider_details["streamfold"]`. `from_model_response(...)` reads a `ModelResponse` (or
-its JSON dict) back; text without a marker is marked by the fold's rule.
+The rest of the Message (its status and stop reason, raw usage and metadata, each part's
+options such as the narration / answer marker) goes in `metadata["streamfold"]`, which
+pydantic-ai never sends to a model. `from_model_response(...)` reads a `ModelResponse` (or
+its JSON dict) back: the form written here, the one earlier versions wrote (streamfold's own
+in `provider_details`), and one pydantic-ai's models built; text without a marker is marked
+by the fold's rule. docs/adapters/pydantic-ai.md lists how the result differs from
+pydantic-ai's own, measured by its own models.
 
 What a round trip (`from_model_response(to_model_response(message))`) loses:
 - a usage count that was not reported reads 0, and the usage is a total (`cumulative`);
