@@ -48,7 +48,7 @@ from pydantic_ai.messages import (  # noqa: E402
 from pydantic_ai.models import Model, ModelRequestParameters  # noqa: E402
 from pydantic_ai.usage import RequestUsage  # noqa: E402
 
-from streamfold.interop.pydantic_ai import to_model_response  # noqa: E402
+from streamfold.interop.pydantic_ai import from_model_response, to_model_response  # noqa: E402
 from streamfold.serve import create_app  # noqa: E402
 
 pytestmark = [
@@ -409,3 +409,27 @@ def test_differences_are_the_documented_ones() -> None:
     for reason in DIFFERENCES:
         assert reason in page, reason
     assert re.search(r"PROVIDER_NAMES", page)
+
+
+@pytest.mark.parametrize("judged", CASES, indirect=True, ids=[f"{k}:{r}" for k, r in CASES])
+async def test_pydantic_ais_own_response_reads_back(
+    judged: tuple[str, str, ModelResponse, ModelResponse],
+) -> None:
+    """`from_model_response` on the response pydantic-ai built itself gives the fold's
+    text, thinking (with its signature or encrypted content) and tool calls."""
+    kind, recording, theirs, _ = judged
+    with (REAL / recording).open("rb") as stream:
+        folded = fold_message(stream)
+    # OpenRouter's reasoning signature: pydantic-ai's OpenAIChatModel does not keep it.
+    secrets = ("encrypted_content",) if kind == "chat" else ("signature", "encrypted_content")
+    back = from_model_response(theirs)
+    assert [(p.type, p.content) for p in back.content] == [
+        (p.type, p.content) for p in folded.content
+    ]
+    assert [{k: p.options.get(k) for k in secrets} for p in back.content] == [
+        {k: p.options.get(k) for k in secrets} for p in folded.content
+    ]
+    calls = [(c.name, c.arguments) for c in back.tool_calls]
+    if recording not in _STREAMED_ARGS:
+        assert calls == [(c.name, c.arguments) for c in folded.tool_calls]
+    assert back.stop_reason == folded.stop_reason

@@ -401,7 +401,7 @@ def _message(response: ModelResponse) -> Message:
     order = [_item(part, keep) for part, keep in zip(response.parts, kept, strict=True)]
     raw_stop = details.get("finish_reason")
     return build_message(
-        [item for item in order if item is not None],
+        _encrypted_last([item for item in order if item is not None]),
         status=status,
         stop_reason=stop,
         raw_stop_reason=raw_stop if isinstance(raw_stop, str) else None,
@@ -445,6 +445,29 @@ def _from_citation(citation: Any) -> Citation:
             "end_index": None if anchor is None else anchor.end,
         }
     )
+
+
+def _encrypted_last(order: list[ContentPart | ToolCall]) -> list[ContentPart | ToolCall]:
+    """A Responses reasoning item's encrypted content on its last summary part, where the
+    fold has it (pydantic-ai keeps it on the first)."""
+    out = list(order)
+    for i, item in enumerate(out):
+        item_id = _item_id(item)
+        secret = None if item_id is None else item.options.get("encrypted_content")  # type: ignore[union-attr]
+        if item_id is None or secret is None:
+            continue
+        last = i
+        while last + 1 < len(out) and _item_id(out[last + 1]) == item_id:
+            last += 1
+        if last != i and out[last].options.get("encrypted_content") is None:  # type: ignore[union-attr]
+            first, end = out[i], out[last]
+            assert isinstance(first, ContentPart) and isinstance(end, ContentPart)
+            kept = {k: v for k, v in first.options.items() if k != "encrypted_content"}
+            out[i] = first.model_copy(update={"options": kept})
+            out[last] = end.model_copy(
+                update={"options": {**end.options, "encrypted_content": secret}}
+            )
+    return out
 
 
 def _saved(part: Any, keep: object) -> dict[str, Any] | None:
