@@ -96,6 +96,15 @@ _FINISH: dict[str, str] = {
 # The APIs whose finish reason says nothing of tool calls (Responses' `completed`,
 # Gemini's `STOP`): pydantic-ai names a tool-calling turn's end `stop` there.
 _NO_TOOL_FINISH = frozenset({"openai-responses", "gemini"})
+# pydantic-ai's OpenAIChatModel reads the finish_reason as it came: a server that ends a
+# tool-calling turn with `stop` (OpenRouter's o3-mini) gives `stop` there.
+_CHAT_FINISH = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_call",
+    "content_filter": "content_filter",
+    "function_call": "tool_call",
+}
 _FINISH_BACK: dict[str, tuple[Status, StopReason]] = {
     "stop": ("complete", "stop"),
     "tool_call": ("complete", "tool_use"),
@@ -137,6 +146,8 @@ def to_model_response(message: Message, *, provider_name: str | None = None) -> 
     meta = {k: v for k, v in message.metadata.items() if k not in _OWN_FIELDS}
     stop = message.stop_reason or ""
     finish = "stop" if stop == "tool_use" and api in _NO_TOOL_FINISH else _FINISH.get(stop)
+    if api == "openai-chat" and message.raw_stop_reason in _CHAT_FINISH:
+        finish = _CHAT_FINISH[message.raw_stop_reason]  # what OpenAIChatModel reads
     data: dict[str, Any] = {
         "kind": "response",
         "parts": parts,
