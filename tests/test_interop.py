@@ -577,3 +577,29 @@ def test_an_adapter_without_its_library_names_the_extra(
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert f"pip install 'streamfold[{extra}]'" in done.stdout
+
+
+def test_pydantic_ai_saved_citation_with_a_non_string_key_is_an_interop_error() -> None:
+    # Found by the adapter fuzz: a dict key no JSON text holds, deep in streamfold's data.
+    response = to_pydantic_ai.to_model_response(
+        MESSAGES["anthropic/web-search-thinking-citations.sse"]
+    )
+    data = TypeAdapter(ModelResponse).dump_python(response, mode="json")
+    saved = data["metadata"]["streamfold"]["parts"]
+    cited = next(p for p in saved if p.get("citations"))
+    cited["citations"][0]["source"] = {1: "int key"}
+    with pytest.raises(InteropError, match="citations"):
+        to_pydantic_ai.from_model_response(data)
+    # The same in the form earlier versions wrote (citations in the part's provider_details).
+    earlier = {
+        "kind": "response",
+        "parts": [
+            {
+                "part_kind": "text",
+                "content": "x",
+                "provider_details": {"citations": [{"source": {1: "int key"}}]},
+            }
+        ],
+    }
+    with pytest.raises(InteropError, match="citations"):
+        to_pydantic_ai.from_model_response(earlier)

@@ -458,6 +458,17 @@ def _from_citation(citation: Any) -> Citation:
     )
 
 
+def _citations(saved: list[Any]) -> list[Citation]:
+    """streamfold's citations as saved in a dict that may come from anywhere."""
+    try:
+        return [Citation.model_validate(c) for c in saved]
+    except (pydantic.ValidationError, TypeError) as exc:
+        # TypeError: a dict whose keys are not strings, which no JSON text holds.
+        raise InteropError(
+            "from_model_response", f"{_OURS}['parts'] citations", preview(str(exc))
+        ) from None
+
+
 def _encrypted_last(order: list[ContentPart | ToolCall]) -> list[ContentPart | ToolCall]:
     """A Responses reasoning item's encrypted content on its last summary part, where the
     fold has it (pydantic-ai keeps it on the first)."""
@@ -525,7 +536,7 @@ def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
         if not isinstance(cited, list):
             raise InteropError("from_model_response", f"{_OURS}['parts'] citations as a list",
                                described(cited))  # fmt: skip
-        citations = [Citation.model_validate(c) for c in cited]
+        citations = _citations(cited)
         part_type = saved.get("kind")
         if part_type == "unsupported":
             return ContentPart(type="unsupported", options=options)
@@ -536,7 +547,7 @@ def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
                            citations=citations)  # fmt: skip
     ours = details.pop("citations", None)
     if isinstance(ours, list) and all(isinstance(c, dict) and "sources" not in c for c in ours):
-        citations = [Citation.model_validate(c) for c in ours]  # streamfold's, as written before
+        citations = _citations(ours)  # streamfold's, as written before
     else:
         citations = [_from_citation(c) for c in getattr(part, "citations", None) or []]
     phase = details.pop("phase", None)  # a Responses message's, as pydantic-ai keeps it
