@@ -603,3 +603,16 @@ def test_pydantic_ai_saved_citation_with_a_non_string_key_is_an_interop_error() 
     }
     with pytest.raises(InteropError, match="citations"):
         to_pydantic_ai.from_model_response(earlier)
+
+
+def test_pydantic_ai_paused_anthropic_turn_is_suspended() -> None:
+    # pydantic-ai's AnthropicModel marks a `pause_turn` response `suspended` (it streamed
+    # this recording so, with its web search tool on), and continues it on the next request.
+    message = MESSAGES["anthropic/web-search-pause-turn.sse"]
+    response = to_pydantic_ai.to_model_response(message)
+    assert response.state == "suspended"
+    data = TypeAdapter(ModelResponse).dump_python(response, mode="json")
+    data["metadata"] = None  # as pydantic-ai's own model writes it: the state alone says so
+    back = to_pydantic_ai.from_model_response(data)
+    assert (back.status, back.stop_reason) == ("complete", "pause")
+    assert to_pydantic_ai.from_model_response(response) == message

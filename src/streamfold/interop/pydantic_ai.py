@@ -156,7 +156,7 @@ def to_model_response(message: Message, *, provider_name: str | None = None) -> 
         "canonical_system": name if name in _CANONICAL else None,
         "provider_response_id": _str(message.metadata.get("id")),
         "finish_reason": finish,
-        "state": _STATE.get(message.status, "complete"),
+        "state": _state(message),
         "provider_details": {"finish_reason": message.raw_stop_reason},
         # streamfold's own, where pydantic-ai keeps it and never sends it to a model.
         "metadata": {
@@ -179,6 +179,14 @@ def to_model_response(message: Message, *, provider_name: str | None = None) -> 
             "output_reasoning_tokens": usage.reasoning_tokens or 0,
         }
     return _RESPONSE.validate_python(data)
+
+
+def _state(message: Message) -> str:
+    if message.raw_stop_reason == "pause_turn" and message.stop_reason == "pause":
+        # Anthropic paused a long server-tool turn: pydantic-ai's AnthropicModel marks it
+        # `suspended`, and continues it on the next request rather than start a new turn.
+        return "suspended"
+    return _STATE.get(message.status, "complete")
 
 
 def _str(value: object) -> str | None:
@@ -394,6 +402,8 @@ def _message(response: ModelResponse) -> Message:
     status, stop = _FINISH_BACK.get(response.finish_reason or "", ("complete", None))
     if response.state in ("incomplete", "interrupted"):
         status = "incomplete"
+    if response.state == "suspended":
+        stop = "pause"  # a turn the provider will go on with
     status, stop = saved_end("from_model_response", ours, status, stop)
     if stop == "stop" and any(p.part_kind == "tool-call" for p in response.parts):
         # pydantic-ai names a Responses or Gemini tool-calling turn's end `stop`.
