@@ -114,11 +114,9 @@ CASES = (
     + [("google", r) for r in GEMINI]
 )
 
-# Anthropic's web search: the next request only is judged (the parts hold the tool's
-# blocks whole where pydantic-ai's hold its own shape of them, see the docs).
-# anthropic/web-fetch-thinking.sse is not: pydantic-ai sends the fetched document back as
-# the SDK's dump of it, with the null fields the stream did not send (`citations: null`).
-SERVER_TOOLS = ["anthropic/web-search-pause-turn.sse"]
+# Anthropic's web search and web fetch: the next request only is judged (the parts hold
+# the tool's blocks whole where pydantic-ai's hold its own shape of them, see the docs).
+SERVER_TOOLS = ["anthropic/web-search-pause-turn.sse", "anthropic/web-fetch-thinking.sse"]
 SERVER_CASES = [("anthropic", r) for r in SERVER_TOOLS]
 
 # Where the two responses differ, and why. The docs' adapter page lists the same.

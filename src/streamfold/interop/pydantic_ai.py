@@ -340,7 +340,8 @@ def _opaque(
     result_of = block.get("tool_use_id", options.get("tool_use_id"))
     if isinstance(result_of, str) and not is_tool_activity(item):
         return {"part_kind": "builtin-tool-return", "tool_name": names.get(result_of, kind),
-                "tool_call_id": result_of, "content": block.get("content"), **common}  # fmt: skip
+                "tool_call_id": result_of, "content": _result_content(block),
+                **common}  # fmt: skip
     name = block.get("name")
     args = block.get("input", block.get("arguments"))
     call: dict[str, Any] = {
@@ -354,6 +355,21 @@ def _opaque(
         call["tool_call_id"] = call_id
         names[call_id] = call["tool_name"]
     return call
+
+
+def _result_content(block: dict[str, Any]) -> Any:
+    """A provider-run tool's result as pydantic-ai's AnthropicModel keeps it, for the one it
+    sends back in the SDK's form: a web fetch's page is the SDK's dump of it (with the null
+    fields the stream leaves out), else the block's content as it came."""
+    content = block.get("content")
+    if block.get("type") != "web_fetch_tool_result":
+        return content
+    try:
+        from anthropic.types.beta import BetaWebFetchToolResultBlock
+
+        return BetaWebFetchToolResultBlock.model_validate(block).content.model_dump(mode="json")
+    except (ImportError, pydantic.ValidationError):
+        return content  # without the SDK, or a block it does not know: as it came
 
 
 def from_model_response(response: ModelResponse | dict[str, Any]) -> Message:
