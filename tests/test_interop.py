@@ -371,6 +371,8 @@ def chat_kept(message: Message, sdk: Any) -> Message:
     stop_reason, status = CHAT_FINISH[finish]
     if refusal and finish == "stop":
         stop_reason = "refusal"
+    if stop_reason == "stop" and message.tool_calls:
+        stop_reason = "tool_use"  # calls under "stop" (OpenRouter's o3-mini): the turn goes on
     return build_message(
         order,
         status=status,
