@@ -61,6 +61,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from .web import DemoRecording, _paced, find_recordings
+from .web.api_requests import RequestInvalid, check_request
 from .web.guard import (
     DEFAULT_MAX_BODY,
     LOOPBACK_HOSTS,
@@ -150,14 +151,16 @@ _GEMINI_STATUS = {
 }
 
 
-def error_body(api: Api, status: int, message: str, code: str | None = None) -> dict[str, Any]:
-    """The error body each API sends for a failed request."""
+def error_body(
+    api: Api, status: int, message: str, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    """The error body each API sends for a failed request (`param`: OpenAI's field path)."""
     if api in ("chat", "responses"):
         return {
             "error": {
                 "message": message,
                 "type": _OPENAI_TYPES.get(status, "invalid_request_error"),
-                "param": None,
+                "param": param,
                 "code": code,
             }
         }
@@ -180,11 +183,14 @@ def error_body(api: Api, status: int, message: str, code: str | None = None) -> 
 class ApiError(Exception):
     """A request the server refuses; becomes the API's error response."""
 
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, code: str | None = None, param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
+        self.param = param
 
 
 # --- Message -> non-streaming response shapes -----------------------------------------
@@ -331,6 +337,12 @@ class ReplayServer:
         missing = [name for name in _REQUIRED[api] if body.get(name) is None]
         if missing:
             raise ApiError(400, f"missing required field(s): {', '.join(missing)}")
+        # As the real API would: an app whose follow-up request is broken learns it here.
+        beta = "anthropic-beta" in request.headers or "anthropic_beta" in body
+        try:
+            check_request(api, body, beta=beta)
+        except RequestInvalid as exc:
+            raise ApiError(400, exc.message, param=exc.param) from None
         return body
 
     def _entry(self, request: Request, api: Api) -> Entry:
@@ -393,7 +405,8 @@ class ReplayServer:
                 headers={"x-streamfold-recording": entry.name},
             )
         except ApiError as exc:
-            return JSONResponse(error_body(api, exc.status, exc.message, exc.code), exc.status)
+            refusal = error_body(api, exc.status, exc.message, exc.code, exc.param)
+            return JSONResponse(refusal, exc.status)
 
     def _invoke_stream(self, entry: Entry, data: bytes) -> Response:
         """InvokeModelWithResponseStream's answer: the binary eventstream."""
