@@ -48,7 +48,7 @@ def check_request(api: Api, body: dict[str, Any], *, beta: bool = False) -> None
         _validate(_openai_chat(), body, _dotted_brackets, "openai")
         _chat_tool_results(body)
     elif api == "responses":
-        _validate(_openai_responses(), body, _dotted_brackets, "openai")
+        _validate(_openai_responses(), _responses_relaxed(body), _dotted_brackets, "openai")
         _responses_tool_results(body)
     elif api in ("messages", "invoke"):
         if api == "invoke":
@@ -110,6 +110,29 @@ def _gemini_fields() -> dict[str, Any]:
         "generationConfig": TypeAdapter(types.GenerationConfig),
         "cachedContent": TypeAdapter(str),
     }
+
+
+def _responses_relaxed(body: dict[str, Any]) -> dict[str, Any]:
+    """The body with what the SDK's input type requires but the API fills in itself.
+
+    An assistant message sent back in `input` needs no `id` nor `status` (clients such as
+    langchain-openai leave them out and the API answers); the SDK types one with output
+    parts as `ResponseOutputMessageParam`, which requires both.
+    """
+    items = body.get("input")
+    if not isinstance(items, list):
+        return body
+    relaxed = []
+    for item in items:
+        if (
+            isinstance(item, dict)
+            and item.get("role") == "assistant"
+            and item.get("type", "message") == "message"
+            and isinstance(item.get("content"), list)
+        ):
+            item = {"type": "message", "id": "msg", "status": "completed", **item}
+        relaxed.append(item)
+    return {**body, "input": relaxed}
 
 
 # --- validation, and an error message a person can read ------------------------------
