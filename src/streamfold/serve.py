@@ -16,12 +16,18 @@ provider streams can be exercised offline, in tests, without a key.
 The recording is chosen by the `x-streamfold-recording: <name>` header or the
 `recording=<name>` query parameter (its path relative to the directory, with or without
 suffix, or its file name; a name several APIs share means the endpoint's own), else the
-first recording of that API in path order. A recording is read at each request, and only
-while it is a file inside the directory (a link to elsewhere is refused). When the
-request does not ask to stream, the folded Message is sent in that API's non-streaming
-shape (ChatCompletion, Response, Anthropic Message, GenerateContentResponse). The request
-body is checked for the fields the real API requires and otherwise ignored: the answer is
-the recording, whatever the prompt. Errors use each API's error body and status code.
+API's default: the first recording of that API, in path order, whose answer is plain text
+(so a first request reads text), or its first if none is. A recording is read at each
+request, and only while it is a file inside the directory (a link to elsewhere is
+refused). When the request does not ask to stream, the folded Message is sent in that
+API's non-streaming shape (ChatCompletion, Response, Anthropic Message,
+GenerateContentResponse).
+
+The request body is checked as the real API checks it (`streamfold.web.api_requests`: the
+official SDK's request types, and the rule that a tool result answers an earlier call), so
+an app whose follow-up request is broken gets the API's 400 here too; otherwise the
+prompt is ignored: the answer is the recording. Errors use each API's error body and
+status code.
 
 Every request passes `streamfold.web.guard.RequestGuard` first: JSON bodies only (415), at
 most `max_body` bytes (413), and, by default, only loopback Host names (403), so a web
@@ -98,9 +104,27 @@ class Library:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.entries: list[Entry] = find_recordings(self.directory)
+        self._defaults: dict[str, Entry] = {}
+
+    def default(self, provider: str) -> Entry:
+        """The recording served when a request names none: the first of `provider` whose
+        answer is plain text, else its first. LookupError if it has none.
+
+        A client's first request (any SDK, beta or not) then reads a text answer, not a
+        tool call or a beta block it may not know. Chosen once, at the first request.
+        """
+        chosen = self._defaults.get(provider)
+        if chosen is not None:
+            return chosen
+        own = [entry for entry in self.entries if entry.provider == provider]
+        if not own:
+            raise LookupError(f"no {provider} recording is served (see /recordings)")
+        chosen = next((entry for entry in own if _is_plain_text(entry)), own[0])
+        self._defaults[provider] = chosen
+        return chosen
 
     def find(self, provider: str, wanted: str | None) -> Entry:
-        """The recording asked for (or the first of `provider`); UsageError if none fits.
+        """The recording asked for (or the default of `provider`); UsageError if none fits.
 
         A name several APIs' recordings share (`text.sse`) means the one of `provider`.
         """
@@ -115,10 +139,22 @@ class Library:
                     f"this endpoint serves {provider} recordings"
                 )
             raise LookupError(f"no recording named {wanted!r} (see /recordings)")
-        for entry in self.entries:
-            if entry.provider == provider:
-                return entry
-        raise LookupError(f"no {provider} recording is served (see /recordings)")
+        return self.default(provider)
+
+
+def _is_plain_text(entry: Entry) -> bool:
+    """True if the recording folds to a finished answer of text parts alone."""
+    try:
+        message = fold_message(entry.read(), entry.provider)
+    except (LookupError, StreamfoldError):
+        return False
+    return (
+        message.status == "complete"
+        and message.stop_reason == "stop"
+        and not message.tool_calls
+        and bool(message.content)
+        and all(part.type == "text" and part.content for part in message.content)
+    )
 
 
 # --- errors ---------------------------------------------------------------------------
