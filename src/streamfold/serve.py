@@ -566,7 +566,11 @@ def create_app(
         routes.extend(relay_routes(relay, directory, speed=speed))
         lifespan = relay_lifespan(relay)  # a stopping worker ends its replays as cancelled
     guard = Middleware(
-        RequestGuard, max_body=max_body, allowed_hosts=allowed_hosts, error_body=_refusal_body
+        RequestGuard,
+        max_body=max_body,
+        allowed_hosts=allowed_hosts,
+        error_body=_refusal_body,
+        aws_signed_paths=("/model/",),  # Bedrock's routes: botocore may send no Content-Type
     )
     app = Starlette(routes=routes, middleware=[guard], lifespan=lifespan)
     app.state.replay = server
@@ -574,20 +578,35 @@ def create_app(
 
 
 def served_hosts(host: str, allow: Collection[str] = ()) -> frozenset[str] | None:
-    """The Host names a server bound to `host` answers (None: any).
+    """The Host names a server bound to `host` answers (None: any, when `allow` has "*").
 
-    Bound to loopback: the loopback names and `allow` (DNS rebinding reaches nothing else).
-    Bound elsewhere: `allow`, or any name when it is empty (the address is reachable anyway).
+    The loopback names, the address or name it is bound to, and `allow`, wherever it is
+    bound: a page on another site can point its own DNS name at any address the browser
+    reaches (the machine itself, or the LAN for `0.0.0.0`) and read the answers, unless the
+    server refuses that name. So the names clients use are allowed by hand (--allow-host).
     """
     import ipaddress
 
+    if "*" in allow:
+        return None
+    names = set(LOOPBACK_HOSTS) | set(allow)
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
-        loopback = False
-    if loopback:
-        return LOOPBACK_HOSTS | frozenset(allow)
-    return frozenset(allow) if allow else None
+        names.add(host)  # a name the server was told to bind: chosen by its user
+    else:
+        if not address.is_unspecified:  # 0.0.0.0 and :: are no name a client sends
+            names.add(str(address))
+    return frozenset(name.lower() for name in names)
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def run_server(
@@ -616,4 +635,9 @@ def run_server(
         counts[entry.provider] = counts.get(entry.provider, 0) + 1
     summary = ", ".join(f"{n} {p}" for p, n in sorted(counts.items())) or "none"
     print(f"streamfold serve: {library.directory} ({summary}) on http://{host}:{port}")
+    if not _is_loopback(host) and not allow_hosts:
+        print(
+            "streamfold serve: answering only loopback Host names and the bound address; "
+            "add --allow-host NAME for each name clients use to reach this machine"
+        )
     uvicorn.run(app, host=host, port=port, log_level="warning")
