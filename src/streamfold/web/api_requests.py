@@ -63,9 +63,16 @@ def check_request(api: Api, body: dict[str, Any], *, beta: bool = False) -> None
 # --- the schemas (built once, on first use: the SDKs are imported only then) ---------
 
 
+# Each is None when its SDK is not installed (the `serve` extra installs them all): the
+# rules below still hold then, the types are not checked.
+
+
 @functools.cache
 def _openai_chat() -> Any:
-    from openai.types.chat.completion_create_params import CompletionCreateParamsBase
+    try:
+        from openai.types.chat.completion_create_params import CompletionCreateParamsBase
+    except ImportError:
+        return None
     from pydantic import TypeAdapter
 
     return TypeAdapter(CompletionCreateParamsBase)
@@ -73,7 +80,10 @@ def _openai_chat() -> Any:
 
 @functools.cache
 def _openai_responses() -> Any:
-    from openai.types.responses.response_create_params import ResponseCreateParamsBase
+    try:
+        from openai.types.responses.response_create_params import ResponseCreateParamsBase
+    except ImportError:
+        return None
     from pydantic import TypeAdapter
 
     return TypeAdapter(ResponseCreateParamsBase)
@@ -81,7 +91,10 @@ def _openai_responses() -> Any:
 
 @functools.cache
 def _anthropic() -> Any:
-    from anthropic.types.message_create_params import MessageCreateParamsBase
+    try:
+        from anthropic.types.message_create_params import MessageCreateParamsBase
+    except ImportError:
+        return None
     from pydantic import TypeAdapter
 
     return TypeAdapter(MessageCreateParamsBase)
@@ -89,7 +102,10 @@ def _anthropic() -> Any:
 
 @functools.cache
 def _anthropic_beta() -> Any:
-    from anthropic.types.beta.message_create_params import MessageCreateParamsBase
+    try:
+        from anthropic.types.beta.message_create_params import MessageCreateParamsBase
+    except ImportError:
+        return None
     from pydantic import TypeAdapter
 
     return TypeAdapter(MessageCreateParamsBase)
@@ -98,7 +114,10 @@ def _anthropic_beta() -> Any:
 @functools.cache
 def _gemini_fields() -> dict[str, Any]:
     """The GenerateContentRequest's fields (REST names) and the SDK type of each."""
-    from google.genai import types
+    try:
+        from google.genai import types
+    except ImportError:
+        return {}
     from pydantic import TypeAdapter
 
     return {
@@ -143,6 +162,8 @@ def _validate(
 ) -> None:
     from pydantic import ValidationError
 
+    if adapter is None:
+        return
     try:
         _drain(adapter.validate_python(body), ())
     except _NestedInvalid as exc:
