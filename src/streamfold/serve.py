@@ -68,6 +68,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from .web import DemoRecording, _paced, find_recordings
 from .web.api_requests import RequestInvalid, check_request
+from .web.api_requests import prepare as prepare_request_checks
 from .web.guard import (
     DEFAULT_MAX_BODY,
     LOOPBACK_HOSTS,
@@ -542,6 +543,7 @@ def create_app(
     names one of `allowed_hosts` are served (None: any host).
     """
     server = ReplayServer(directory, speed=speed)
+    prepare_request_checks()  # once per process; a first request then answers at once
     routes = [
         Route("/v1/chat/completions", server.chat, methods=["POST"]),
         Route("/chat/completions", server.chat, methods=["POST"]),

@@ -60,7 +60,17 @@ def check_request(api: Api, body: dict[str, Any], *, beta: bool = False) -> None
         _gemini_check(body)
 
 
-# --- the schemas (built once, on first use: the SDKs are imported only then) ---------
+def prepare() -> None:
+    """Import the SDKs and build every schema now (seconds on a busy machine), so the
+    first request does not wait for them: a server calls this as it starts."""
+    _openai_chat()
+    _openai_responses()
+    _anthropic()
+    _anthropic_beta()
+    _gemini_fields()
+
+
+# --- the schemas (built once: the SDKs are imported only then) -----------------------
 
 
 # Each is None when its SDK is not installed (the `serve` extra installs them all): the
@@ -416,4 +426,4 @@ def _gemini_check(body: dict[str, Any]) -> None:
         called = set()
 
 
-__all__ = ["RequestInvalid", "check_request"]
+__all__ = ["RequestInvalid", "check_request", "prepare"]
