@@ -11,6 +11,8 @@ provider streams can be exercised offline, in tests, without a key.
     POST /v1beta/models/{model}:generateContent                (also under /v1/models/...)
     POST /model/{modelId}/invoke-with-response-stream          anthropic recordings, as Claude
     POST /model/{modelId}/invoke                               on Bedrock (bedrock-invoke too)
+    POST /model/{modelId}/converse-stream                      bedrock (Converse) recordings
+    POST /model/{modelId}/converse
     GET  /recordings                                           what is served, by API
 
 The recording is chosen by the `x-streamfold-recording: <name>` header or the
@@ -41,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 from typing import Any, Literal
@@ -48,6 +51,7 @@ from typing import Any, Literal
 import jiter
 
 from .errors import StreamfoldError, UsageError
+from .eventstream import encode_message
 from .fold import fold_message
 from .framing import SSEDecoder
 from .interop._common import from_provider, meta_str, own_block, tokens
@@ -80,7 +84,7 @@ from .web.guard import (
     read_json,
 )
 
-Api = Literal["chat", "responses", "messages", "gemini", "invoke"]
+Api = Literal["chat", "responses", "messages", "gemini", "invoke", "converse"]
 
 API_PROVIDER: dict[Api, str] = {
     "chat": "openai-chat",
@@ -88,6 +92,7 @@ API_PROVIDER: dict[Api, str] = {
     "messages": "anthropic",
     "gemini": "gemini",
     "invoke": "anthropic",  # Claude on Bedrock streams the Messages events, wrapped
+    "converse": "bedrock",
 }
 
 RECORDING_HEADER = "x-streamfold-recording"
@@ -203,7 +208,7 @@ def error_body(
                 "code": code,
             }
         }
-    if api == "invoke":
+    if api in ("invoke", "converse"):
         return {"__type": _BEDROCK_ERRORS.get(status, "ValidationException"), "message": message}
     if api == "messages":
         return {
@@ -334,12 +339,71 @@ def gemini_response(message: Message, model: str) -> dict[str, Any]:
     return result
 
 
+_CONVERSE_STOP = {
+    "stop": "end_turn",
+    "tool_use": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filtered",
+    "refusal": "content_filtered",
+    "pause": "end_turn",
+    "error": "end_turn",
+    "other": "end_turn",
+}
+
+
+def converse_response(message: Message, model: str) -> dict[str, Any]:
+    """The Message as Bedrock's Converse response (`output`, `stopReason`, `usage`)."""
+    content: list[dict[str, Any]] = []
+    for entry in message.stream_order():
+        if isinstance(entry, ToolCall):
+            content.append(
+                {
+                    "toolUse": {
+                        "toolUseId": entry.call_id or "",
+                        "name": entry.name or "",
+                        "input": _args_object(entry),
+                    }
+                }
+            )
+            continue
+        block = own_block(entry, "bedrock", message)
+        if block is not None:
+            content.append(block)
+        elif entry.type == "text":
+            content.append({"text": entry.content or ""})
+        elif entry.type == "thinking":
+            reasoning: dict[str, Any] = {"text": entry.content or ""}
+            signature = entry.options.get("signature")
+            if isinstance(signature, str) and signature:
+                reasoning["signature"] = signature
+            content.append({"reasoningContent": {"reasoningText": reasoning}})
+    if from_provider(message, "bedrock") and message.raw_stop_reason:
+        stop = message.raw_stop_reason
+    else:
+        stop = _CONVERSE_STOP.get(message.stop_reason or "stop", "end_turn")
+    usage = message.usage
+    result: dict[str, Any] = {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": stop,
+        "usage": {
+            "inputTokens": tokens(usage.input_tokens) if usage else 0,
+            "outputTokens": tokens(usage.output_tokens) if usage else 0,
+            "totalTokens": usage.total_tokens if usage else 0,
+        },
+        "metrics": {"latencyMs": 0},
+    }
+    if usage is not None and usage.cache_read_tokens:
+        result["usage"]["cacheReadInputTokens"] = usage.cache_read_tokens
+    return result
+
+
 ENCODERS = {
     "chat": chat_completion,
     "responses": response_object,
     "messages": anthropic_message,
     "gemini": gemini_response,
     "invoke": anthropic_message,  # InvokeModel answers Claude's Messages response
+    "converse": converse_response,
 }
 
 
@@ -351,6 +415,7 @@ _REQUIRED: dict[Api, tuple[str, ...]] = {
     "messages": ("model", "messages", "max_tokens"),
     "gemini": ("contents",),
     "invoke": ("anthropic_version", "messages", "max_tokens"),
+    "converse": ("messages",),
 }
 
 
@@ -428,6 +493,8 @@ class ReplayServer:
             if stream:
                 if api == "invoke":
                     return self._invoke_stream(entry, data)
+                if api == "converse":
+                    return self._converse_stream(entry, data)
                 if api == "gemini" and request.query_params.get("alt") != "sse":
                     return StreamingResponse(self._json_array(data), media_type="application/json")
                 return StreamingResponse(
@@ -466,6 +533,40 @@ class ReplayServer:
                 "x-streamfold-recording": entry.name,
             },
         )
+
+    def _converse_stream(self, entry: Entry, data: bytes) -> Response:
+        """ConverseStream's answer: the binary eventstream (a recorded one as it is; boto3's
+        event dicts, one a line, framed as Bedrock frames them)."""
+        if entry.format != "eventstream":
+            frames = bytearray()
+            for line in data.splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    event = jiter.from_json(line)
+                    ((name, payload),) = event.items()
+                except (ValueError, AttributeError) as exc:
+                    raise ApiError(
+                        500, f"recording {entry.name!r} is not Converse events: {exc}"
+                    ) from None
+                headers = {
+                    ":event-type": str(name),
+                    ":content-type": "application/json",
+                    ":message-type": "event",
+                }
+                frames += encode_message(headers, json.dumps(payload).encode())
+            data = bytes(frames)
+            entry = dataclasses.replace(entry, format="eventstream")
+        return StreamingResponse(
+            _paced(entry, self.speed, data),
+            media_type="application/vnd.amazon.eventstream",
+            headers={"cache-control": "no-cache", "x-streamfold-recording": entry.name},
+        )
+
+    async def converse(self, request: Request) -> Response:
+        """POST /model/{modelId}/converse-stream or /model/{modelId}/converse."""
+        streaming = request.url.path.endswith("/converse-stream")
+        return await self.handle(request, "converse", stream=streaming)
 
     async def invoke(self, request: Request) -> Response:
         """POST /model/{modelId}/invoke-with-response-stream or /model/{modelId}/invoke."""
@@ -556,6 +657,8 @@ def create_app(
         Route("/v1/models/{target}", server.gemini, methods=["POST"]),
         Route("/model/{model}/invoke-with-response-stream", server.invoke, methods=["POST"]),
         Route("/model/{model}/invoke", server.invoke, methods=["POST"]),
+        Route("/model/{model}/converse-stream", server.converse, methods=["POST"]),
+        Route("/model/{model}/converse", server.converse, methods=["POST"]),
         Route("/recordings", server.listing, methods=["GET"]),
     ]
     from .web import ui_routes  # the demo page: /, /ui/*, /ui-recordings, /ui-stream

@@ -8,13 +8,15 @@ The schema of each API is the official SDK's own request type, validated with py
                (the beta one when the request sends `anthropic-beta`)
     invoke     the same, for Claude on Bedrock (the model is in the path)
     gemini     google.genai.types: Content, Tool, ToolConfig, GenerationConfig, ...
+    converse   Bedrock's Converse input shape, as botocore's service model publishes it
 
 On top of the types, the rules they cannot say, which the real APIs enforce: a tool result
 answers a call of an earlier assistant turn (Chat Completions: the `tool_calls` just
 before; Responses: a call item earlier in `input`, unless the history lives on the server;
 Messages: a `tool_use` of the previous assistant message; Gemini: a `functionCall` of the
-previous model turn). The types alone already refuse an unknown content type, a thinking
-block without its signature and a reasoning item without its id.
+previous model turn; Converse: a `toolUse` of the previous assistant message). The types
+alone already refuse an unknown content type, a thinking block without its signature and
+a reasoning item without its id.
 
 `check_request(api, body)` raises `RequestInvalid(message, param)`, with the path of the
 offending field in the API's own notation and previews of bounded length.
@@ -28,7 +30,7 @@ from typing import Any, Literal
 
 from ..errors import preview
 
-Api = Literal["chat", "responses", "messages", "gemini", "invoke"]
+Api = Literal["chat", "responses", "messages", "gemini", "invoke", "converse"]
 
 _PREVIEW = 80  # characters of a value quoted in an error message
 
@@ -56,6 +58,8 @@ def check_request(api: Api, body: dict[str, Any], *, beta: bool = False) -> None
         adapter = _anthropic_beta() if beta else _anthropic()
         _validate(adapter, body, _dotted, "anthropic")
         _anthropic_tool_results(body)
+    elif api == "converse":
+        _converse_check(body)
     else:
         _gemini_check(body)
 
@@ -68,6 +72,7 @@ def prepare() -> None:
     _anthropic()
     _anthropic_beta()
     _gemini_fields()
+    _converse_shape()
 
 
 # --- the schemas (built once: the SDKs are imported only then) -----------------------
@@ -162,6 +167,16 @@ def _responses_relaxed(body: dict[str, Any]) -> dict[str, Any]:
             item = {"type": "message", "id": "msg", "status": "completed", **item}
         relaxed.append(item)
     return {**body, "input": relaxed}
+
+
+@functools.cache
+def _converse_shape() -> Any:
+    try:
+        import botocore.session  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    model = botocore.session.get_session().get_service_model("bedrock-runtime")
+    return model.operation_model("Converse").input_shape
 
 
 # --- validation, and an error message a person can read ------------------------------
@@ -424,6 +439,42 @@ def _gemini_check(body: dict[str, Any]) -> None:
                     f"contents[{index}].parts[{number}]",
                 )
         called = set()
+
+
+def _converse_check(body: dict[str, Any]) -> None:
+    shape = _converse_shape()
+    if shape is not None:
+        from botocore.validate import ParamValidator  # type: ignore[import-untyped]
+
+        report = ParamValidator().validate({**body, "modelId": "bedrock"}, shape)
+        if report.has_errors():
+            text = " ".join(report.generate_report().split())
+            if len(text) > 600:  # it quotes unknown names, which the client chose
+                text = text[:600] + "... (more)"
+            errors = getattr(report, "_errors", None) or [(None, None)]  # (kind, path, ...)
+            where = errors[0][1]
+            param = str(where).lstrip(".") if where else None
+            raise RequestInvalid(f"Validation error: {text}", param)
+    used: set[Any] = set()  # the toolUse ids of the last assistant message
+    for index, message in enumerate(_items(body.get("messages"))):
+        if not isinstance(message, dict):
+            continue
+        blocks = [b for b in _items(message.get("content")) if isinstance(b, dict)]
+        if message.get("role") == "assistant":
+            used = {
+                b["toolUse"].get("toolUseId") for b in blocks if isinstance(b.get("toolUse"), dict)
+            }
+            continue
+        for number, block in enumerate(blocks):
+            result = block.get("toolResult")
+            if isinstance(result, dict) and result.get("toolUseId") not in used:
+                where = f"messages.{index}.content.{number}"
+                raise RequestInvalid(
+                    f"The toolResult block at {where} has toolUseId "
+                    f"{preview(result.get('toolUseId'), _PREVIEW)}, which no toolUse block of "
+                    "the previous assistant turn has.",
+                    where,
+                )
 
 
 __all__ = ["RequestInvalid", "check_request", "prepare"]
