@@ -342,3 +342,92 @@ def test_a_refusal_quotes_a_huge_value_briefly(base_url: str) -> None:
     )
     assert answer.status_code == 400
     assert len(answer.content) < 2_000
+
+
+# --- any body: a RequestInvalid or nothing ----------------------------------------------
+
+FUZZ_BASES: dict[str, dict[str, Any]] = {
+    "chat": {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": None, "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "r"},
+        ],
+    },
+    "responses": {
+        "model": "m",
+        "input": [{"role": "user", "content": "hi"}, REASONING, FUNCTION_CALL],
+    },
+    "messages": {"model": "m", "max_tokens": 5, "messages": _turns([THINKING, TOOL_USE], [RESULT])},
+    "gemini": {
+        "contents": [
+            {"role": "user", "parts": [{"text": "hi"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]},
+        ],
+        "generationConfig": {"temperature": 0.5},
+    },
+    "converse": {
+        "messages": [
+            {"role": "user", "content": [{"text": "hi"}]},
+            {
+                "role": "assistant",
+                "content": [{"toolUse": {"toolUseId": "t", "name": "f", "input": {}}}],
+            },
+            {
+                "role": "user",
+                "content": [{"toolResult": {"toolUseId": "t", "content": [{"text": "r"}]}}],
+            },
+        ]
+    },
+}
+FUZZ_VALUES: list[Any] = [
+    None, True, 0, -1, 10**30, 1.5, "", "x", [], {}, [None], {"type": "bogus"},
+    {"a": {"b": [1]}}, "text", "tool_use", "assistant", [[[[[]]]]], {"type": "text"},
+]  # fmt: skip
+
+
+def _places(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield path
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, item in items:
+        yield from _places(item, (*path, key))
+
+
+def test_any_body_is_checked_without_an_untyped_error() -> None:
+    import copy
+    import random
+
+    from streamfold.web.api_requests import RequestInvalid, check_request
+
+    rng = random.Random(0)
+    outcomes = {"accepted": 0, "refused": 0}
+    for _ in range(1500):
+        api = rng.choice(sorted(FUZZ_BASES))
+        body = copy.deepcopy(FUZZ_BASES[api])
+        for _ in range(rng.randint(1, 3)):
+            places = list(_places(body))[1:]
+            if not places:
+                break
+            path = rng.choice(places)
+            parent = body
+            for key in path[:-1]:
+                parent = parent[key]
+            if rng.random() < 0.2 and isinstance(parent, dict):
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = copy.deepcopy(rng.choice(FUZZ_VALUES))
+        try:
+            check_request(api, body)  # type: ignore[arg-type]
+            outcomes["accepted"] += 1
+        except RequestInvalid as exc:
+            outcomes["refused"] += 1
+            assert len(exc.message) < 2_000
+    assert outcomes["accepted"] and outcomes["refused"]
