@@ -39,6 +39,20 @@ def _pick(rec: str) -> dict[str, str]:
 
 # --- langchain --------------------------------------------------------------------------
 
+WEATHER_TOOL = {  # sent with each request: the tool definitions are checked too
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+
 LANGCHAIN = [
     ("anthropic", "anthropic/thinking-then-tool-use.sse", True),
     ("chat", "openai-chat/tool-calls-parallel.sse", True),
@@ -81,7 +95,7 @@ def test_langchains_follow_up_is_accepted(
     pytest.importorskip("langchain_anthropic" if api == "anthropic" else "langchain_openai")
     from langchain_core.messages import HumanMessage, ToolMessage
 
-    model = _langchain_model(base_url, api, rec, streaming)
+    model = _langchain_model(base_url, api, rec, streaming).bind_tools([WEATHER_TOOL])
     question = HumanMessage("What is the weather?")
     answer = model.invoke([question])
     assert answer.tool_calls
@@ -141,11 +155,20 @@ async def test_pydantic_ais_follow_up_is_accepted(base_url: str, api: str, rec: 
     pytest.importorskip("pydantic_ai")
     from pydantic_ai import ModelRequest, ToolCallPart, ToolReturnPart
     from pydantic_ai.direct import model_request
+    from pydantic_ai.models import ModelRequestParameters
+    from pydantic_ai.tools import ToolDefinition
 
+    function = WEATHER_TOOL["function"]
+    tool = ToolDefinition(
+        name=function["name"],
+        description=function["description"],
+        parameters_json_schema=function["parameters"],
+    )
+    parameters = ModelRequestParameters(function_tools=[tool], allow_text_output=True)
     model, close = _pydantic_ai_model(base_url, api, rec)
     try:
         question = ModelRequest.user_text_prompt("What is the weather?")
-        answer = await model_request(model, [question])
+        answer = await model_request(model, [question], model_request_parameters=parameters)
         calls = [part for part in answer.parts if isinstance(part, ToolCallPart)]
         assert calls
         results = ModelRequest(
@@ -154,7 +177,8 @@ async def test_pydantic_ais_follow_up_is_accepted(base_url: str, api: str, rec: 
                 for c in calls
             ]
         )
-        follow_up = await model_request(model, [question, answer, results])  # refused: raises
+        history = [question, answer, results]
+        follow_up = await model_request(model, history, model_request_parameters=parameters)
         assert any(isinstance(part, ToolCallPart) for part in follow_up.parts)
     finally:
         await close()

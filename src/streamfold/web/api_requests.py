@@ -147,26 +147,35 @@ def _gemini_fields() -> dict[str, Any]:
 
 
 def _responses_relaxed(body: dict[str, Any]) -> dict[str, Any]:
-    """The body with what the SDK's input type requires but the API fills in itself.
+    """The body with what the SDK's request type requires but the API fills in itself.
 
     An assistant message sent back in `input` needs no `id` nor `status` (clients such as
     langchain-openai leave them out and the API answers); the SDK types one with output
     parts as `ResponseOutputMessageParam`, which requires both.
     """
+    relaxed = dict(body)
     items = body.get("input")
-    if not isinstance(items, list):
-        return body
-    relaxed = []
-    for item in items:
-        if (
-            isinstance(item, dict)
+    if isinstance(items, list):
+        relaxed["input"] = [
+            {"type": "message", "id": "msg", "status": "completed", **item}
+            if isinstance(item, dict)
             and item.get("role") == "assistant"
             and item.get("type", "message") == "message"
             and isinstance(item.get("content"), list)
-        ):
-            item = {"type": "message", "id": "msg", "status": "completed", **item}
-        relaxed.append(item)
-    return {**body, "input": relaxed}
+            else item
+            for item in items
+        ]
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        # A function tool's `strict` and `parameters` may be left out (the API defaults
+        # them; langchain-openai leaves out `strict`): the SDK type requires both.
+        relaxed["tools"] = [
+            {"strict": None, "parameters": None, **tool}
+            if isinstance(tool, dict) and tool.get("type") == "function"
+            else tool
+            for tool in tools
+        ]
+    return relaxed
 
 
 @functools.cache
