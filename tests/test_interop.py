@@ -131,7 +131,10 @@ def test_langchain_message_holds_standard_blocks_tool_calls_and_usage() -> None:
     ]
     assert ai_message.usage_metadata is not None and message.usage is not None
     assert ai_message.usage_metadata["input_tokens"] == message.usage.input_tokens
-    assert ai_message.response_metadata["finish_reason"] == "tool_use"
+    # Under the keys ChatAnthropic writes, so that it reads the blocks as its own.
+    assert ai_message.response_metadata["stop_reason"] == "tool_use"
+    assert ai_message.response_metadata["model_provider"] == "anthropic"
+    assert ai_message.response_metadata["output_version"] == "v1"
 
 
 def test_langchain_reads_a_chat_models_own_message() -> None:
@@ -150,6 +153,42 @@ def test_langchain_reads_a_chat_models_own_message() -> None:
     assert message.tool_calls[0].arguments == {"q": "x"}
     assert message.usage is not None and message.usage.output_tokens == 7
     assert message.metadata == {"id": "run-1", "model": "gpt-test"}
+
+
+def _deep(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        pytest.param({"content": [{"type": "text", "text": "a\ud800b"}]}, id="surrogate-text"),
+        pytest.param(
+            {"response_metadata": {"streamfold": {"metadata": {"k\udfff": 1}}}}, id="surrogate-key"
+        ),
+        pytest.param(
+            {"response_metadata": {"streamfold": {"metadata": {"deep": _deep(100_000)}}}},
+            id="deep-metadata",
+        ),
+        pytest.param(
+            {"content": [{"type": "text", "text": "x", "extras": {"d": _deep(100_000)}}]},
+            id="deep-extras",
+        ),
+        pytest.param({"content": 5}, id="content-int"),
+        pytest.param({"usage_metadata": "many"}, id="usage-str"),
+        pytest.param({"response_metadata": ["x"]}, id="metadata-list"),
+    ],
+)
+def test_langchain_refuses_what_a_message_cannot_hold(hostile: dict[str, Any]) -> None:
+    # As the stream doors refuse them: text no UTF-8 carries, nesting the input chooses,
+    # wrong types in an AIMessage built without validation (model_construct).
+    fields = {"content": "", "tool_calls": [], "response_metadata": {}, "usage_metadata": None,
+              "id": None, **hostile}  # fmt: skip
+    with pytest.raises(InteropError):
+        to_langchain.from_ai_message(AIMessage.model_construct(**fields))
 
 
 # --- Anthropic -------------------------------------------------------------------------------

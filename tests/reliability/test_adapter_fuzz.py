@@ -93,10 +93,27 @@ def _anthropic() -> Adapter:
     )
 
 
+def _langchain() -> Adapter:
+    from langchain_core.messages import AIMessage
+
+    from streamfold.interop.langchain import from_ai_message, to_ai_message
+
+    return Adapter(
+        # Every provider: the blocks are LangChain's translation of Anthropic's and OpenAI's
+        # native content, and written by the adapter for the others.
+        ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock", "ollama"),
+        to_ai_message,
+        lambda obj: obj.model_dump(mode="json"),
+        lambda data: AIMessage.model_construct(**data) if isinstance(data, dict) else data,
+        from_ai_message,
+    )
+
+
 ADAPTERS: dict[str, Callable[[], Adapter]] = {
     "openai-chat": _openai_chat,
     "openai-responses": _openai_responses,
     "anthropic": _anthropic,
+    "langchain": _langchain,
 }
 
 
