@@ -73,6 +73,7 @@ def prepare() -> None:
     _anthropic_beta()
     _gemini_fields()
     _converse_shape()
+    _nullable_fields()
 
 
 # --- the schemas (built once: the SDKs are imported only then) -----------------------
@@ -151,31 +152,86 @@ def _responses_relaxed(body: dict[str, Any]) -> dict[str, Any]:
 
     An assistant message sent back in `input` needs no `id` nor `status` (clients such as
     langchain-openai leave them out and the API answers); the SDK types one with output
-    parts as `ResponseOutputMessageParam`, which requires both.
+    parts as `ResponseOutputMessageParam`, which requires both. Likewise an output item's
+    `status` (the server's own), and a field the types require but allow to be null
+    (`Required[Optional[...]]`: a function tool's `strict`, a code interpreter call's
+    `outputs`): left out, they are taken as completed and null.
     """
+    nullable_items, nullable_tools = _nullable_fields()
     relaxed = dict(body)
     items = body.get("input")
     if isinstance(items, list):
-        relaxed["input"] = [
-            {"type": "message", "id": "msg", "status": "completed", **item}
-            if isinstance(item, dict)
-            and item.get("role") == "assistant"
-            and item.get("type", "message") == "message"
-            and isinstance(item.get("content"), list)
-            else item
-            for item in items
-        ]
+        relaxed["input"] = [_with_nulls(_as_message(item), nullable_items) for item in items]
     tools = body.get("tools")
     if isinstance(tools, list):
-        # A function tool's `strict` and `parameters` may be left out (the API defaults
-        # them; langchain-openai leaves out `strict`): the SDK type requires both.
-        relaxed["tools"] = [
-            {"strict": None, "parameters": None, **tool}
-            if isinstance(tool, dict) and tool.get("type") == "function"
-            else tool
-            for tool in tools
-        ]
+        relaxed["tools"] = [_with_nulls(tool, nullable_tools) for tool in tools]
     return relaxed
+
+
+def _as_message(item: Any) -> Any:
+    if (
+        isinstance(item, dict)
+        and item.get("role") == "assistant"
+        and item.get("type", "message") == "message"
+        and isinstance(item.get("content"), list)
+    ):
+        return {"type": "message", "id": "msg", "status": "completed", **item}
+    return item
+
+
+def _with_nulls(item: Any, nullable: dict[str, tuple[str, ...]]) -> Any:
+    if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+        return item
+    fields = nullable.get(item["type"], ())
+    if not fields:
+        return item
+    filled = {name: "completed" if name == "status" else None for name in fields}
+    return {**filled, **item}
+
+
+@functools.cache
+def _nullable_fields() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """The Responses input items' and tools' required-but-nullable fields (and required
+    `status`), by `type`, read from the SDK's types."""
+    try:
+        from openai.types.responses.response_input_item_param import ResponseInputItemParam
+        from openai.types.responses.tool_param import ToolParam
+    except ImportError:
+        return {}, {}
+    return _required_nullable(ResponseInputItemParam), _required_nullable(ToolParam)
+
+
+def _required_nullable(union: Any) -> dict[str, tuple[str, ...]]:
+    import typing
+
+    import typing_extensions as te
+
+    found: dict[str, tuple[str, ...]] = {}
+    for member in typing.get_args(union):
+        if not te.is_typeddict(member):
+            continue
+        hints = te.get_type_hints(member, include_extras=True)
+        fields: list[str] = []
+        for name, hint in hints.items():
+            origin: Any = te.get_origin(hint)
+            if origin is not te.Required:
+                continue
+            inner = typing.get_args(hint)[0]
+            origin = te.get_origin(inner)
+            if origin is te.Annotated:
+                inner = typing.get_args(inner)[0]
+            if type(None) in typing.get_args(inner) or name == "status":
+                fields.append(name)
+        kind = hints.get("type")
+        if kind is None or not fields:
+            continue
+        origin = te.get_origin(kind)
+        if origin is te.Required or origin is te.NotRequired:
+            kind = typing.get_args(kind)[0]
+        for tag in typing.get_args(kind):
+            if isinstance(tag, str):
+                found[tag] = tuple(fields)
+    return found
 
 
 @functools.cache
@@ -374,16 +430,16 @@ def _responses_tool_results(body: dict[str, Any]) -> None:
     items = _items(body.get("input"))
     if any(isinstance(item, dict) and item.get("type") == "item_reference" for item in items):
         return  # a referenced item may be the call
-    seen: set[tuple[str, Any]] = set()
+    seen: set[Any] = set()  # the call ids so far (an output may answer a call of any kind)
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
-        if kind in _OUTPUT_OF.values():
-            seen.add((str(kind), item.get("call_id")))
+        if isinstance(kind, str) and kind.endswith("_call") and "call_id" in item:
+            seen.add(item.get("call_id"))
         elif kind in _OUTPUT_OF:
             call_id = item.get("call_id")
-            if (_OUTPUT_OF[str(kind)], call_id) not in seen:
+            if call_id not in seen:
                 kind_name = str(kind).removesuffix("_output").replace("_", " ")
                 raise RequestInvalid(
                     f"No tool call found for {kind_name} output with call_id "
