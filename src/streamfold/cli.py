@@ -409,8 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help="also answer requests for this Host name (repeatable; '*' for any). Bound to "
-        "loopback, only localhost / 127.0.0.1 / [::1] are answered otherwise",
+        help="also answer requests for this Host name (repeatable; '*' for any). Otherwise "
+        "only localhost / 127.0.0.1 / [::1] and the --host address are answered, wherever "
+        "it is bound (0.0.0.0 too): a web page elsewhere could point its own DNS name at "
+        "this machine and read the answers (DNS rebinding)",
     )
 
     rc = sub.add_parser("record", help="record the stream on stdin to OUT while showing it")

@@ -260,10 +260,21 @@ def load_timing(path: str | Path) -> list[tuple[int, float]] | None:
     """The timing sidecar of a recording as (end offset, seconds) pairs; None if absent."""
     sidecar = timing_path(path)
     try:
-        body = json.loads(sidecar.read_text())
+        raw = sidecar.read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise UsageError(f"{sidecar}: expected a timing sidecar (JSON), got {exc}") from None
+    return parse_timing(raw, sidecar)
+
+
+def parse_timing(raw: bytes, source: str | Path = "timing") -> list[tuple[int, float]]:
+    """A timing sidecar's bytes as (end offset, seconds) pairs; UsageError naming `source`
+    if they are not one (for a reader that opens the file itself, guarded)."""
+    sidecar = source
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
         raise UsageError(f"{sidecar}: expected a timing sidecar (JSON), got {exc}") from None
     marks = body.get("chunks") if isinstance(body, dict) else None
     # Seconds past MAX_RECORDED_SECONDS (or Infinity, NaN) would stall a replay for good.
@@ -361,6 +372,7 @@ __all__ = [
     "atee",
     "check_speed",
     "load_timing",
+    "parse_timing",
     "schedule",
     "split_frames",
     "tee",
