@@ -361,6 +361,10 @@ def test_an_approval_request_is_answered_with_an_approval_response(
     assert items[-1] == expected
     for item in items:
         validate(ResponseInputItemParam, item)
+    # `streamfold serve` takes it as the API would.
+    from streamfold.web.api_requests import check_request
+
+    check_request("responses", {**body, "model": "o4-mini"})
 
 
 def test_an_approval_answer_must_say_approve_or_not() -> None:
