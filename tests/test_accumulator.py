@@ -29,6 +29,7 @@ from streamfold import (
     Event,
     Message,
     MessageCompleted,
+    MessageDelta,
     PartCompleted,
     PartDelta,
     PartMarked,
@@ -42,8 +43,13 @@ from streamfold import (
     UsageUpdated,
     accumulator,
     fold,
+    fold_message,
+    is_narration,
+    merge_deltas,
     merge_part,
     put_utterance,
+    to_message,
+    utterance,
 )
 from streamfold.deltas import (
     ClosePart,
@@ -1000,3 +1006,165 @@ TestAccumulatorMachine.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+# --- the stop reason an agent loop reads ---------------------------------------------------
+
+
+def _stopped(*deltas: Delta, end: str = "marker") -> list[Event]:
+    acc = Accumulator()
+    events = acc.apply_all(list(deltas))
+    return events + (acc.apply(EndMessage()) if end == "marker" else acc.close())
+
+
+def _call(key: Hashable, arguments: str) -> list[Delta]:
+    return [
+        OpenPart(key, ToolCall(call_id=f"c{key}", name="f", arguments="")),
+        GrowPart(key, content=arguments),
+    ]
+
+
+@pytest.mark.parametrize("said", ["stop", None])
+def test_a_finished_message_with_a_complete_call_stops_with_tool_use(said: str | None) -> None:
+    # The call is still open when the message ends (closed by the end, not the wire), and
+    # the text before it waits for its marker: the narration rule reads the settled
+    # reason, so the text is narration, not the answer.
+    update = UpdateMessage(status="complete", stop_reason=said, raw_stop_reason=said)  # type: ignore[arg-type]
+    events = _stopped(
+        OpenPart("t", ContentPart.text("Let me look.")),
+        ClosePart("t"),
+        *_call("k", '{"a": 1}'),
+        update,
+    )
+    message = final_message_of(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("tool_use", said)
+    assert message.tool_calls[0].status == "complete"
+    marked = [e for e in events if isinstance(e, PartMarked)]
+    assert [(m.index, m.utterance) for m in marked] == [(0, "narration")]
+
+
+def test_other_reasons_keep_what_the_provider_said() -> None:
+    # A call whose text is no JSON object still asked for a tool (as "tool_calls" says).
+    cut = _stopped(*_call("k", '{"a": '), UpdateMessage(status="complete", stop_reason="stop"))
+    assert final_message_of(cut).stop_reason == "tool_use"
+    assert "arguments_error" in final_message_of(cut).tool_calls[0].metadata
+    length = UpdateMessage(status="length", stop_reason="length")
+    assert final_message_of(_stopped(*_call("k", "{}"), length)).stop_reason == "length"
+    pause = UpdateMessage(status="complete", stop_reason="pause")
+    assert final_message_of(_stopped(*_call("k", "{}"), pause)).stop_reason == "pause"
+    # Input that ran out: not a normal finish.
+    assert final_message_of(_stopped(*_call("k", "{}"), end="close")).stop_reason is None
+
+
+def final_message_of(events: list[Event]) -> Message:
+    final = events[-1]
+    assert isinstance(final, MessageCompleted)
+    return final.message
+
+
+def _chat(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+_CALL = {
+    "index": 0,
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "f", "arguments": "{}"},
+}
+_STOP_WITH_CALL: dict[str, list[Any]] = {
+    "openai-chat": [
+        _chat({"role": "assistant", "tool_calls": [_CALL]}),
+        _chat({}, "stop"),
+    ],
+    "anthropic": [
+        {"type": "message_start", "message": {"id": "m", "role": "assistant", "content": []}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": "{}"},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 1},
+        },
+        {"type": "message_stop"},
+    ],
+    "bedrock": [
+        {"messageStart": {"role": "assistant"}},
+        {
+            "contentBlockStart": {
+                "contentBlockIndex": 0,
+                "start": {"toolUse": {"toolUseId": "t1", "name": "f"}},
+            }
+        },
+        {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{}"}}}},
+        {"contentBlockStop": {"contentBlockIndex": 0}},
+        {"messageStop": {"stopReason": "end_turn"}},
+    ],
+    "streamfold": [
+        MessageDelta(tool_calls=[ToolCall(call_id="c1", name="f", arguments="{}", index=0)]),
+        MessageDelta(status="complete", stop_reason="stop", raw_stop_reason="stop"),
+    ],
+}
+
+
+@pytest.mark.parametrize("provider", sorted(_STOP_WITH_CALL))
+def test_every_provider_says_tool_use_for_a_stop_with_complete_calls(provider: str) -> None:
+    message = fold_message(_STOP_WITH_CALL[provider], provider)
+    assert message.status == "complete"
+    assert [c.status for c in message.tool_calls] == ["complete"]
+    assert message.stop_reason == "tool_use"
+    assert message.raw_stop_reason in ("stop", "end_turn")
+
+
+def test_merged_deltas_settle_the_stop_reason_as_a_fold_does() -> None:
+    deltas = _STOP_WITH_CALL["streamfold"]
+    assert to_message(merge_deltas(deltas)).stop_reason == "tool_use"
+
+
+def _approval_request(key: Hashable, request_id: str) -> list[Delta]:
+    block = {"type": "mcp_approval_request", "id": request_id, "name": "ask", "arguments": "{}"}
+    options = {"type": "mcp_approval_request", "id": request_id, "block": block}
+    return [OpenPart(key, ContentPart(type="unsupported", options=options), True), ClosePart(key)]
+
+
+def test_a_turn_waiting_for_an_approval_stops_with_approval_and_is_narration() -> None:
+    # Text after the request too: the turn goes on once the caller answers, so none of
+    # its text is the answer.
+    events = _stopped(
+        OpenPart("t", ContentPart.text("I'll ask.")),
+        ClosePart("t"),
+        *_approval_request("r", "mcpr_1"),
+        OpenPart("u", ContentPart.text("Waiting for your approval.")),
+        ClosePart("u"),
+        UpdateMessage(status="complete", stop_reason="stop", raw_stop_reason="completed"),
+    )
+    message = final_message_of(events)
+    assert (message.stop_reason, message.raw_stop_reason) == ("approval", "completed")
+    assert [utterance(p) for p in message.content if p.type == "text"] == ["narration"] * 2
+    assert is_narration(message)
+
+
+def test_an_approval_answered_in_the_turn_leaves_the_stop_reason() -> None:
+    call = {"type": "mcp_call", "id": "mcp_1", "approval_request_id": "mcpr_1", "output": "x"}
+    answered = OpenPart(
+        "c", ContentPart(type="unsupported", options={"type": "mcp_call", "block": call}), True
+    )
+    stop = UpdateMessage(status="complete", stop_reason="stop")
+    events = _stopped(*_approval_request("r", "mcpr_1"), answered, ClosePart("c"), stop)
+    assert final_message_of(events).stop_reason == "stop"
+    # A client call as well: tool_use, what the loop must do first.
+    events = _stopped(*_approval_request("r", "mcpr_2"), *_call("k", "{}"), stop)
+    assert final_message_of(events).stop_reason == "tool_use"

@@ -708,3 +708,38 @@ def test_dict_lane_never_grows_a_part_after_a_full_path_event_closed_it(
     else:
         assert "'ab'" in outcome[-1] and "'abc" not in outcome[-1]
         assert "delta_after_part_end" in outcome[-1]
+
+
+# --- a failure the server reports on an SSE `error:` line (llama.cpp, GPUStack) ----------
+
+_CHUNK = (
+    b'data: {"id":"c1","object":"chat.completion.chunk","model":"m",'
+    b'"choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}\n\n'
+)
+_ERROR = b'error: {"code":500,"message":"CUDA error: out of memory","type":"server_error"}\n\n'
+
+
+@pytest.mark.parametrize("done", [b"", b"data: [DONE]\n\n"])
+def test_an_error_line_ends_the_message_with_the_servers_error(done: bytes) -> None:
+    # Before: dropped as an unknown SSE field, the message ended `incomplete` (or, with
+    # llama.cpp's [DONE] after it, `complete`) and the server's reason was lost.
+    message = fold_message([_CHUNK + _ERROR + done])
+    assert (message.status, message.stop_reason, message.text) == ("error", "error", "Hel")
+    assert message.metadata["error"] == {
+        "type": "server_error",
+        "message": "CUDA error: out of memory",
+    }
+    assert message.metadata["provider_error"]["code"] == 500
+
+
+def test_an_error_line_the_fold_cannot_read_is_a_protocol_error_holding_its_text() -> None:
+    with pytest.raises(StreamProtocolError) as info:
+        fold_message([_CHUNK + b"error: upstream timed out\n\ndata: [DONE]\n\n"])
+    assert "got the server's error event: 'upstream timed out'" in str(info.value)
+    assert info.value.partial.text == "Hel"
+    assert info.value.partial.metadata["provider_error"] == "upstream timed out"
+    # Nothing but the error, no provider named: the error says what the server said.
+    with pytest.raises(StreamProtocolError) as info:
+        fold_message([_ERROR + b"data: [DONE]\n\n"])
+    assert "'CUDA error: out of memory'" in str(info.value)
+    assert info.value.partial.metadata["provider_error"]["type"] == "server_error"

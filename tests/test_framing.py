@@ -52,6 +52,19 @@ def test_field_without_colon_and_unknown_fields_are_ignored() -> None:
     assert sse(b"data\nfoo: bar\n\n") == [SSEEvent(b"")]
 
 
+@pytest.mark.parametrize("end", [b"\n", b"\r\n"])
+def test_an_error_line_is_an_error_event_not_dropped(end: bytes) -> None:
+    # llama.cpp's server (and GPUStack) report a failure on an `error:` line, which is no
+    # SSE field: read as `event: error` + `data: ...`, what came before it dispatched apart.
+    lines = [b"data: {}", b"", b'error: {"code":500}', b"", b"data: [DONE]", b"", b""]
+    expected = [SSEEvent(b"{}"), SSEEvent(b'{"code":500}', "error"), SSEEvent(b"[DONE]")]
+    data = end.join(lines)
+    assert sse(data) == expected
+    assert sse(data, list(range(len(data)))) == expected
+    joined = end.join([b"event: x", b"data: {}", b"error: boom", b"", b""])
+    assert sse(joined) == [SSEEvent(b"{}", "x"), SSEEvent(b"boom", "error")]
+
+
 def test_event_without_data_is_not_dispatched_and_resets_type() -> None:
     assert sse(b"event: lonely\n\ndata: x\n\n") == [SSEEvent(b"x")]
 

@@ -31,6 +31,7 @@ from streamfold.interop import langchain as to_langchain
 from streamfold.interop import openai as to_openai
 from streamfold.interop import pydantic_ai as to_pydantic_ai
 from streamfold.interop._common import build_message, mark_utterances
+from streamfold.message import pending_approvals
 from streamfold.parts import (
     INFERRED_OPTION,
     Citation,
@@ -370,6 +371,8 @@ def chat_kept(message: Message, sdk: Any) -> Message:
     stop_reason, status = CHAT_FINISH[finish]
     if refusal and finish == "stop":
         stop_reason = "refusal"
+    if stop_reason == "stop" and message.tool_calls:
+        stop_reason = "tool_use"  # calls under "stop" (OpenRouter's o3-mini): the turn goes on
     return build_message(
         order,
         status=status,
@@ -462,7 +465,8 @@ def responses_kept(message: Message, sdk: Any) -> Message:
     if message.status == "complete":
         calls = any(isinstance(x, ToolCall) for x in order)
         refused = any(isinstance(x, ContentPart) and x.options.get("refusal") for x in order)
-        stop = "tool_use" if calls else "refusal" if refused else "stop"
+        waiting = pending_approvals(x for x in order if isinstance(x, ContentPart))
+        stop = "tool_use" if calls else "refusal" if refused else "approval" if waiting else "stop"
         status, raw_stop = "complete", "completed"
     else:
         status, stop, raw_stop = _RESPONSES_END[message.status]

@@ -30,6 +30,7 @@ from .errors import (
     StreamProtocolError,
     ToolArgumentsError,
     UsageError,
+    preview,
 )
 from .events import (
     Event,
@@ -54,6 +55,7 @@ from .message import (
     merge_usage,
     parse_tool_arguments,
     parse_tool_arguments_json,
+    settled_stop_reason,
 )
 from .partial_json import Change, IncrementalJSON, PartialJSONError
 from .parts import (
@@ -116,6 +118,9 @@ def _brackets(text: str | bytes) -> int:
 _SKIPPED_TYPES = 64
 _SKIPPED_NAME_CHARS = 100
 SKIPPED_OTHER = "(other types)"
+
+# The most of a server's unreadable error text kept in metadata["provider_error"].
+_PROVIDER_ERROR_CHARS = 4096
 
 # Argument chunks joined and encoded at a time in a final build (see Slot._parsed_call).
 _ENCODE_BATCH = 4096
@@ -657,6 +662,18 @@ class Accumulator:
         self._stop_reason = "cancelled"
         return self._finish(cut=True)
 
+    def note_provider_error(self, reported: object) -> None:
+        """Keep a failure the server reported that no decoder could read (an SSE error
+        line) in the message's metadata["provider_error"]: a string cut to 4,096
+        characters; an object as it came, unless nested past the depth limit."""
+        if isinstance(reported, str):
+            value: Any = reported[:_PROVIDER_ERROR_CHARS]
+        elif json_depth_over(reported, self.limits.max_depth) is None:
+            value = reported
+        else:
+            value = preview(reported, _PROVIDER_ERROR_CHARS)
+        self._metadata["provider_error"] = value
+
     def note_truncated_tail(self) -> None:
         """The input ended inside an event; its fragment was dropped."""
         self._metadata["truncated_tail"] = True
@@ -959,10 +976,20 @@ class Accumulator:
         return [self._close(key, slot, False, cut=cut) for key, slot in list(self._open.items())]
 
     def _finish(self, *, cut: bool) -> list[Event]:
-        utterance_at_end = self._closing_utterance()
         events: list[Event] = []
+        if self._status == "complete" and self._stop_reason in (None, "stop"):
+            # Settled before the text waiting for its marker is marked: the narration
+            # rule reads it.
+            built = [slot.start if slot.done is None else slot.done for slot in self._slots]
+            self._stop_reason = settled_stop_reason(
+                self._stop_reason,
+                self._status,
+                [p for p in built if isinstance(p, ToolCall)],
+                [p for p in built if isinstance(p, ContentPart)],
+            )
+        utterance_at_end = self._closing_utterance()
         if utterance_at_end is not None:
-            events = self._mark_waiting(utterance_at_end)
+            events.extend(self._mark_waiting(utterance_at_end))
         events.extend(self._close_open(cut=cut))
         # Whether the provider's end-of-stream marker arrived: False for a stream that
         # was cut, cancelled or ended by an error, even one whose status is complete

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import jiter
 
 from .errors import UsageError
-from .message import Message, ToolCall, ToolResult
+from .message import Message, ToolCall, ToolResult, pending_approvals
 from .parts import ContentPart
 from .providers import canonical_provider
 
@@ -69,6 +69,7 @@ ProblemCode = Literal[
     "tool_result_without_call",
     "reasoning_without_id",
     "computer_output_without_screenshot",
+    "approval_without_decision",
 ]
 
 
@@ -212,6 +213,9 @@ def common_problems(history: list[Message], target: str) -> list[Problem]:
     by_id = target != "gemini"  # Gemini matches results to calls by name
     for mi, message in enumerate(history):
         if message.role == "assistant":
+            if target == "openai-responses":
+                # An MCP approval request is answered like a call: a tool result for its id.
+                known.update(pending_approvals(message.content))
             for pi, item in enumerate(message.stream_order()):
                 if not isinstance(item, ToolCall):
                     continue

@@ -28,6 +28,7 @@ from .errors import (
     StreamLimitError,
     StreamProtocolError,
     UsageError,
+    preview,
 )
 from .events import Event, MessageCompleted
 from .eventstream_state import EventStreamState
@@ -487,6 +488,9 @@ class StreamFolder:
             except StreamfoldError as exc:
                 raise self._attach(exc) from None
         if self._undetected and not self._acc.finished:
+            reported = next((p for p, e in self._undetected if e == "error"), None)
+            if reported is not None:
+                raise self._server_error(reported)
             raise self._attach(
                 StreamProtocolError(
                     f"expected events from a known provider ({', '.join(registered_providers())}"
@@ -694,6 +698,8 @@ class StreamFolder:
             try:
                 payload = loads(raw, allow_inf_nan=False)
             except ValueError as exc:
+                if name == "error":
+                    raise self._server_error(raw) from None
                 raise _json_error(exc, raw, self._position) from None
             if type(payload) is not dict:
                 events.extend(self._payload(payload, name))  # raises the typed error
@@ -727,12 +733,32 @@ class StreamFolder:
                 self._provider = "bedrock"
         return self._feed_bytes(head)
 
+    def _server_error(self, reported: Any) -> StreamProtocolError:
+        """The error for a failure the server reported in an SSE error event that no
+        decoder could read (not JSON, or before any event of a known provider): its text
+        is in the error's reason and in the partial message's metadata["provider_error"]."""
+        if isinstance(reported, bytes):
+            text: Any = reported.decode("utf-8", "replace")
+            shown = preview(text)
+        else:
+            text = reported
+            message = reported.get("message") if isinstance(reported, dict) else None
+            shown = preview(message if isinstance(message, str) else reported)
+        self._acc.note_provider_error(text)
+        error = StreamProtocolError(
+            f"expected the stream to go on, got the server's error event: {shown}",
+            raw=reported,
+        )
+        self._attach(error)
+        return error
+
     def _last_frame(self, frame: Any) -> list[Event]:
         # A frame the stream never terminated. Whole, it counts (a last SSE event without
         # its blank line); cut mid-JSON, the stream was truncated, not corrupted: drop it
         # and let the message end incomplete.
         data = frame.data if isinstance(frame, SSEEvent) else frame
-        if isinstance(data, bytes) and data != b"[DONE]":
+        server_error = isinstance(frame, SSEEvent) and frame.event == "error"
+        if isinstance(data, bytes) and data != b"[DONE]" and not server_error:
             try:
                 jiter.from_json(data, allow_inf_nan=False)
             except ValueError:
@@ -745,6 +771,12 @@ class StreamFolder:
         if isinstance(frame, SSEEvent):
             if frame.data == b"[DONE]":
                 return self._done()
+            if frame.event == "error":
+                try:
+                    payload = jiter.from_json(frame.data, allow_inf_nan=False)
+                except ValueError:
+                    raise self._server_error(frame.data) from None
+                return self._payload(payload, "error")
             return self._payload(_parse_json(frame.data, self._position), frame.event)
         if isinstance(frame, bytes):
             return self._payload(_parse_json(frame, self._position), None)

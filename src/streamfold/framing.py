@@ -183,6 +183,7 @@ class SSEDecoder:
                     self._event = _event_name(value) if name is None else name
                 elif line:
                     self._line(line, events)
+                    pending = self._data  # an error line may have dispatched it
                 else:
                     if pending:
                         joined = pending[0] if len(pending) == 1 else b"\n".join(pending)
@@ -297,6 +298,16 @@ class SSEDecoder:
                 self._id = value.decode("utf-8", "replace")
         elif name == b"retry" and value.isdigit():
             self._retry = int(value)
+        elif name == b"error":
+            # Not an SSE field: llama.cpp's server (and GPUStack, in front of it) reports a
+            # failure mid-stream as an `error: {...}` line. Dropped as the standard says,
+            # the failure would vanish and the message end as merely cut: it is read as
+            # the event `event: error` + `data: {...}` would be, apart from what came
+            # before it.
+            if self._data or self._event is not None:
+                self._dispatch(events)
+            self._data.append(value)
+            self._event = "error"
 
     def _dispatch(self, events: list[SSEEvent]) -> None:
         if self._data:

@@ -20,6 +20,7 @@ StopReason = Literal[
     "length",
     "content_filter",
     "pause",
+    "approval",
     "refusal",
     "error",
     "cancelled",
@@ -233,13 +234,62 @@ def _stream_order(
     yield from unplaced
 
 
-# Stop reasons of a turn that goes on: the caller runs a tool, or the provider paused it.
-TURN_GOES_ON: frozenset[str] = frozenset({"tool_use", "pause"})
+# Stop reasons of a turn that goes on: the caller runs a tool, the provider paused it, or
+# the provider waits for the caller to approve a tool it would run (an MCP approval request).
+TURN_GOES_ON: frozenset[str] = frozenset({"tool_use", "pause", "approval"})
+
+
+def settled_stop_reason(
+    stop_reason: StopReason | None,
+    status: Status,
+    tool_calls: Iterable[ToolCall],
+    content: Iterable[ContentPart] = (),
+) -> StopReason | None:
+    """The stop reason an agent loop acts on, whatever word the provider used for it.
+
+    A normally finished message holding a client tool call stops with `tool_use`: some
+    providers say "stop" (or nothing) when the model asked for tools (OpenRouter's
+    o3-mini, Ollama, Gemini), and a loop reading that would show the call as the answer. A
+    call whose arguments did not parse counts too, as on providers that say "tool_calls"
+    then: the model asked for a tool, and the call's `arguments_error` says what is wrong.
+    Else, one holding an MCP approval request no call in it answered stops
+    with `approval`: the provider waits for the caller's decision (Responses says
+    "completed"). The provider's own word stays in `raw_stop_reason`. Any other reason
+    (length, pause, refusal...) says more than "the model stopped" and stands.
+    """
+    if status != "complete" or stop_reason not in (None, "stop"):
+        return stop_reason
+    for _ in tool_calls:
+        return "tool_use"
+    if pending_approvals(content):
+        return "approval"
+    return stop_reason
+
+
+def pending_approvals(content: Iterable[ContentPart]) -> list[str]:
+    """The ids of the MCP approval requests among `content` that no MCP call in it answers
+    (Responses `mcp_approval_request` items, kept as unsupported parts)."""
+    requested: list[str] = []
+    answered: set[Any] = set()
+    for part in content:
+        if part.type != "unsupported":
+            continue
+        kind = part.options.get("type")
+        if kind == "mcp_approval_request":
+            request_id = part.options.get("id")
+            if isinstance(request_id, str):
+                requested.append(request_id)
+        elif kind == "mcp_call":
+            block = part.options.get("block")
+            if isinstance(block, dict):
+                answered.add(block.get("approval_request_id"))
+    return [r for r in requested if r not in answered]
 
 
 def is_narration(item: ContentPart | Message) -> bool:
     """True for a narration part; for a message, True while the turn is not over: its last
-    text part is narration, or it has no text and stopped to use a tool (or paused)."""
+    text part is narration, or it has no text and stopped to use a tool (or paused, or
+    waits for an approval)."""
     if isinstance(item, ContentPart):
         return utterance(item) == "narration"
     last_text = next((p for p in reversed(item.content) if p.type == "text"), None)
@@ -385,13 +435,15 @@ def to_message(delta: MessageDelta) -> Message:
             "to_message: expected a delta with a final status (complete, length, ...), "
             "got status 'incomplete'; merge the rest of the stream first"
         )
+    calls = [complete_tool_call(tc) for tc in delta.tool_calls]
+    content = [p for p in delta.content if p is not None]
     return Message(
         role=delta.role,
-        content=[p for p in delta.content if p is not None],
-        tool_calls=[complete_tool_call(tc) for tc in delta.tool_calls],
+        content=content,
+        tool_calls=calls,
         status=delta.status,
         usage=delta.usage,
-        stop_reason=delta.stop_reason,
+        stop_reason=settled_stop_reason(delta.stop_reason, delta.status, calls, content),
         raw_stop_reason=delta.raw_stop_reason,
         metadata=delta.metadata,
     )

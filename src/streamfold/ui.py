@@ -19,10 +19,17 @@ however the bytes were split.
 
 Part options (narration markers, thinking signatures, ids, encrypted reasoning) travel as
 `providerMetadata: {"streamfold": <options>}` on the start and end chunks; the end chunk
-carries the final options (a streamed signature whole). A text part's marker (`utterance`:
-narration or answer, `utterance_inferred` when streamfold worked it out) is often known
-only after the part is complete, when a tool starts or the message ends: its `text-end`
-waits for it, so the marker always arrives on the text part. Usage updates are not sent as
+carries the final options (a streamed signature whole).
+
+Consecutive text parts of one utterance (Anthropic splits a cited answer into a text block
+per cited sentence, with lone ". " blocks between) are one text part on the wire: the
+first's id, their text in order, one end whose options say `citations`, a list of
+`{"start", "end", "sourceIds"}` placing each cited piece in the joined text.
+
+A text part's marker (`utterance`: narration or answer, `utterance_inferred` when
+streamfold worked it out) is often known only after the part is complete, when a tool
+starts or the message ends: its `text-end` waits for it, so the marker always arrives on
+the text part. Usage updates are not sent as
 they come: the final usage is in `finish`.
 """
 
@@ -72,6 +79,7 @@ _FINISH_REASONS: Final[dict[str, str]] = {
     "refusal": "content-filter",
     "error": "error",
     "pause": "other",
+    "approval": "other",
     "cancelled": "other",
     "other": "other",
 }
@@ -82,6 +90,39 @@ _STATUS_FINISH: Final[dict[str, str]] = {
     "error": "error",
 }
 _DONE: Final = b"data: [DONE]\n\n"
+
+
+# The keys of a text part's marker, apart from its other options when parts are joined.
+_MARKER_KEYS = frozenset({"utterance", INFERRED_OPTION})
+
+
+def _unmarked(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if k not in _MARKER_KEYS}
+
+
+class _TextRun:
+    """Consecutive text parts sent as one UI text part (see the module docstring)."""
+
+    __slots__ = ("citations", "explicit", "first", "last", "marker", "open", "options", "size")
+
+    def __init__(self, first: int, part: ContentPart) -> None:
+        self.first = first  # slot index of its first part (its id) ...
+        self.last = first  # ... and of its latest
+        self.open = True  # its latest part is still streaming
+        self.options = _unmarked(part.options)  # the first part's, without a marker
+        self.marker = utterance(part)  # said at the start (Responses phase), or later
+        self.explicit = self.marker is not None and part.options.get(INFERRED_OPTION) is not True
+        self.size = 0  # characters of text so far, to place the cited pieces
+        self.citations: list[dict[str, Any]] = []
+
+    def joins(self, index: int, part: ContentPart) -> bool:
+        """Whether text part `index`, starting now, continues this run."""
+        return (
+            not self.open
+            and index == self.last + 1
+            and _unmarked(part.options) == self.options
+            and utterance(part) in (None, self.marker)
+        )
 
 
 def _provider_metadata(options: dict[str, Any]) -> dict[str, Any]:
@@ -151,7 +192,10 @@ class UIMessageStreamEncoder:
         self._step_open = False
         self._open: dict[int, str] = {}  # slot index -> the kind of part open on the wire
         self._tool_ids: dict[int, str] = {}  # slot index -> toolCallId sent
-        self._held: dict[int, UIMessageChunk] = {}  # slot index -> a text-end awaiting a marker
+        self._held: dict[int, UIMessageChunk] = {}  # run's first slot -> its end, awaiting a marker
+        self._runs: dict[int, _TextRun] = {}  # slot index of a text part -> its run, until sent
+        self._tail: _TextRun | None = None  # the run the next text part may continue
+        self._held_at: dict[int, int] = {}  # slot index of a text part -> its held run's first
         self._sources: dict[tuple[str, str], str] = {}
         self._last: Message | None = None
         self._last_timing: Mapping[str, Any] | None = None
@@ -254,20 +298,76 @@ class UIMessageStreamEncoder:
         # cut turn's answer is not known to be one). Parts the wire left open when the
         # stream broke end too, so a UI stops showing them as being written; an open tool
         # call has no input to offer, so it stays.
+        self._tail = None
+        for run in sorted({id(r): r for r in self._runs.values()}.values(), key=_first):
+            self._end_run(run)
+        self._runs.clear()
         out = [self._held[index] for index in sorted(self._held)]
         self._held.clear()
+        self._held_at.clear()
         for index, kind in self._open.items():
-            if kind in ("text", "reasoning"):
-                out.append({"type": f"{kind}-end", "id": self.part_id(index)})
+            if kind == "reasoning":
+                out.append({"type": "reasoning-end", "id": self.part_id(index)})
         self._open.clear()
         return out
+
+    def _run_end(self, run: _TextRun) -> UIMessageChunk:
+        options = dict(run.options)
+        if run.marker is not None:
+            options["utterance"] = run.marker
+            if not run.explicit:
+                options[INFERRED_OPTION] = True
+        if run.last > run.first and run.citations:
+            options["citations"] = run.citations
+        return {"type": "text-end", "id": self.part_id(run.first), **_provider_metadata(options)}
+
+    def _end_run(self, run: _TextRun) -> None:
+        """The run can grow no more: its end is held until it is sent (by marker, or
+        when the message ends, without one)."""
+        self._held[run.first] = self._run_end(run)
+        for index in range(run.first, run.last + 1):
+            self._runs.pop(index, None)
+            self._held_at[index] = run.first
+
+    def _leave_tail(self) -> list[UIMessageChunk]:
+        """Another part started: the tail run can grow no more. A finished one with its
+        marker goes out; one still open goes when its part completes."""
+        run = self._tail
+        self._tail = None
+        if run is None or run.open:
+            return []
+        if run.marker is None:
+            self._end_run(run)  # held: its marker comes later
+            return []
+        for index in range(run.first, run.last + 1):
+            self._runs.pop(index, None)
+        return [self._run_end(run)]
 
     def _part_started(self, event: PartStarted) -> list[UIMessageChunk]:
         part = event.part
         pid = self.part_id(event.index)
+        tail = self._tail
+        if (
+            tail is not None
+            and isinstance(part, ContentPart)
+            and part.type == "text"
+            and tail.joins(event.index, part)
+        ):
+            # The text goes on in the run's part: no start, its deltas under the run's id.
+            tail.last = event.index
+            tail.open = True
+            self._runs[event.index] = tail
+            self._open[event.index] = "text"
+            out = []
+            if part.content:
+                out.append({"type": "text-delta", "id": self.part_id(tail.first),
+                            "delta": part.content})  # fmt: skip
+            out.extend(self._sources_of(part.citations))
+            return out
+        out = self._leave_tail()
         if isinstance(part, ToolCall):
             self._open[event.index] = "tool"
-            out: list[UIMessageChunk] = [
+            out += [
                 {
                     "type": "tool-input-start",
                     "toolCallId": self._call_id(part, event.index),
@@ -286,9 +386,11 @@ class UIMessageStreamEncoder:
             return out
         kind = {"text": "text", "thinking": "reasoning"}.get(part.type)
         if kind is None:
-            return self._sources_of(part.citations)  # emitted whole when it completes
+            return out + self._sources_of(part.citations)  # emitted whole when it completes
         self._open[event.index] = kind
-        out = [{"type": f"{kind}-start", "id": pid, **_provider_metadata(dict(part.options))}]
+        if kind == "text":
+            self._tail = self._runs[event.index] = _TextRun(event.index, part)
+        out.append({"type": f"{kind}-start", "id": pid, **_provider_metadata(dict(part.options))})
         if part.content:
             out.append({"type": f"{kind}-delta", "id": pid, "delta": part.content})
         out.extend(self._sources_of(part.citations))
@@ -298,9 +400,9 @@ class UIMessageStreamEncoder:
         kind = self._open.get(event.index)
         out: list[UIMessageChunk] = []
         if event.content and kind in ("text", "reasoning"):
-            out.append(
-                {"type": f"{kind}-delta", "id": self.part_id(event.index), "delta": event.content}
-            )
+            run = self._runs.get(event.index) if kind == "text" else None
+            index = event.index if run is None else run.first
+            out.append({"type": f"{kind}-delta", "id": self.part_id(index), "delta": event.content})
         elif event.content and kind == "tool":
             out.append(
                 {
@@ -348,7 +450,12 @@ class UIMessageStreamEncoder:
                 )
             return out
         out = []
-        if part.type in ("text", "thinking"):
+        run = self._runs.get(index) if part.type == "text" else None
+        if run is not None:
+            self._text_completed(run, index, part)
+            if run is not self._tail:  # another part started meanwhile: it can grow no more
+                out.extend(self._release(run))
+        elif part.type in ("text", "thinking"):
             kind = "text" if part.type == "text" else "reasoning"
             end = {"type": f"{kind}-end", "id": pid, **_provider_metadata(dict(part.options))}
             if part.type == "text" and utterance(part) is None:
@@ -364,9 +471,38 @@ class UIMessageStreamEncoder:
         out.extend(self._sources_of(part.citations))
         return out
 
+    def _text_completed(self, run: _TextRun, index: int, part: ContentPart) -> None:
+        run.open = False
+        if index == run.first:
+            run.options = _unmarked(part.options)  # its final options (a whole signature)
+        marker = utterance(part)
+        if marker is not None:
+            run.marker, run.explicit = marker, part.options.get(INFERRED_OPTION) is not True
+        start = run.size
+        run.size += len(part.content or "")
+        if part.citations:
+            # Each source once per piece (a sentence can cite two passages of one page).
+            ids = list(dict.fromkeys(i for i in map(self._source_id, part.citations) if i))
+            run.citations.append({"start": start, "end": run.size, "sourceIds": ids})
+
+    def _release(self, run: _TextRun) -> list[UIMessageChunk]:
+        """A run that can grow no more, complete: its end now if its marker is known."""
+        if run.marker is None:
+            self._end_run(run)
+            return []
+        for index in range(run.first, run.last + 1):
+            self._runs.pop(index, None)
+        return [self._run_end(run)]
+
     def _part_marked(self, event: PartMarked) -> list[UIMessageChunk]:
+        run = self._runs.get(event.index)
+        if run is not None:
+            # Still growing, or its last part still open: the marker goes with its end.
+            if run.marker is None or (event.explicit and not run.explicit):
+                run.marker, run.explicit = event.utterance, event.explicit
+            return []
         # A text part still open gets its marker with its end (in the part's options).
-        end = self._held.pop(event.index, None)
+        end = self._held.pop(self._held_at.pop(event.index, event.index), None)
         if end is None:
             return []
         marker: dict[str, Any] = {"utterance": event.utterance}
@@ -391,17 +527,14 @@ class UIMessageStreamEncoder:
                 out.append(chunk)
         return out
 
+    def _source_id(self, citation: Citation) -> str | None:
+        key = _source_key(citation)
+        return None if key is None else self._sources.get(key)
+
     def _source(self, citation: Citation) -> UIMessageChunk | None:
         source = citation.source
-        if source is None:
-            return None
-        if source.url is not None and source.type != "document":
-            key = ("url", source.url)
-        elif source.document_id is not None or source.title is not None:
-            key = ("document", source.document_id or source.title or "")
-        elif source.url is not None:
-            key = ("url", source.url)
-        else:
+        key = _source_key(citation)
+        if source is None or key is None:
             return None
         if key in self._sources:
             return None
@@ -426,6 +559,24 @@ class UIMessageStreamEncoder:
                 meta["url"] = source.url
         chunk.update(_provider_metadata(meta))
         return chunk
+
+
+def _first(run: _TextRun) -> int:
+    return run.first
+
+
+def _source_key(citation: Citation) -> tuple[str, str] | None:
+    """What makes a cited source one source-url / source-document chunk."""
+    source = citation.source
+    if source is None:
+        return None
+    if source.url is not None and source.type != "document":
+        return ("url", source.url)
+    if source.document_id is not None or source.title is not None:
+        return ("document", source.document_id or source.title or "")
+    if source.url is not None:
+        return ("url", source.url)
+    return None
 
 
 def _file_chunk(part: ContentPart) -> UIMessageChunk | None:

@@ -10,7 +10,7 @@ from browser_support import ARTIFACTS, missing, open_page
 from server_support import serve_in_thread
 from support import REAL, fold_bytes, read, replayed
 
-from streamfold import MessageCompleted, utterance
+from streamfold import ContentPart, MessageCompleted, utterance
 
 RECORDING = "anthropic/code-execution-bash-thinking.sse"  # thinking, text, server blocks, text
 SPEED = "0.25"  # 35 events, 80 ms apart: about 3 s of streaming
@@ -122,3 +122,60 @@ def test_a_cut_stream_is_not_shown_as_done(tmp_path: Path) -> None:
         assert errors == []
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "ui-demo-incomplete.png"), full_page=True)
+
+
+@pytest.mark.parametrize(
+    "rel", ["anthropic/web-search-citations.sse", "anthropic/web-search-thinking-citations.sse"]
+)
+def test_a_cited_answer_reads_as_one_text_with_its_markers(
+    base_url: str, rel: str, tmp_path: Path
+) -> None:
+    """Anthropic sends a text block per cited sentence, and lone ". " blocks between: the
+    page shows one text with one badge, each cited piece followed by its sources' numbers."""
+    from playwright.sync_api import sync_playwright
+
+    from streamfold.ui import to_ui_message_stream
+
+    events = fold_bytes(read(rel))
+    message = next(e.message for e in events if isinstance(e, MessageCompleted))
+    # The text parts, those next to each other joined (what the page must show).
+    runs: list[list[ContentPart]] = []
+    previous: object = None
+    for item in message.stream_order():
+        if isinstance(item, ContentPart) and item.type == "text":
+            if isinstance(previous, ContentPart) and previous.type == "text":
+                runs[-1].append(item)
+            else:
+                runs.append([item])
+        previous = item
+    assert max(len(r) for r in runs) > 5  # the recording splits its answer
+    # Each source numbered as it first arrives on the stream (the page's list order).
+    numbers: dict[str, int] = {}
+    for chunk in to_ui_message_stream(events):
+        if chunk["type"] in ("source-url", "source-document"):
+            numbers.setdefault(chunk["url"] if "url" in chunk else chunk["title"], len(numbers) + 1)
+
+    with sync_playwright() as pw, open_page(pw, tmp_path / "profile") as (page, errors):
+        page.goto(f"{base_url}/?recording={rel}&speed=0&autoplay")
+        page.wait_for_selector('#status[data-state="done"]', timeout=30_000)
+        shown = page.eval_on_selector_all(".part.text", "els => els.map(e => e.streamfoldText)")
+        assert shown == ["".join(p.content or "" for p in run) for run in runs]
+        badges = page.eval_on_selector_all(
+            ".part.text",
+            "els => els.map(e => [...e.querySelectorAll('.badge')].map(b => b.textContent))",
+        )
+        assert badges == [[utterance(run[0])] for run in runs]
+        assert badges[-1] == ["answer"]
+        visible = page.eval_on_selector_all(".part.text .body", "els => els.map(e => e.innerText)")
+        assert not [line for text in visible for line in text.splitlines() if line.strip() == "."]
+        answer = visible[-1]
+        for part in runs[-1]:
+            if not part.citations:
+                continue
+            cited = [c.source.url for c in part.citations if c.source and c.source.url]
+            marks = "".join(f"[{numbers[url]}]" for url in dict.fromkeys(cited))
+            tail = (part.content or "").rstrip()[-12:]
+            assert tail + marks in answer, (tail, marks)
+        assert errors == []
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "ui-demo-citations.png"), full_page=True)

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from record.test_recordings import READY
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
@@ -28,6 +30,7 @@ from streamfold import (
     Usage,
     afold,
     fold,
+    utterance,
 )
 from streamfold.ui import (
     DATA_BLOCK,
@@ -86,6 +89,57 @@ def _meta(part: dict[str, Any], key: str = "providerMetadata") -> dict[str, Any]
     return value
 
 
+def _text_runs(message: Message) -> list[list[ContentPart]]:
+    """The message's text parts, those next to each other in the stream with the same
+    options (the same marker) grouped: each group reads as one text."""
+    runs: list[list[ContentPart]] = []
+    previous: ContentPart | ToolCall | None = None
+    for item in message.stream_order():
+        if isinstance(item, ContentPart) and item.type == "text":
+            if (
+                isinstance(previous, ContentPart)
+                and previous.type == "text"
+                and previous.options == item.options
+            ):
+                runs[-1].append(item)
+            else:
+                runs.append([item])
+        previous = item
+    return runs
+
+
+def _run_options(run: list[ContentPart]) -> dict[str, Any]:
+    options = dict(run[0].options)
+    if len(run) > 1 and any(p.citations for p in run):
+        options["citations"] = _cited_ranges(run)
+    return options
+
+
+def _source_names(part: ContentPart) -> set[str]:
+    names = set()
+    for c in part.citations:
+        source = c.source
+        if source is None:
+            continue
+        if source.url is not None and source.type != "document":
+            names.add(source.url)
+        elif source.document_id is not None or source.title is not None:
+            names.add(source.title or source.document_id or "document")
+        elif source.url is not None:
+            names.add(source.url)
+    return names
+
+
+def _cited_ranges(run: list[ContentPart]) -> list[dict[str, Any]]:
+    ranges, at = [], 0
+    for part in run:
+        size = len(part.content or "")
+        if part.citations:
+            ranges.append({"start": at, "end": at + size})
+        at += size
+    return ranges
+
+
 @pytest.mark.parametrize("rel", READY)
 def test_ai_sdk_reads_the_same_message(rel: str, ai_reader: dict[str, Any]) -> None:
     message = final_message(fold_bytes(read(rel)))
@@ -103,11 +157,22 @@ def test_ai_sdk_reads_the_same_message(rel: str, ai_reader: dict[str, Any]) -> N
     else:
         assert got["errors"] == []
 
-    texts = [p for p in message.content if p.type == "text"]
+    runs = _text_runs(message)
     ui_texts = _ui_parts(ui, "text")
-    assert [t["text"] for t in ui_texts] == [p.content or "" for p in texts]
+    assert [t["text"] for t in ui_texts] == ["".join(p.content or "" for p in r) for r in runs]
     assert all(t["state"] == "done" for t in ui_texts)
-    assert [_meta(t) for t in ui_texts] == [p.options for p in texts]
+    ui_options = [_meta(t) for t in ui_texts]
+    # Each cited piece names its sources by the ids of the source chunks sent for them.
+    names = {
+        s["sourceId"]: s["url"] if s["type"] == "source-url" else s["title"]
+        for s in ui["parts"]
+        if s["type"] in ("source-url", "source-document")
+    }
+    for meta, run in zip(ui_options, runs, strict=True):
+        cited = [p for p in run if p.citations] if len(run) > 1 else []
+        for place, part in zip(meta.get("citations", []), cited, strict=True):
+            assert {names[i] for i in place.pop("sourceIds")} == _source_names(part)
+    assert ui_options == [_run_options(r) for r in runs]
 
     thinking = [p for p in message.content if p.type == "thinking"]
     ui_reasoning = _ui_parts(ui, "reasoning")
@@ -150,6 +215,10 @@ def test_ai_sdk_reads_the_same_message(rel: str, ai_reader: dict[str, Any]) -> N
         for e in events
         if isinstance(e.part, ToolCall) or e.part.type in ("text", "thinking", "unsupported")
     ]
+    # Each run of joined text parts once.
+    skip = [n for run in runs for n in [0] + [1] * (len(run) - 1)]
+    texts = iter(skip)
+    stream_order = [k for k in stream_order if k != "text" or not next(texts)]
     assert ui_order == stream_order
 
     metadata = ui["metadata"]
@@ -436,3 +505,80 @@ def test_bundled_recordings_are_the_default() -> None:
     bundled = TestClient(Starlette(routes=ui_routes()))
     names = {r["name"] for r in bundled.get("/ui-recordings").json()["recordings"]}
     assert "anthropic/text-basic.sse" in names
+
+
+# --- joined text parts, whatever the order of events -----------------------------------------
+
+_TEXT_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["text", "narration", "answer", "tool", "thinking"]),
+        st.text("ab.", max_size=3),
+        st.booleans(),  # close it before the next part starts
+    ),
+    min_size=1,
+    max_size=7,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=_TEXT_OPS, end=st.sampled_from(["end", "cut", "stop-tool"]))
+def test_joined_text_parts_keep_every_character_in_order_once(
+    ops: list[tuple[str, str, bool]], end: str
+) -> None:
+    from streamfold import Accumulator
+    from streamfold.deltas import ClosePart, EndMessage, GrowPart, OpenPart, UpdateMessage
+
+    acc = Accumulator()
+    events: list[Any] = []
+    open_keys: list[int] = []
+    for key, (kind, text, close) in enumerate(ops):
+        start: ContentPart | ToolCall
+        if kind == "tool":
+            start = ToolCall(call_id=f"c{key}", name="f", arguments="")
+        elif kind == "thinking":
+            start = ContentPart.thinking("")
+        elif kind == "text":
+            start = ContentPart.text("")
+        else:  # a provider's own marker, said at the start
+            start = ContentPart.text("", options={"utterance": kind})
+        events += acc.apply(OpenPart(key, start))
+        events += acc.apply(GrowPart(key, content="{}" if kind == "tool" else text))
+        if close:
+            events += acc.apply(ClosePart(key))
+        else:
+            open_keys.append(key)
+    if end == "cut":
+        events += acc.close()
+    else:
+        for key in open_keys:
+            events += acc.apply(ClosePart(key))
+        events += acc.apply(UpdateMessage(status="complete", stop_reason="stop"))
+        events += acc.apply(EndMessage())
+    message = final_message(events)
+    chunks = _chunks(events)
+
+    texts: dict[str, str] = {}
+    ended: dict[str, dict[str, Any]] = {}
+    for chunk in chunks:
+        if chunk["type"] == "text-start":
+            assert chunk["id"] not in texts
+            texts[chunk["id"]] = ""
+        elif chunk["type"] == "text-delta":
+            assert chunk["id"] in texts and chunk["id"] not in ended
+            texts[chunk["id"]] += chunk["delta"]
+        elif chunk["type"] == "text-end":
+            assert chunk["id"] in texts and chunk["id"] not in ended
+            ended[chunk["id"]] = _meta(chunk)
+    assert set(ended) == set(texts)  # every text part ends, once
+    # Every character once, in order; each UI text a run of adjacent parts with one marker.
+    in_order = [p.content or "" for p in message.content if p.type == "text"]
+    assert "".join(texts.values()) == "".join(in_order)
+    slots = [(n, p) for n, p in enumerate(message.stream_order()) if isinstance(p, ContentPart)]
+    text_slots = [(n, p) for n, p in slots if p.type == "text"]
+    firsts = [int(pid.removeprefix("part-")) for pid in texts]
+    for at, (first, (pid, joined)) in enumerate(zip(firsts, texts.items(), strict=True)):
+        upto = firsts[at + 1] if at + 1 < len(firsts) else len(message.stream_order())
+        run = [(n, p) for n, p in text_slots if first <= n < upto]
+        assert [n for n, _ in run] == list(range(first, first + len(run)))  # adjacent
+        assert joined == "".join(p.content or "" for _, p in run)
+        assert {utterance(p) for _, p in run} == {ended[pid].get("utterance")}

@@ -84,6 +84,22 @@ _CHAT_FINISH = {
 }
 
 
+# The finish reasons a ChatCompletion may say (the openai SDK's Choice.finish_reason).
+_CHAT_FINISH_REASONS = frozenset(
+    {"stop", "length", "tool_calls", "content_filter", "function_call"}
+)
+
+
+def _chat_finish(message: Message) -> str:
+    """The provider's own word when it was a Chat provider's (a server that says "stop"
+    with tool calls said so: the completion shows what it sent); else one from the stop
+    reason."""
+    raw = message.raw_stop_reason
+    if message.metadata.get("provider") == "openai-chat" and raw in _CHAT_FINISH_REASONS:
+        return str(raw)
+    return _CHAT_FINISH.get(message.stop_reason or "stop", "stop")
+
+
 def to_chat_completion(message: Message, *, model: str = "") -> ChatCompletion:
     """The Message as an openai `ChatCompletion` (`model` when the message names none)."""
     message = check_message("to_chat_completion", message)
@@ -125,7 +141,7 @@ def to_chat_completion(message: Message, *, model: str = "") -> ChatCompletion:
             {
                 "index": 0,
                 "message": body,
-                "finish_reason": _CHAT_FINISH.get(message.stop_reason or "stop", "stop"),
+                "finish_reason": _chat_finish(message),
                 "logprobs": None,
             }
         ],

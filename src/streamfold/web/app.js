@@ -149,6 +149,22 @@ function markdown(text) {
 
 // --- rendering ------------------------------------------------------------------------
 
+// The text with each cited piece followed by the numbers of its sources ("[1][2]"), as
+// the sources list numbers them. `citations`: [{start, end, sourceIds}], offsets counted
+// in code points (as the server counts them), not UTF-16 units.
+function withMarkers(text, citations, numbers) {
+  const chars = Array.from(text);
+  const places = citations
+    .filter((c) => Number.isInteger(c.end) && c.end >= 0 && c.end <= chars.length)
+    .sort((a, b) => b.end - a.end);
+  for (const place of places) {
+    const ids = Array.isArray(place.sourceIds) ? place.sourceIds : [];
+    const marks = ids.map((id) => numbers.get(id)).filter(Boolean).map((n) => `[${n}]`);
+    if (marks.length) chars.splice(place.end, 0, marks.join(""));
+  }
+  return chars.join("");
+}
+
 export class MessageView {
   constructor(root, finish, counter) {
     this.root = root;
@@ -156,6 +172,7 @@ export class MessageView {
     this.counter = counter;
     this.parts = new Map(); // part id or toolCallId -> {node, body, text}
     this.sources = null;
+    this.sourceNumbers = new Map(); // sourceId -> its number in the sources list
     this.chunks = 0;
     this.steps = 0;
     this.started = performance.now();
@@ -214,9 +231,13 @@ export class MessageView {
     part.node.dataset.state = "done";
     // The raw text stays on the element (tests read it); the page shows it rendered.
     part.node.streamfoldText = part.text.data;
-    part.body.replaceChildren(markdown(part.text.data));
-    part.body.classList.add("md");
     const meta = streamfoldMeta(chunk);
+    // Joined text parts (a cited answer): each cited piece marked where it ends.
+    const shown = Array.isArray(meta.citations)
+      ? withMarkers(part.text.data, meta.citations, this.sourceNumbers)
+      : part.text.data;
+    part.body.replaceChildren(markdown(shown));
+    part.body.classList.add("md");
     if (meta.utterance && !$(".badge", part.node)) {
       part.node.classList.add(meta.utterance);
       part.node.prepend(el("span", "badge", meta.utterance));
@@ -309,7 +330,14 @@ export class MessageView {
     return this.sources;
   }
 
+  numberSource(chunk) {
+    if (!this.sourceNumbers.has(chunk.sourceId)) {
+      this.sourceNumbers.set(chunk.sourceId, this.sourceNumbers.size + 1);
+    }
+  }
+
   on_source_url(chunk) {
+    this.numberSource(chunk);
     const item = el("li", "source");
     const url = safeUrl(chunk.url);
     const link = el(url ? "a" : "span", null, chunk.title || chunk.url);
@@ -326,6 +354,7 @@ export class MessageView {
   }
 
   on_source_document(chunk) {
+    this.numberSource(chunk);
     const item = el("li", "source document");
     item.append(el("span", null, chunk.title), el("span", "host", chunk.mediaType));
     this.sourceList().append(item);

@@ -1364,3 +1364,20 @@ def test_anthropic_fast_equals_full(picks: list[int]) -> None:
     events = _ANTHROPIC_PAYLOAD_OPENING + [_ANTHROPIC_PAYLOADS[i] for i in picks]
     for strict in (False, True):
         assert_fast_same(events, "anthropic", strict=strict)
+
+
+def test_an_sse_error_line_ends_the_message_with_the_servers_error() -> None:
+    # llama.cpp's server (its Messages endpoint too) reports a failure on an `error:` line
+    # whose object's `type` names the error: before, skipped as an unknown event type, the
+    # message ended merely cut and the reason was lost.
+    data = read("anthropic/text-basic.sse")
+    cut = data[: data.index(b"event: content_block_stop")]
+    error = b'error: {"code":500,"message":"CUDA error: out of memory","type":"server_error"}\n\n'
+    for provider in (None, "anthropic"):
+        message = final_message(fold_bytes(cut + error, provider=provider))
+        assert (message.status, message.stop_reason) == ("error", "error")
+        assert message.metadata["error"] == {
+            "type": "server_error",
+            "message": "CUDA error: out of memory",
+        }
+        assert message.text  # the text before the failure is kept

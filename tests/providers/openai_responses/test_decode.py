@@ -431,7 +431,14 @@ def test_matches_the_openai_sdk_accumulator(rel: str) -> None:
     ]
     assert [(c.call_id, c.name, c.arguments) for c in ours.tool_calls] == sdk_calls
     assert all(c.status == "complete" for c in ours.tool_calls)
-    assert ours.stop_reason == ("tool_use" if sdk_calls else "stop")
+    # An approval request that no MCP call in the response answered: the turn waits.
+    answered = {item.approval_request_id for item in sdk.output if item.type == "mcp_call"}
+    waiting = [
+        item.id
+        for item in sdk.output
+        if item.type == "mcp_approval_request" and item.id not in answered
+    ]
+    assert ours.stop_reason == ("tool_use" if sdk_calls else "approval" if waiting else "stop")
 
     # Built-in tool items: the block is the item as output_item.done (and the SDK) has it.
     sdk_other = [
@@ -1887,3 +1894,17 @@ _RESP_CASES = [
 def test_responses_cases_fast_equals_full(case: int, strict: bool) -> None:
     events = [dict(_RESP_EVENTS[i]) for i in _RESP_OPENING] + [dict(e) for e in _RESP_CASES[case]]
     assert_fast_same(events, "openai-responses", strict=strict)
+
+
+def test_an_sse_error_line_ends_the_response_with_the_servers_error() -> None:
+    # llama.cpp's server reports a failure on an `error:` line whose object's `type` names
+    # the error ("server_error"), not a Responses event: before, it was skipped as an
+    # unknown event and the response ended merely cut, the reason lost.
+    data = read("openai-responses/text.sse")
+    cut = data[: data.index(b"event: response.output_text.done")]
+    error = b'error: {"code":500,"message":"CUDA error: out of memory","type":"server_error"}\n\n'
+    for provider in (None, "openai-responses"):
+        message = final_message(fold_bytes(cut + error, provider=provider))
+        assert (message.status, message.stop_reason) == ("error", "error")
+        assert message.metadata["error"]["message"] == "CUDA error: out of memory"
+        assert message.text  # the text before the failure is kept

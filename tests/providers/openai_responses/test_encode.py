@@ -324,3 +324,56 @@ def test_a_computer_result_needs_a_screenshot() -> None:
     ]
     (problem,) = check_replayable(history, "openai-responses")
     assert problem.code == "computer_output_without_screenshot" and problem.message_index == 2
+
+
+# --- MCP approval: a pause the caller answers ---------------------------------------------
+
+_APPROVAL = "openai-responses/mcp-approval-request.sse"
+_REQUEST_ID = "mcpr_00b9cc7a23d047270068faa0e67fb0819fa9e21302c398e9ac"
+
+
+@pytest.mark.parametrize(("approve", "reason"), [(True, ""), (False, "not that repository")])
+def test_an_approval_request_is_answered_with_an_approval_response(
+    approve: bool, reason: str
+) -> None:
+    from support import read
+
+    from streamfold import fold_message
+
+    turn = fold_message([read(_APPROVAL)])
+    answer = ToolResult(tool_call_id=_REQUEST_ID, content=reason, options={"approve": approve})
+    assert (
+        check_replayable([Message.user("?"), turn, Message.tool([answer])], "openai-responses")
+        == []
+    )
+    body = responses([Message.user("?"), turn, Message.tool([answer])])
+    items = body["input"]
+    assert isinstance(items, list)
+    # The request goes back as it came, then its answer in the SDK's McpApprovalResponse shape.
+    assert items[-2]["type"] == "mcp_approval_request" and items[-2]["id"] == _REQUEST_ID
+    expected = {
+        "type": "mcp_approval_response",
+        "approval_request_id": _REQUEST_ID,
+        "approve": approve,
+    }
+    if reason:
+        expected["reason"] = reason
+    assert items[-1] == expected
+    for item in items:
+        validate(ResponseInputItemParam, item)
+    # `streamfold serve` takes it as the API would.
+    from streamfold.web.api_requests import check_request
+
+    check_request("responses", {**body, "model": "o4-mini"})
+
+
+def test_an_approval_answer_must_say_approve_or_not() -> None:
+    from support import read
+
+    from streamfold import fold_message
+
+    turn = fold_message([read(_APPROVAL)])
+    unsure = Message.tool([ToolResult(tool_call_id=_REQUEST_ID, content="ok")])
+    (problem,) = check_replayable([Message.user("?"), turn, unsure], "openai-responses")
+    assert problem.code == "approval_without_decision" and problem.message_index == 2
+    assert 'options["approve"] True or False, got null' in problem.reason

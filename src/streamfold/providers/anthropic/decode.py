@@ -283,6 +283,10 @@ class AnthropicDecoder(Decoder):
             return []
         if kind == "error":
             return self._error(payload)
+        if event == "error":
+            # An SSE error event holding a server's own error object, whose `type` names
+            # the error (llama.cpp's `error:` line: "server_error"), not an event.
+            return self._error({"type": "error", "error": payload})
         return [SkipEvent(kind)]
 
     def close(self) -> list[Delta]:

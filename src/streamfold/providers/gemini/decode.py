@@ -589,8 +589,8 @@ class GeminiDecoder(Decoder):
             stop, status = "content_filter", "content_filtered"
         else:
             stop, status = _STOP.get(reason, ("other", "complete"))
-        if stop == "stop" and self._calls:
-            stop = "tool_use"
+        # STOP after a functionCall: the accumulator settles it to tool_use, as for every
+        # provider (message.settled_stop_reason).
         return UpdateMessage(status=status, stop_reason=stop, raw_stop_reason=reason)
 
     # --- parts -------------------------------------------------------------------------

@@ -236,9 +236,8 @@ class OllamaDecoder(Decoder):
             stop_reason, status = "stop", "complete"
         else:
             stop_reason, status = _DONE_REASONS.get(reason, ("other", "complete"))
-        if stop_reason == "stop" and self._tool_calls:
-            # Ollama says "stop" when the model asked for tools; the turn is not over.
-            stop_reason = "tool_use"
+        # Ollama says "stop" when the model asked for tools: the accumulator settles it
+        # to tool_use, as for every provider (message.settled_stop_reason).
         counts: dict[str, int] = {}
         for key in _COUNTS:
             value = optional(self, payload, key, int)

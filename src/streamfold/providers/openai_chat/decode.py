@@ -325,6 +325,10 @@ class OpenAIChatDecoder(Decoder):
         error = payload.get("error")
         x_groq = payload.get("x_groq")
         if choices is None and usage is None and error is None and x_groq is None:
+            if event == "error":
+                # An error event holding the error object itself, not under "error"
+                # (llama.cpp: {"code": 500, "message": ..., "type": "server_error"}).
+                return [update_message(metadata={"provider_error": payload}), self._error(payload)]
             raise self.protocol_error(
                 "expected a chat.completion.chunk with choices, usage or error, got an object "
                 f"with keys {sorted(payload)[:12]}",

@@ -400,6 +400,10 @@ class OpenAIResponsesDecoder(Decoder):
             raise self.protocol_error(
                 f"expected a string event 'type', got {describe(kind)}", payload
             )
+        if event == "error" and kind not in _HANDLERS:
+            # An SSE error event holding a server's own error object, whose `type` names
+            # the error, not the event (llama.cpp's `error:` line: "server_error").
+            kind = "error"
         sequence = payload.get("sequence_number")
         if type(sequence) is int and self._seen(sequence):
             # The same event again (a retried or duplicated send): said once already.

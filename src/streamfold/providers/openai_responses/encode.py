@@ -15,13 +15,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import encoding as _enc
-from ...message import Message, ToolCall, ToolResult
+from ...message import Message, ToolCall, ToolResult, pending_approvals
 from ...parts import ContentPart
 from ...parts import utterance as _utterance
 from ...parts import utterance_inferred as _utterance_inferred
+from ..fields import describe
 from .decode import CLIENT_CALL_INPUTS
 
 _PHASE_OF = {"narration": "commentary", "answer": "final_answer"}
+
+# The item type a tool result answers with an mcp_approval_response.
+APPROVAL_REQUEST = "mcp_approval_request"
 
 _USER_PARTS = frozenset({"text", "image", "image_url", "file", "file_url"})
 
@@ -33,8 +37,21 @@ def replay_problems(history: list[Message]) -> list[_enc.Problem]:
     for mi, message in enumerate(history):
         call_types.update(_call_types(message))
         for result in message.tool_results:
+            kind = call_types.get(result.tool_call_id)
+            if kind == APPROVAL_REQUEST and not isinstance(result.options.get("approve"), bool):
+                problems.append(
+                    _enc.Problem(
+                        "approval_without_decision",
+                        f"the answer to MCP approval request {describe(result.tool_call_id)} goes "
+                        "back"
+                        " as an mcp_approval_response, which needs the caller's decision: "
+                        'expected options["approve"] True or False, got '
+                        f"{describe(result.options.get('approve'))}",
+                        mi,
+                    )
+                )
             if (
-                call_types.get(result.tool_call_id) == "computer_call"
+                kind == "computer_call"
                 and not isinstance(result.options.get("output"), dict)
                 and _result_image(result) is None
             ):
@@ -254,18 +271,24 @@ def call_item(call: ToolCall, foreign: bool = False) -> dict[str, Any]:
 
 
 def _call_types(message: Message) -> dict[str, str]:
-    """The item type of each call a message made that is not a function call."""
-    return {
+    """The item type of each call a message made that is not a function call (and of each
+    MCP approval request it is waiting on: answered by a tool result too)."""
+    types = {
         call.call_id: kind
         for call in message.tool_calls
         if call.call_id
         and isinstance(kind := call.metadata.get("type"), str)
         and (kind == "custom_tool_call" or kind in CLIENT_CALL_INPUTS)
     }
+    if message.role == "assistant":
+        types.update(dict.fromkeys(pending_approvals(message.content), APPROVAL_REQUEST))
+    return types
 
 
 def _call_output(result: ToolResult, mi: int, call_types: Mapping[str, str]) -> dict[str, Any]:
     kind = call_types.get(result.tool_call_id)
+    if kind == APPROVAL_REQUEST:
+        return _approval_response(result)
     if kind in CLIENT_CALL_INPUTS:
         return _client_output(str(kind), result, mi)
     output: str | list[dict[str, Any]]
@@ -275,6 +298,21 @@ def _call_output(result: ToolResult, mi: int, call_types: Mapping[str, str]) -> 
         output = [_input_part(p, mi) for p in result.content if p.type in _USER_PARTS]
     kind = "custom_tool_call_output" if kind == "custom_tool_call" else "function_call_output"
     return {"type": kind, "call_id": result.tool_call_id, "output": output}
+
+
+def _approval_response(result: ToolResult) -> dict[str, Any]:
+    """The mcp_approval_response answering an approval request: `options["approve"]` is
+    the decision (anything but True refuses: no tool runs on a guess); the result's text,
+    when there is any, goes as the reason."""
+    item: dict[str, Any] = {
+        "type": "mcp_approval_response",
+        "approval_request_id": result.tool_call_id,
+        "approve": result.options.get("approve") is True,
+    }
+    reason = _enc.result_text(result)
+    if reason:
+        item["reason"] = reason
+    return item
 
 
 def _client_output(kind: str, result: ToolResult, mi: int) -> dict[str, Any]:
