@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, assert_never
 
+from .construct import check_json_object
 from .display import DisplayItem
 from .errors import EventJSONError
 from .events import (
@@ -125,15 +126,18 @@ def event_from_json(data: Any) -> Event:
     try:
         if kind == "part_delta":
             options = data.get("options")
+            changes = tuple((c[0], tuple(c[1]), c[2]) for c in data.get("arguments_changes", ()))
+            # The values kept as they came are checked as the models check theirs: JSON,
+            # and no deeper than any value streamfold keeps (without recursion).
+            values = [change[2] for change in changes]
+            check_json_object({"options": options, "arguments_changes": values}, "part_delta")
             return PartDelta(
                 index=data["index"],
                 part_type=data["part_type"],
                 content=data.get("content"),
                 options=options or None,
                 citations=tuple(Citation.model_validate(c) for c in data.get("citations", ())),
-                arguments_changes=tuple(
-                    (c[0], tuple(c[1]), c[2]) for c in data.get("arguments_changes", ())
-                ),
+                arguments_changes=changes,
             )
         if kind == "part_started":
             return PartStarted(index=data["index"], part=_part(data["part"], data["part_type"]))
@@ -152,6 +156,7 @@ def event_from_json(data: Any) -> Event:
         if kind == "usage_updated":
             return UsageUpdated(usage=Usage.model_validate(data["usage"]))
         if kind == "provider_errored":
+            check_json_object({"raw": data.get("raw")}, "provider_errored")
             return ProviderErrored(
                 error_type=data.get("error_type"),
                 message=data["message"],

@@ -36,8 +36,9 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel, ValidationError
 
 from .errors import StateError, StreamfoldError, UsageError
+from .limits import MAX_JSON_DEPTH
 from .providers import PROVIDERS, decoder_class
-from .state_schema import MAX_JSON_DEPTH, validation_error
+from .state_schema import validation_error
 
 # 3: the closed schema (2 and before were a dump of the object graph). A change to a
 # box's state model that an older streamfold could not read changes this number; a

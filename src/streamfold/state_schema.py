@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 
 from ._model import check_json_object
 from .errors import OptionsError, StateError, preview
-from .limits import json_depth_over
+from .limits import MAX_JSON_DEPTH, json_depth_over
 
 
 class BoxState(BaseModel):
@@ -50,9 +50,8 @@ def _json_object(value: object) -> object:
 
 
 # A JSON value a box keeps as it came (a provider block, options, a raw event): checked,
-# not converted. The depth is the state's own bound (streamfold.state checks the whole
-# document against it before any model sees it).
-MAX_JSON_DEPTH = 200
+# not converted. The depth is MAX_JSON_DEPTH, the bound of every JSON value streamfold
+# keeps (streamfold.state checks the whole document against it before any model sees it).
 Json = Annotated[Any, BeforeValidator(_json_value)]
 JsonObject = Annotated[dict[str, Any], BeforeValidator(_json_object)]
 
