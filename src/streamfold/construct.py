@@ -143,6 +143,13 @@ def _plain_members(value: Any, depth: int, nested: list[tuple[Any, int]]) -> boo
     return True
 
 
+def check_json_value(value: object, name: str) -> None:
+    """Raise OptionsError unless `value` is a JSON value at most MAX_JSON_DEPTH deep (a
+    list or dict is the first level)."""
+    if not _plain_json(value):
+        _check_json(value, name)
+
+
 def check_json_object(value: object, name: str = "options") -> dict[str, Any]:
     """Return `value` if it is a str-keyed dict of JSON values at most MAX_JSON_DEPTH
     deep (the dict is the first level), else raise OptionsError."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, assert_never
 
-from .construct import check_json_object
+from .construct import check_json_object, check_json_value
 from .display import DisplayItem
 from .errors import EventJSONError
 from .events import (
@@ -129,8 +129,10 @@ def event_from_json(data: Any) -> Event:
             changes = tuple((c[0], tuple(c[1]), c[2]) for c in data.get("arguments_changes", ()))
             # The values kept as they came are checked as the models check theirs: JSON,
             # and no deeper than any value streamfold keeps (without recursion).
-            values = [change[2] for change in changes]
-            check_json_object({"options": options, "arguments_changes": values}, "part_delta")
+            if options is not None:
+                check_json_object(options, "options")
+            for at, change in enumerate(changes):
+                check_json_value(change[2], f"arguments_changes[{at}]")
             return PartDelta(
                 index=data["index"],
                 part_type=data["part_type"],
@@ -156,7 +158,7 @@ def event_from_json(data: Any) -> Event:
         if kind == "usage_updated":
             return UsageUpdated(usage=Usage.model_validate(data["usage"]))
         if kind == "provider_errored":
-            check_json_object({"raw": data.get("raw")}, "provider_errored")
+            check_json_value(data.get("raw"), "raw")
             return ProviderErrored(
                 error_type=data.get("error_type"),
                 message=data["message"],

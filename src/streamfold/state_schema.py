@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeAlias
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
 
-from ._model import check_json_object
+from .construct import check_json_value
 from .errors import OptionsError, StateError, preview
 from .limits import MAX_JSON_DEPTH, json_depth_over
 
@@ -37,7 +37,7 @@ def _json_value(value: object) -> object:
     if json_depth_over(value, MAX_JSON_DEPTH) is not None:
         raise ValueError(f"expected a JSON value at most {MAX_JSON_DEPTH} deep")
     try:
-        check_json_object({"value": value}, "value")
+        check_json_value(value, "value")
     except OptionsError as exc:
         raise ValueError(str(exc)) from None
     return value
