@@ -10,10 +10,20 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 from collections.abc import Hashable
 from typing import Annotated, Any, TypeAlias
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    PlainSerializer,
+    ValidationError,
+)
+from pydantic_core import CoreSchema
 
 from .construct import check_json_value
 from .errors import OptionsError, StateError, preview
@@ -25,6 +35,37 @@ class BoxState(BaseModel):
 
     # Built on first use: a fold that never saves pays nothing at import.
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, defer_build=True)
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[BaseModel], handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        # Every list and dict of a state stops at its first bad member: pydantic would
+        # otherwise record one error per member, and a state of a million bad entries
+        # took gigabytes and half a minute to refuse (a StateError names the first one
+        # only). A copy: the schemas of the public models inside (Message, ContentPart)
+        # are shared with those models, which keep reporting every error.
+        schema = copy.deepcopy(handler(source))
+        _fail_fast(schema)
+        return schema
+
+
+def _fail_fast(schema: Any) -> None:
+    """Set fail_fast on every list, tuple, set and dict schema inside `schema` (a core
+    schema: dicts and lists; iterative, as the schema of a model can nest deep)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if isinstance(kind, str) and kind in _SEQUENCES:
+                node["fail_fast"] = True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+_SEQUENCES = frozenset({"list", "tuple", "set", "frozenset", "dict"})
 
 
 # Counters and sizes: whole numbers, never negative, never past what a fold can reach.
