@@ -185,15 +185,21 @@ class StreamFolder:
         return dump_state(state, key=key)
 
     @classmethod
-    def restore(cls, state: Any, *, key: bytes | str | None = None) -> StreamFolder:
+    def restore(
+        cls, state: Any, *, key: bytes | str | None = None, max_size: Any = None
+    ) -> StreamFolder:
         """A folder that continues exactly where the one that saved `state` stopped.
 
-        The state is validated whole first; anything wrong raises `StateError` naming the
-        field. With `key`, a state without the right HMAC is refused.
+        `state` is what `save_state` returned, or its JSON text. It is validated whole
+        first; anything wrong raises `StateError` naming the field. With `key`, a state
+        without the right HMAC is refused. A state measuring more than `max_size`
+        (default `streamfold.state.MAX_STATE_SIZE`, 256 MiB: JSON text by its length, a
+        dict by the characters of its strings and keys plus one per value) is refused
+        before anything else is read; so is a restored fold past its own limits.
         """
         from .state import load_state
 
-        model = load_state(state, FoldState, key=key)
+        model = load_state(state, FoldState, key=key, max_size=max_size)
         try:
             return cls.from_state(model)
         except StateError as exc:
