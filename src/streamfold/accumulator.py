@@ -30,6 +30,7 @@ from .errors import (
     StreamProtocolError,
     ToolArgumentsError,
     UsageError,
+    preview,
 )
 from .events import (
     Event,
@@ -121,6 +122,53 @@ SKIPPED_OTHER = "(other types)"
 _ENCODE_BATCH = 4096
 
 
+def _check_counts(counts: dict[str, int], field: str, other: str | None) -> None:
+    """Refuse counts by name that a fold could not have kept: more than _SKIPPED_TYPES
+    names (`other`, the name of the rest, only once they are reached), a name longer than
+    _SKIPPED_NAME_CHARS, or a count of zero."""
+    named = len(counts) - (1 if other is not None and other in counts else 0)
+    if named > _SKIPPED_TYPES or (named < _SKIPPED_TYPES and other is not None and other in counts):
+        rest = f", then {other!r} for the rest" if other is not None else ""
+        raise StateError(field, f"expected at most {_SKIPPED_TYPES} names{rest}, got {len(counts)}")
+    for name, count in counts.items():
+        if len(name) > _SKIPPED_NAME_CHARS or count < 1:
+            raise StateError(
+                field,
+                f"expected names of at most {_SKIPPED_NAME_CHARS} characters counted at least "
+                f"once, got {preview(name, 40)}: {count}",
+            )
+
+
+_TIMING_KEYS = frozenset(
+    {
+        "time_to_first_byte_s",
+        "time_to_first_token_s",
+        "total_s",
+        "output_tokens",
+        "output_tokens_per_s",
+        "parts",
+    }
+)
+_PART_TIMING_KEYS = frozenset({"index", "start_s", "end_s"})
+
+
+def _check_timing(timing: object, slots: int) -> None:
+    """Refuse a final message's metadata["timing"] that is not what StreamTiming.as_dict
+    writes: its keys, numbers or null, and at most one entry per slot."""
+    if not isinstance(timing, dict) or timing.keys() != _TIMING_KEYS:
+        raise StateError("final.metadata.timing", "expected the fold's timing")
+    parts = timing["parts"]
+    if not isinstance(parts, list) or len(parts) > slots:
+        raise StateError("final.metadata.timing.parts", f"expected at most {slots} entries")
+    entries: list[Any] = [timing, *parts]
+    for n, entry in enumerate(entries):
+        if n and (not isinstance(entry, dict) or entry.keys() != _PART_TIMING_KEYS):
+            raise StateError("final.metadata.timing.parts", "expected the fold's part timings")
+        for name, value in entry.items():
+            if name != "parts" and not (value is None or type(value) in (int, float)):
+                raise StateError("final.metadata.timing", f"expected numbers, got {name}")
+
+
 class Slot:
     """One part or tool call being assembled."""
 
@@ -205,15 +253,25 @@ class Slot:
         if start is None or (state.part is not None and state.call is not None):
             raise StateError("", "expected exactly one of part and call")
         slot = cls(index, start)
+        limit = (
+            limits.max_tool_argument_chars if isinstance(start, ToolCall) else limits.max_part_chars
+        )
+        # A part as it started or as it was built, held to the limits its stream was: a
+        # state cannot bring in what the fold would have refused.
+        if isinstance(start, ContentPart):
+            if len(start.content or "") > limit:
+                raise StateError("part.content", f"expected at most {limit} characters")
+            for key in STREAMED_OPTIONS:
+                option = start.options.get(key)
+                if isinstance(option, str) and len(option) > limit:
+                    raise StateError(f"part.options.{key}", f"expected at most {limit} characters")
+        elif isinstance(start.arguments, str) and len(start.arguments) > limit:
+            raise StateError("call.arguments", f"expected at most {limit} characters")
         if state.complete:
             slot.done = start
             slot.release(start)
             return slot
-        slot.limit = (
-            limits.max_tool_argument_chars if isinstance(start, ToolCall) else limits.max_part_chars
-        )
-        if isinstance(start, ContentPart) and len(start.content or "") > slot.limit:
-            raise StateError("part.content", f"expected at most {slot.limit} characters")
+        slot.limit = limit
         slot.size = sum(map(len, state.chunks))
         if slot.size > slot.limit:
             raise StateError("chunks", f"expected at most {slot.limit} characters, got {slot.size}")
@@ -509,6 +567,10 @@ class Accumulator:
             raise StateError("open", "expected each open slot under one key")
         if state.finished != (state.final is not None) or (state.finished and acc._open):
             raise StateError("final", "expected the final message exactly when finished")
+        if len(state.closed_keys) > len(state.slots):
+            raise StateError("closed_keys", "expected at most one key per slot")
+        _check_counts(state.skipped, "skipped", SKIPPED_OTHER)
+        _check_counts(state.repairs, "repairs", None)
         acc._closed_keys = set(state.closed_keys)
         acc._status = state.status
         acc._stop_reason = state.stop_reason
@@ -523,6 +585,17 @@ class Accumulator:
             if not (index < len(acc._slots) and acc._slots[index].kind == "text"):
                 raise StateError(f"unmarked[{n}]", "expected the index of a text slot")
         acc._unmarked = list(state.unmarked)
+        if state.final is not None:
+            # The final message is the one the slots and the rest make (it is built from
+            # them, once): anything else in it would skip every check above.
+            made = acc._message([slot.done for slot in acc._slots if slot.done is not None])
+            timing = state.final.metadata.get("timing")
+            if timing is not None:
+                # The fold's clock adds this to the final message, after it is built.
+                _check_timing(timing, len(acc._slots))
+                made.metadata["timing"] = timing
+            if state.final != made:
+                raise StateError("final", "expected the message the slots and fields make")
         return acc
 
     def apply(self, delta: Delta) -> list[Event]:
