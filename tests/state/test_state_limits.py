@@ -270,7 +270,7 @@ def test_a_million_bad_entries_are_refused_at_the_first_in_bounded_memory() -> N
     for kind in ("chunks_bad", "skipped_bad"):
         refused = _cost(kind)
         assert refused["outcome"] == "StateError", refused
-        assert len(refused["text"]) < 300 and "more)" not in refused["text"], refused["text"]
-        # A megabyte-sized state: its refusal grows the process by tens of MiB at most
-        # (more than a GiB when every entry's error was collected).
+        # A state of a few megabytes: its refusal grows the process by tens of MiB at
+        # most (by more than a GiB when every entry's error was collected).
         assert refused["grown_kib"] < 128 * 1024, refused
+        assert len(refused["text"]) < 300 and "more)" not in refused["text"], refused["text"]
