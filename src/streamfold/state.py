@@ -189,7 +189,7 @@ def load_state(
     if type(version) is not int or version != STATE_VERSION:
         raise StateError(
             _VERSION,
-            f"expected a streamfold state of version {STATE_VERSION}, got {version!r} "
+            f"expected a streamfold state of version {STATE_VERSION}, got {preview(version, 40)} "
             "(states are read only by the streamfold version that wrote them)",
         )
     _check_plain_json(state, limit)  # (the top level is a dict: checked above)

@@ -274,3 +274,18 @@ def test_a_million_bad_entries_are_refused_at_the_first_in_bounded_memory() -> N
         # most (by more than a GiB when every entry's error was collected).
         assert refused["grown_kib"] < 128 * 1024, refused
         assert len(refused["text"]) < 300 and "more)" not in refused["text"], refused["text"]
+
+
+def test_a_huge_version_key_or_value_gives_a_bounded_error() -> None:
+    """Found by the saved-state fuzz: the version was quoted whole, and a path holds keys."""
+    state = _open()
+    huge = "x" * 1_000_000
+    versioned = {**state, "streamfold_state": huge}
+    keyed = copy.deepcopy(state)
+    keyed["folder"]["accumulator"]["slots"][0]["streamed"] = {huge: ["a"]}
+    deep_key = copy.deepcopy(state)
+    deep_key["folder"]["accumulator"]["metadata"] = {huge: {"\ud800": 1}}
+    for bad in (versioned, keyed, deep_key):
+        with pytest.raises(StateError) as raised:
+            StreamFolder.restore(bad)
+        assert len(str(raised.value)) < 2_000
