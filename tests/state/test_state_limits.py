@@ -289,3 +289,17 @@ def test_a_huge_version_key_or_value_gives_a_bounded_error() -> None:
         with pytest.raises(StateError) as raised:
             StreamFolder.restore(bad)
         assert len(str(raised.value)) < 2_000
+
+
+def test_restore_limits_refuse_a_state_that_chose_larger_ones() -> None:
+    """An unsigned state carries its own limits: the restorer can hold it to its own."""
+    state = _open()
+    StreamFolder.restore(state, limits=Limits())  # saved with the defaults: within them
+    raised = copy.deepcopy(state)
+    raised["folder"]["limits"]["max_part_chars"] = 2**40
+    StreamFolder.restore(raised)  # without a bound, the state's own limits hold
+    error = _refused(raised, "folder.limits.max_part_chars", limits=Limits())
+    assert str(32 * MiB) in str(error)
+    _refused(state, "folder.limits.max_parts", limits=Limits(max_parts=1))
+    with pytest.raises(UsageError, match="limits"):
+        StreamFolder.restore(state, limits={"max_parts": 1})
