@@ -93,9 +93,7 @@ def _plain_json(value: Any) -> bool:
 
     The quick answer for nearly every value; False sends it to `_check_json`, which
     accepts subclasses too and says what is wrong and where (building each path on the
-    way costs more than the walk). Iterative, as `_check_json` is, for the same reason;
-    a container of scalars (nearly every usage, metadata and options dict) is answered
-    without a stack entry.
+    way costs more than the walk). Iterative, as `_check_json` is, for the same reason.
     """
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
@@ -104,43 +102,44 @@ def _plain_json(value: Any) -> bool:
         return math.isfinite(value)
     if kind is not dict and kind is not list:
         return False
-    nested: list[tuple[Any, int]] = []
-    if not _plain_members(value, 1, nested):
-        return False
-    while nested:
+    # The containers still to walk, a level below the one that held them: made only when
+    # a member is a container (one call, no list, for a dict of scalars).
+    nested: list[tuple[Any, int]] | None = None
+    container: Any = value
+    depth = 1
+    while True:
+        if type(container) is dict:
+            members: dict[Any, Any] = container  # (typed: compiled, a dict's own walk)
+            for key, item in members.items():
+                if type(key) is not str:
+                    return False
+                # A string, int, bool or null member without more (most of them).
+                kind = type(item)
+                if kind is str or kind is int or kind is bool or item is None:
+                    continue
+                if kind is dict or kind is list:
+                    if nested is None:
+                        nested = []
+                    nested.append((item, depth + 1))
+                elif kind is not float or not math.isfinite(item):
+                    return False
+        else:
+            items: list[Any] = container
+            for item in items:
+                kind = type(item)
+                if kind is str or kind is int or kind is bool or item is None:
+                    continue
+                if kind is dict or kind is list:
+                    if nested is None:
+                        nested = []
+                    nested.append((item, depth + 1))
+                elif kind is not float or not math.isfinite(item):
+                    return False
+        if not nested:
+            return True
         container, depth = nested.pop()
-        if depth > MAX_JSON_DEPTH or not _plain_members(container, depth, nested):
+        if depth > MAX_JSON_DEPTH:
             return False
-    return True
-
-
-def _plain_members(value: Any, depth: int, nested: list[tuple[Any, int]]) -> bool:
-    """Whether the members of a dict or list at `depth` are plain JSON scalars or
-    containers; each container goes into `nested`, a level deeper, for the caller."""
-    if type(value) is dict:
-        members: dict[Any, Any] = value  # (typed: compiled, a dict's own walk)
-        for key, item in members.items():
-            if type(key) is not str:
-                return False
-            # A string, int, bool or null member without more (most of them).
-            kind = type(item)
-            if kind is str or kind is int or kind is bool or item is None:
-                continue
-            if kind is dict or kind is list:
-                nested.append((item, depth + 1))
-            elif kind is not float or not math.isfinite(item):
-                return False
-        return True
-    items: list[Any] = value
-    for item in items:
-        kind = type(item)
-        if kind is str or kind is int or kind is bool or item is None:
-            continue
-        if kind is dict or kind is list:
-            nested.append((item, depth + 1))
-        elif kind is not float or not math.isfinite(item):
-            return False
-    return True
 
 
 def check_json_value(value: object, name: str) -> None:
