@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from .events import Event, MessageCompleted
-from .fold import StreamFolder, _source
+from .fold import StreamFolder, _source, _timing_for
 from .limits import DEFAULT_LIMITS, Limits
 from .message import Message
 from .timing import Clock, StreamTiming
@@ -110,7 +110,8 @@ class AsyncFold:
         """Read one chunk and fold it; at the end of the input, finish the message."""
         try:
             chunk = await self._read()
-        except Exception:
+        except Exception as exc:
+            self.folder.timing._failed(self.folder.snapshot, exc)  # (telemetry, if on)
             await self._stop(cancel=False)
             raise
         except BaseException:  # cancelled, or interrupted: the consumer is leaving
@@ -121,7 +122,9 @@ class AsyncFold:
                 events = [] if self.folder.finished else self.folder.close()
             else:
                 events = self._fold_chunk(chunk)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                self.folder.timing._failed(self.folder.snapshot, exc)  # (telemetry, if on)
             await self._stop(cancel=False)
             raise
         if chunk is _END or self._ends_with_the_message():
@@ -279,11 +282,13 @@ def afold(
     partial_arguments: bool = False,
     started_at: float | None = None,
     clock: Clock | None = None,
+    request: Any = None,
 ) -> AsyncFold:
     """Fold an async stream into events (bytes, str, dicts, SDK objects or MessageDeltas).
 
     `partial_arguments`: as for `fold`, tool-call PartDeltas carry `arguments_changes`.
-    `started_at`, `clock`: the timing's, as for `fold`.
+    `started_at`, `clock`: the timing's, and `request` (a `telemetry.RequestInfo`) what
+    telemetry records of the request, as for `fold`.
     """
     source, provider = _source(chunks, provider)
     return AsyncFold(
@@ -294,7 +299,7 @@ def afold(
             strict=strict,
             limits=limits,
             partial_arguments=partial_arguments,
-            timing=StreamTiming(clock, started_at),
+            timing=_timing_for(clock, started_at, provider, request),
         ),
     )
 
@@ -309,6 +314,7 @@ async def afold_message(
     partial_arguments: bool = False,
     started_at: float | None = None,
     clock: Clock | None = None,
+    request: Any = None,
 ) -> Message:
     """Fold an async stream and return only the final Message."""
     final: Message | None = None
@@ -321,6 +327,7 @@ async def afold_message(
         partial_arguments=partial_arguments,
         started_at=started_at,
         clock=clock,
+        request=request,
     ):
         if isinstance(event, MessageCompleted):
             final = event.message
