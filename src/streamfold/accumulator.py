@@ -139,36 +139,6 @@ def _check_counts(counts: dict[str, int], field: str, other: str | None) -> None
             )
 
 
-_TIMING_KEYS = frozenset(
-    {
-        "time_to_first_byte_s",
-        "time_to_first_token_s",
-        "total_s",
-        "output_tokens",
-        "output_tokens_per_s",
-        "parts",
-    }
-)
-_PART_TIMING_KEYS = frozenset({"index", "start_s", "end_s"})
-
-
-def _check_timing(timing: object, slots: int) -> None:
-    """Refuse a final message's metadata["timing"] that is not what StreamTiming.as_dict
-    writes: its keys, numbers or null, and at most one entry per slot."""
-    if not isinstance(timing, dict) or timing.keys() != _TIMING_KEYS:
-        raise StateError("final.metadata.timing", "expected the fold's timing")
-    parts = timing["parts"]
-    if not isinstance(parts, list) or len(parts) > slots:
-        raise StateError("final.metadata.timing.parts", f"expected at most {slots} entries")
-    entries: list[Any] = [timing, *parts]
-    for n, entry in enumerate(entries):
-        if n and (not isinstance(entry, dict) or entry.keys() != _PART_TIMING_KEYS):
-            raise StateError("final.metadata.timing.parts", "expected the fold's part timings")
-        for name, value in entry.items():
-            if name != "parts" and not (value is None or type(value) in (int, float)):
-                raise StateError("final.metadata.timing", f"expected numbers, got {name}")
-
-
 class Slot:
     """One part or tool call being assembled."""
 
@@ -591,11 +561,6 @@ class Accumulator:
             # The final message is the one the slots and the rest make (it is built from
             # them, once): anything else in it would skip every check above.
             made = acc._message([slot.done for slot in acc._slots if slot.done is not None])
-            timing = state.final.metadata.get("timing")
-            if timing is not None:
-                # The fold's clock adds this to the final message, after it is built.
-                _check_timing(timing, len(acc._slots))
-                made.metadata["timing"] = timing
             if state.final != made:
                 raise StateError("final", "expected the message the slots and fields make")
         return acc

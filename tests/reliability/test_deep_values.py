@@ -121,9 +121,14 @@ def test_a_value_nested_past_the_bound_is_a_typed_error_at_every_door(depth: int
 
 def test_a_value_within_the_bound_is_accepted_at_every_door() -> None:
     """Not vacuous: the same doors accept the same value less deep, so what they refuse
-    above is its depth (counted from the field: the options or metadata dict is level 1)."""
-    results = _run(MAX_JSON_DEPTH - 1)
-    assert [name for name, verdict, _, _ in results if verdict != "accepted"] == []
+    above is its depth (counted from the field: the options or metadata dict is level 1).
+    The adapters hold the SDKs' objects to a lower bound of their own (a typed error)."""
+    assert [name for name, verdict, _, _ in _run(100) if verdict != "accepted"] == []
+    for name, verdict, error, _ in _run(MAX_JSON_DEPTH - 1):
+        if name.startswith(("langchain.", "pydantic_ai.")):
+            assert verdict in ("accepted", "typed"), f"{name}: {verdict} {error}"
+        else:
+            assert verdict == "accepted", f"{name}: {verdict} {error}"
 
 
 def test_the_bound_is_where_the_checks_say() -> None:
