@@ -6,6 +6,7 @@
 
     .venv/bin/python fuzz/fuzz_fold.py --random 100000 [--seed 0]   # no atheris needed
     .venv/bin/python fuzz/fuzz_fold.py --random 100000 --objects    # dicts, SDK objects
+    .venv/bin/python fuzz/fuzz_fold.py --random 10000 --states      # mutated saved states
     .venv-compiled/bin/python fuzz/fuzz_fold.py --random 100000 --installed  # the compiled wheel
 
 The property is the one tests/reliability/test_fuzz.py checks (its helpers are reused): only
@@ -91,22 +92,30 @@ def make_corpus(directory: Path) -> None:
     print(f"wrote {len(harness.ALL) * 3} seeds to {directory}")
 
 
-def random_run(count: int, seed: int, objects: bool = False, keep_going: bool = False) -> None:
+def random_run(
+    count: int, seed: int, objects: bool = False, keep_going: bool = False, states: bool = False
+) -> None:
     """Mutate the recordings with a seeded Random (the test's mutators) `count` times.
 
     `objects`: the decoded-dict and SDK-object mutations of tests/reliability/test_object_fuzz.py.
+    `states`: the saved-state mutations of tests/reliability/test_state_fuzz.py.
     `keep_going`: count failures by kind (their first seed printed) instead of stopping.
     """
     fuzz_objects = None
     if objects:
         from reliability.test_object_fuzz import fuzz_objects
+    fuzz_state = None
+    if states:
+        from reliability.test_state_fuzz import RECORDINGS, fuzz_state
     started = time.monotonic()
     failures: dict[str, int] = {}
     for k in range(count):
         chooser = harness.RandomChooser(random.Random(seed + k))
-        rel = chooser.choice(harness.ALL)
+        rel = chooser.choice(RECORDINGS if fuzz_state is not None else harness.ALL)
         try:
-            if fuzz_objects is not None:
+            if fuzz_state is not None:
+                fuzz_state(rel, chooser)
+            elif fuzz_objects is not None:
                 fuzz_objects(rel, chooser)
             elif chooser.boolean():
                 harness.fuzz_events(rel, chooser)
@@ -122,7 +131,10 @@ def random_run(count: int, seed: int, objects: bool = False, keep_going: bool = 
             failures[kind] = failures.get(kind, 0) + 1
         if (k + 1) % 10000 == 0:
             print(f"{k + 1} runs, {time.monotonic() - started:.0f} s, {harness.COUNTS}", flush=True)
-    print(f"{count} runs in {time.monotonic() - started:.0f} s: {harness.COUNTS}")
+    counts = harness.COUNTS
+    if fuzz_state is not None:
+        from reliability.test_state_fuzz import COUNTS as counts
+    print(f"{count} runs in {time.monotonic() - started:.0f} s: {counts}")
     print(f"failures: {sum(failures.values())} in {len(failures)} kinds: {failures}")
 
 
@@ -136,7 +148,9 @@ def main() -> None:
 
         build = "compiled" if streamfold.is_compiled() else "interpreted"
         print(f"streamfold {build}: {streamfold.__file__}")
-        random_run(int(args[1]), seed, "--objects" in args, "--keep-going" in args)
+        random_run(
+            int(args[1]), seed, "--objects" in args, "--keep-going" in args, "--states" in args
+        )
     elif atheris is None:
         sys.exit("atheris is not installed: `pip install atheris`, or use --random N")
     else:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, Va
 
 from .construct import ALL_FIELDS, FIELD_ORDER, replaced, trusted
 from .construct import check_json_object as check_json_object  # (the models' modules use it)
-from .errors import InvalidModelError, StreamfoldError
+from .errors import InvalidModelError, StreamfoldError, preview
 
 JsonValue = Any
 """A value JSON can hold: None, bool, int, finite float, str, list, str-keyed dict."""
@@ -29,7 +29,8 @@ def _translate(model: str, exc: ValidationError) -> StreamfoldError:
         if isinstance(original, StreamfoldError):
             return original
         loc = ".".join(str(p) for p in err["loc"]) or "(value)"
-        problems.append(f"{loc}: {err['msg']}, got {err['input']!r}")
+        # A preview: the input can be megabytes long, or nested too deep for repr.
+        problems.append(f"{loc}: {err['msg']}, got {preview(err['input'])}")
     return InvalidModelError(model, problems)
 
 

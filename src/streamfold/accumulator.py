@@ -126,6 +126,23 @@ _PROVIDER_ERROR_CHARS = 4096
 _ENCODE_BATCH = 4096
 
 
+def _check_counts(counts: dict[str, int], field: str, other: str | None) -> None:
+    """Refuse counts by name that a fold could not have kept: more than _SKIPPED_TYPES
+    names (`other`, the name of the rest, only once they are reached), a name longer than
+    _SKIPPED_NAME_CHARS, or a count of zero."""
+    named = len(counts) - (1 if other is not None and other in counts else 0)
+    if named > _SKIPPED_TYPES or (named < _SKIPPED_TYPES and other is not None and other in counts):
+        rest = f", then {other!r} for the rest" if other is not None else ""
+        raise StateError(field, f"expected at most {_SKIPPED_TYPES} names{rest}, got {len(counts)}")
+    for name, count in counts.items():
+        if len(name) > _SKIPPED_NAME_CHARS or count < 1:
+            raise StateError(
+                field,
+                f"expected names of at most {_SKIPPED_NAME_CHARS} characters counted at least "
+                f"once, got {preview(name, 40)}: {count}",
+            )
+
+
 class Slot:
     """One part or tool call being assembled."""
 
@@ -210,15 +227,25 @@ class Slot:
         if start is None or (state.part is not None and state.call is not None):
             raise StateError("", "expected exactly one of part and call")
         slot = cls(index, start)
+        limit = (
+            limits.max_tool_argument_chars if isinstance(start, ToolCall) else limits.max_part_chars
+        )
+        # A part as it started or as it was built, held to the limits its stream was: a
+        # state cannot bring in what the fold would have refused.
+        if isinstance(start, ContentPart):
+            if len(start.content or "") > limit:
+                raise StateError("part.content", f"expected at most {limit} characters")
+            for key in STREAMED_OPTIONS:
+                option = start.options.get(key)
+                if isinstance(option, str) and len(option) > limit:
+                    raise StateError(f"part.options.{key}", f"expected at most {limit} characters")
+        elif isinstance(start.arguments, str) and len(start.arguments) > limit:
+            raise StateError("call.arguments", f"expected at most {limit} characters")
         if state.complete:
             slot.done = start
             slot.release(start)
             return slot
-        slot.limit = (
-            limits.max_tool_argument_chars if isinstance(start, ToolCall) else limits.max_part_chars
-        )
-        if isinstance(start, ContentPart) and len(start.content or "") > slot.limit:
-            raise StateError("part.content", f"expected at most {slot.limit} characters")
+        slot.limit = limit
         slot.size = sum(map(len, state.chunks))
         if slot.size > slot.limit:
             raise StateError("chunks", f"expected at most {slot.limit} characters, got {slot.size}")
@@ -516,6 +543,10 @@ class Accumulator:
             raise StateError("open", "expected each open slot under one key")
         if state.finished != (state.final is not None) or (state.finished and acc._open):
             raise StateError("final", "expected the final message exactly when finished")
+        if len(state.closed_keys) > len(state.slots):
+            raise StateError("closed_keys", "expected at most one key per slot")
+        _check_counts(state.skipped, "skipped", SKIPPED_OTHER)
+        _check_counts(state.repairs, "repairs", None)
         acc._closed_keys = set(state.closed_keys)
         acc._status = state.status
         acc._stop_reason = state.stop_reason
@@ -530,6 +561,12 @@ class Accumulator:
             if not (index < len(acc._slots) and acc._slots[index].kind == "text"):
                 raise StateError(f"unmarked[{n}]", "expected the index of a text slot")
         acc._unmarked = list(state.unmarked)
+        if state.final is not None:
+            # The final message is the one the slots and the rest make (it is built from
+            # them, once): anything else in it would skip every check above.
+            made = acc._message([slot.done for slot in acc._slots if slot.done is not None])
+            if state.final != made:
+                raise StateError("final", "expected the message the slots and fields make")
         return acc
 
     def apply(self, delta: Delta) -> list[Event]:

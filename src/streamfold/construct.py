@@ -12,12 +12,60 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel
 
-from .errors import OptionsError
+from .errors import OptionsError, preview
+from .limits import MAX_JSON_DEPTH
+
+# A key in an error path shows as its repr cut to this: a key can be megabytes long.
+_KEY_PREVIEW_CHARS = 60
 
 
-def _check_json(value: object, path: str) -> None:
-    # Walk the value instead of relying on pydantic's JsonValue: that one converts
-    # tuples to lists silently, and DESIGN.md forbids silent conversion.
+def _check_json(value: object, path: str, depth: int = 1) -> None:
+    """Raise OptionsError, naming where, unless `value` is a JSON value at most
+    MAX_JSON_DEPTH deep (`depth`: the level `value` sits at).
+
+    Walk the value instead of relying on pydantic's JsonValue: that one converts tuples to
+    lists silently, and DESIGN.md forbids silent conversion. Iterative, with the depth
+    bounded: the input chooses how deep it nests, and a recursive walk of a value 70,000
+    deep overflows the C stack compiled (a crash, not an exception) and raises
+    RecursionError interpreted. The walk keeps the recursive walk's order, so the problem
+    named is the first in document order.
+    """
+    _check_json_item(value, path, depth)
+    if not isinstance(value, list | dict):
+        return
+    # One iterator per open container, innermost last: (its members, its depth).
+    stack: list[tuple[Any, int]] = [(_members(value, path), depth)]
+    while stack:
+        members, level = stack[-1]
+        member = next(members, None)
+        if member is None:
+            stack.pop()
+            continue
+        item, item_path = member
+        _check_json_item(item, item_path, level + 1)
+        if isinstance(item, list | dict):
+            stack.append((_members(item, item_path), level + 1))
+
+
+def _members(value: Any, path: str) -> Any:
+    """(item, path) for each member of a list or dict, lazily: a path is built as its
+    member is reached, and a non-str key raises then (after the members before it)."""
+    if isinstance(value, list):
+        return ((item, f"{path}[{i}]") for i, item in enumerate(value))
+    return ((item, f"{path}[{_key_text(key, path)}]") for key, item in value.items())
+
+
+def _key_text(key: object, path: str) -> str:
+    if not isinstance(key, str):
+        raise OptionsError(
+            f"{path}: expected str keys, got key {preview(key)} of type {type(key).__name__}"
+        )
+    return preview(key, _KEY_PREVIEW_CHARS)
+
+
+def _check_json_item(value: object, path: str, depth: int) -> None:
+    """Raise OptionsError unless `value` is a JSON scalar, or a list or dict no deeper
+    than MAX_JSON_DEPTH (its members are the walk's to check)."""
     if value is None or isinstance(value, bool | int | str):
         return
     if isinstance(value, float):
@@ -26,72 +74,89 @@ def _check_json(value: object, path: str) -> None:
                 f"{path}: expected a JSON value, got {value!r} (JSON has no {value})"
             )
         return
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            _check_json(item, f"{path}[{i}]")
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise OptionsError(
-                    f"{path}: expected str keys, got key {key!r} of type {type(key).__name__}"
-                )
-            _check_json(item, f"{path}[{key!r}]")
+    if isinstance(value, list | dict):
+        if depth > MAX_JSON_DEPTH:
+            raise OptionsError(
+                f"{path}: expected a JSON value at most {MAX_JSON_DEPTH} levels deep, "
+                "got one nested deeper"
+            )
         return
     raise OptionsError(
         f"{path}: expected a JSON value (None, bool, int, float, str, list, dict), "
-        f"got {type(value).__name__} {value!r}"
+        f"got {type(value).__name__} {preview(value)}"
     )
 
 
 def _plain_json(value: Any) -> bool:
-    """True when `value` is JSON made of exact built-in types (what a JSON parser gives).
+    """True when `value` is JSON made of exact built-in types (what a JSON parser gives),
+    at most MAX_JSON_DEPTH deep.
 
     The quick answer for nearly every value; False sends it to `_check_json`, which
     accepts subclasses too and says what is wrong and where (building each path on the
-    way costs more than the walk).
+    way costs more than the walk). Iterative, as `_check_json` is, for the same reason.
     """
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return True
     if kind is float:
         return math.isfinite(value)
-    if kind is dict:
-        members: dict[Any, Any] = value  # (typed: compiled, a dict's own walk)
-        for key, item in members.items():
-            if type(key) is not str:
-                return False
-            # A string, int, bool or null member without a call (most of them).
-            kind = type(item)
-            if not (kind is str or kind is int or kind is bool or item is None) and (
-                not _plain_json(item)
-            ):
-                return False
-        return True
-    if kind is list:
-        items: list[Any] = value
-        for item in items:
-            kind = type(item)
-            if not (kind is str or kind is int or kind is bool or item is None) and (
-                not _plain_json(item)
-            ):
-                return False
-        return True
-    return False
+    if kind is not dict and kind is not list:
+        return False
+    # The containers still to walk, a level below the one that held them: made only when
+    # a member is a container (one call, no list, for a dict of scalars).
+    nested: list[tuple[Any, int]] | None = None
+    container: Any = value
+    depth = 1
+    while True:
+        if type(container) is dict:
+            members: dict[Any, Any] = container  # (typed: compiled, a dict's own walk)
+            for key, item in members.items():
+                if type(key) is not str:
+                    return False
+                # A string, int, bool or null member without more (most of them).
+                kind = type(item)
+                if kind is str or kind is int or kind is bool or item is None:
+                    continue
+                if kind is dict or kind is list:
+                    if nested is None:
+                        nested = []
+                    nested.append((item, depth + 1))
+                elif kind is not float or not math.isfinite(item):
+                    return False
+        else:
+            items: list[Any] = container
+            for item in items:
+                kind = type(item)
+                if kind is str or kind is int or kind is bool or item is None:
+                    continue
+                if kind is dict or kind is list:
+                    if nested is None:
+                        nested = []
+                    nested.append((item, depth + 1))
+                elif kind is not float or not math.isfinite(item):
+                    return False
+        if not nested:
+            return True
+        container, depth = nested.pop()
+        if depth > MAX_JSON_DEPTH:
+            return False
+
+
+def check_json_value(value: object, name: str) -> None:
+    """Raise OptionsError unless `value` is a JSON value at most MAX_JSON_DEPTH deep (a
+    list or dict is the first level)."""
+    if not _plain_json(value):
+        _check_json(value, name)
 
 
 def check_json_object(value: object, name: str = "options") -> dict[str, Any]:
-    """Return `value` if it is a str-keyed dict of JSON values, else raise OptionsError."""
+    """Return `value` if it is a str-keyed dict of JSON values at most MAX_JSON_DEPTH
+    deep (the dict is the first level), else raise OptionsError."""
     if type(value) is dict and _plain_json(value):
         return value
     if not isinstance(value, dict):
         raise OptionsError(f"{name}: expected a dict with str keys, got {type(value).__name__}")
-    for key, item in value.items():
-        if not isinstance(key, str):
-            raise OptionsError(
-                f"{name}: expected str keys, got key {key!r} of type {type(key).__name__}"
-            )
-        _check_json(item, f"{name}[{key!r}]")
+    _check_json(value, name)
     return value
 
 

@@ -14,6 +14,14 @@ _PREVIEW_DEPTH = 20
 _REASON_CHARS = 1_000
 
 
+# The most of a saved state's field path an error keeps.
+_FIELD_CHARS = 300
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "... (more)"
+
+
 def preview(raw: object, limit: int = _RAW_PREVIEW_CHARS) -> str:
     """Return repr(raw) cut to `limit` characters, so a payload cannot flood a log.
 
@@ -79,9 +87,10 @@ class StateError(UsageError):
     or from another version. `field` is the path of the offending field in the state."""
 
     def __init__(self, field: str, problem: str) -> None:
-        self.field = field
-        self.problem = problem
-        super().__init__(f"restore state: {field or '(the state)'}: {problem}")
+        # Both cut: a path can hold a key, and a problem a value, megabytes long.
+        self.field = _cut(field, _FIELD_CHARS)
+        self.problem = _cut(problem, _REASON_CHARS)
+        super().__init__(f"restore state: {self.field or '(the state)'}: {self.problem}")
 
     def within(self, prefix: str) -> StateError:
         """The same error, its field path under `prefix`."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, assert_never
 
+from .construct import check_json_object, check_json_value
 from .display import DisplayItem
 from .errors import EventJSONError
 from .events import (
@@ -126,15 +127,20 @@ def event_from_json(data: Any) -> Event:
     try:
         if kind == "part_delta":
             options = data.get("options")
+            changes = tuple((c[0], tuple(c[1]), c[2]) for c in data.get("arguments_changes", ()))
+            # The values kept as they came are checked as the models check theirs: JSON,
+            # and no deeper than any value streamfold keeps (without recursion).
+            if options is not None:
+                check_json_object(options, "options")
+            for at, change in enumerate(changes):
+                check_json_value(change[2], f"arguments_changes[{at}]")
             return PartDelta(
                 index=data["index"],
                 part_type=data["part_type"],
                 content=data.get("content"),
                 options=options or None,
                 citations=tuple(Citation.model_validate(c) for c in data.get("citations", ())),
-                arguments_changes=tuple(
-                    (c[0], tuple(c[1]), c[2]) for c in data.get("arguments_changes", ())
-                ),
+                arguments_changes=changes,
             )
         if kind == "part_started":
             return PartStarted(index=data["index"], part=_part(data["part"], data["part_type"]))
@@ -153,6 +159,7 @@ def event_from_json(data: Any) -> Event:
         if kind == "usage_updated":
             return UsageUpdated(usage=Usage.model_validate(data["usage"]))
         if kind == "provider_errored":
+            check_json_value(data.get("raw"), "raw")
             return ProviderErrored(
                 error_type=data.get("error_type"),
                 message=data["message"],

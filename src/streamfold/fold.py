@@ -187,15 +187,40 @@ class StreamFolder:
         return dump_state(state, key=key)
 
     @classmethod
-    def restore(cls, state: Any, *, key: bytes | str | None = None) -> StreamFolder:
+    def restore(
+        cls,
+        state: Any,
+        *,
+        key: bytes | str | None = None,
+        max_size: Any = None,
+        limits: Any = None,
+    ) -> StreamFolder:
         """A folder that continues exactly where the one that saved `state` stopped.
 
-        The state is validated whole first; anything wrong raises `StateError` naming the
-        field. With `key`, a state without the right HMAC is refused.
+        `state` is what `save_state` returned, or its JSON text. It is validated whole
+        first; anything wrong raises `StateError` naming the field. With `key`, a state
+        without the right HMAC is refused. A state measuring more than `max_size`
+        (default `streamfold.state.MAX_STATE_SIZE`, 256 MiB: JSON text by its length, a
+        dict by the characters of its strings and keys plus one per value) is refused
+        before anything else is read. The fold keeps the limits it was saved with, and
+        what the state holds must be within them; with `limits`, a state whose limits
+        pass any of these is refused (an unsigned state chooses its own).
         """
         from .state import load_state
 
-        model = load_state(state, FoldState, key=key)
+        if limits is not None and not isinstance(limits, Limits):
+            raise UsageError(
+                f"restore: expected limits to be a Limits or None, got {type(limits).__name__}"
+            )
+        model = load_state(state, FoldState, key=key, max_size=max_size)
+        if limits is not None:
+            saved = model.limits.model_dump()
+            for name, most in dataclasses.asdict(limits).items():
+                if saved[name] > most:
+                    raise StateError(
+                        f"folder.limits.{name}",
+                        f"expected at most {most} (restore's limits), got {saved[name]}",
+                    )
         try:
             return cls.from_state(model)
         except StateError as exc:

@@ -34,6 +34,12 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()
 
+# The deepest JSON value streamfold keeps anywhere, whatever the Limits: about where the
+# bytes door's parser (jiter) stops, so a value deeper than this could not be written and
+# read back. The models' JSON check, the saved state and the dict lane refuse past it, with
+# walks that never recurse (a recursive walk of a value 70,000 deep overflows the C stack).
+MAX_JSON_DEPTH = 200
+
 
 # How deep a JSON value nests, for max_depth: here, compiled, because the accumulator asks
 # on every usage, metadata and options update (interpreted, the walk of a small usage dict

@@ -9,7 +9,13 @@ import jiter
 from pydantic import Field, field_validator, model_validator
 
 from ._model import JsonObject, StreamfoldModel
-from .errors import IncompleteMessageError, InvalidModelError, ToolArgumentsError, UsageError
+from .errors import (
+    IncompleteMessageError,
+    InvalidModelError,
+    ToolArgumentsError,
+    UsageError,
+    preview,
+)
 from .parts import ContentPart, merge_part, parts_to_string, utterance
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -88,7 +94,7 @@ class ToolCall(StreamfoldModel):
                 "ToolCall",
                 [
                     "arguments: expected str (while streaming) or dict (once complete), "
-                    f"got {type(value).__name__} {value!r}"
+                    f"got {type(value).__name__} {preview(value)}"
                 ],
             )
         return value

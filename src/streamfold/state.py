@@ -33,11 +33,13 @@ import json
 import math
 from typing import Any, TypeVar, cast
 
+import jiter
 from pydantic import BaseModel, ValidationError
 
-from .errors import StateError, StreamfoldError, UsageError
+from .errors import StateError, StreamfoldError, UsageError, preview
+from .limits import MAX_JSON_DEPTH
 from .providers import PROVIDERS, decoder_class
-from .state_schema import MAX_JSON_DEPTH, validation_error
+from .state_schema import validation_error
 
 # 3: the closed schema (2 and before were a dump of the object graph). A change to a
 # box's state model that an older streamfold could not read changes this number; a
@@ -45,6 +47,10 @@ from .state_schema import MAX_JSON_DEPTH, validation_error
 STATE_VERSION = 3
 # How deep a whole state may nest: the boxes' own levels above the JSON values they keep.
 MAX_STATE_DEPTH = MAX_JSON_DEPTH + 24
+# The most a state may measure unless restore() is given another bound: a fold within the
+# default Limits (64 MiB of input) saves well under it, its text counted twice at most
+# (the open slots and the final message) and its framer's bytes as base64.
+MAX_STATE_SIZE = 256 * 1024 * 1024
 # No count, index or provider number comes near this; a bigger int is refused before it
 # could reach int-to-text conversion (limited to 4300 digits).
 _MAX_INT_BITS = 256
@@ -89,19 +95,27 @@ def dump_state(state: BaseModel, *, key: bytes | str | None = None) -> dict[str,
     return out
 
 
-def _check_plain_json(state: object) -> None:
+def _check_plain_json(state: object, max_size: int) -> None:
     """Refuse anything JSON cannot hold (other types, non-finite floats, text UTF-8
-    cannot encode) and nesting past MAX_STATE_DEPTH, without recursion: a state 400
-    lists deep must give a StateError, not a RecursionError."""
+    cannot encode), nesting past MAX_STATE_DEPTH, and a state measuring more than
+    `max_size` (the characters of its strings and keys, and one per value: at most its
+    JSON text's length), without recursion: a state 400 lists deep must give a
+    StateError, not a RecursionError. It stops where the size passes the bound, so
+    refusing a huge state costs what accepting `max_size` of one would."""
+    size = 0
     stack: list[tuple[object, int, str]] = [(state, 0, "")]
     while stack:
         value, depth, path = stack.pop()
         if depth > MAX_STATE_DEPTH:
             raise StateError(path, f"expected a state at most {MAX_STATE_DEPTH} levels deep")
         items: Any = value.items() if isinstance(value, dict) else enumerate(cast(list[Any], value))
+        size += len(cast(Any, value))
+        if size > max_size:
+            raise _too_big(max_size)
         for name, item in items:
             where = f"{path}[{name}]" if type(name) is int else f"{path}.{name}" if path else name
             if type(name) is str:
+                size += len(name)
                 _check_text(name, where)
             elif type(value) is dict:
                 raise StateError(path, f"expected str keys, got {type(name).__name__}")
@@ -109,6 +123,9 @@ def _check_plain_json(state: object) -> None:
             if kind is dict or kind is list:
                 stack.append((item, depth + 1, where))
             elif kind is str:
+                size += len(item)
+                if size > max_size:
+                    raise _too_big(max_size)
                 _check_text(item, where)
             elif kind is float:
                 if not math.isfinite(item):
@@ -120,6 +137,36 @@ def _check_plain_json(state: object) -> None:
                 raise StateError(where, f"expected a JSON value, got {kind.__name__}")
 
 
+def _too_big(max_size: int) -> StateError:
+    return StateError(
+        "",
+        f"expected a state of at most {max_size} characters (restore's max_size), got a larger one",
+    )
+
+
+def _max_size(max_size: object) -> int:
+    if max_size is None:
+        return MAX_STATE_SIZE
+    if type(max_size) is not int or max_size <= 0:
+        raise UsageError(f"max_size: expected a positive int, got {preview(max_size, 40)}")
+    return max_size
+
+
+def _parsed(state: str | bytes | bytearray, max_size: int) -> object:
+    """A state given as JSON text, parsed once its length is known to be within bounds."""
+    if len(state) > max_size:
+        raise StateError(
+            "",
+            f"expected a state of at most {max_size} characters (restore's max_size), "
+            f"got {len(state)}",
+        )
+    data = state.encode("utf-8", "surrogatepass") if isinstance(state, str) else bytes(state)
+    try:
+        return jiter.from_json(data, allow_inf_nan=False)
+    except ValueError as exc:
+        raise StateError("", f"expected a state as JSON text, got other text ({exc})") from None
+
+
 def _check_text(text: str, where: str) -> None:
     if not text.isascii():
         try:
@@ -128,18 +175,24 @@ def _check_text(text: str, where: str) -> None:
             raise StateError(where, "expected text, got a lone surrogate") from None
 
 
-def load_state(state: Any, model: type[Model], *, key: bytes | str | None = None) -> Model:
-    """Check a saved state whole and return its validated `model`; StateError if not."""
+def load_state(
+    state: Any, model: type[Model], *, key: bytes | str | None = None, max_size: object = None
+) -> Model:
+    """Check a saved state (a dict, or its JSON text) whole and return its validated
+    `model`; StateError if not, UsageError for a bad `max_size`."""
+    limit = _max_size(max_size)
+    if isinstance(state, str | bytes | bytearray):
+        state = _parsed(state, limit)
     if not isinstance(state, dict) or _VERSION not in state:
         raise StateError("", f"expected a streamfold state (a dict with {_VERSION!r})")
     version = state[_VERSION]
     if type(version) is not int or version != STATE_VERSION:
         raise StateError(
             _VERSION,
-            f"expected a streamfold state of version {STATE_VERSION}, got {version!r} "
+            f"expected a streamfold state of version {STATE_VERSION}, got {preview(version, 40)} "
             "(states are read only by the streamfold version that wrote them)",
         )
-    _check_plain_json(state)  # (the top level is a dict: checked above)
+    _check_plain_json(state, limit)  # (the top level is a dict: checked above)
     if key is not None:
         mac = state.get(_MAC)
         if not isinstance(mac, str):

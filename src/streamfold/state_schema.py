@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 from collections.abc import Hashable
 from typing import Annotated, Any, TypeAlias
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    PlainSerializer,
+    ValidationError,
+)
+from pydantic_core import CoreSchema
 
-from ._model import check_json_object
+from .construct import check_json_value
 from .errors import OptionsError, StateError, preview
-from .limits import json_depth_over
+from .limits import MAX_JSON_DEPTH, json_depth_over
 
 
 class BoxState(BaseModel):
@@ -25,6 +35,37 @@ class BoxState(BaseModel):
 
     # Built on first use: a fold that never saves pays nothing at import.
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, defer_build=True)
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[BaseModel], handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        # Every list and dict of a state stops at its first bad member: pydantic would
+        # otherwise record one error per member, and a state of a million bad entries
+        # took gigabytes and half a minute to refuse (a StateError names the first one
+        # only). A copy: the schemas of the public models inside (Message, ContentPart)
+        # are shared with those models, which keep reporting every error.
+        schema = copy.deepcopy(handler(source))
+        _fail_fast(schema)
+        return schema
+
+
+def _fail_fast(schema: Any) -> None:
+    """Set fail_fast on every list, tuple, set and dict schema inside `schema` (a core
+    schema: dicts and lists; iterative, as the schema of a model can nest deep)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if isinstance(kind, str) and kind in _SEQUENCES:
+                node["fail_fast"] = True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+_SEQUENCES = frozenset({"list", "tuple", "set", "frozenset", "dict"})
 
 
 # Counters and sizes: whole numbers, never negative, never past what a fold can reach.
@@ -37,7 +78,7 @@ def _json_value(value: object) -> object:
     if json_depth_over(value, MAX_JSON_DEPTH) is not None:
         raise ValueError(f"expected a JSON value at most {MAX_JSON_DEPTH} deep")
     try:
-        check_json_object({"value": value}, "value")
+        check_json_value(value, "value")
     except OptionsError as exc:
         raise ValueError(str(exc)) from None
     return value
@@ -50,9 +91,8 @@ def _json_object(value: object) -> object:
 
 
 # A JSON value a box keeps as it came (a provider block, options, a raw event): checked,
-# not converted. The depth is the state's own bound (streamfold.state checks the whole
-# document against it before any model sees it).
-MAX_JSON_DEPTH = 200
+# not converted. The depth is MAX_JSON_DEPTH, the bound of every JSON value streamfold
+# keeps (streamfold.state checks the whole document against it before any model sees it).
 Json = Annotated[Any, BeforeValidator(_json_value)]
 JsonObject = Annotated[dict[str, Any], BeforeValidator(_json_object)]
 
