@@ -873,10 +873,16 @@ class AccumulatorMachine(RuleBasedStateMachine):
             events = self.apply(ReportError("overloaded", "try later"))
             self.status = "error" if RANK[self.status] <= RANK["error"] else self.status
             self.stop_reason = "error"
-        # The text after the last tool is the answer, unless the message was cut short.
+        # The text after the last tool is the answer, unless the message was cut short, or
+        # unless it holds a client tool call: then it stops with tool_use, whatever word the
+        # provider used, the turn goes on and the text is narration.
         marks = [(e.index, e.utterance) for e in events if isinstance(e, PartMarked)]
         ended = self.status not in ("incomplete", "cancelled", "error")
-        assert marks == (self.mark("answer") if ended else [])
+        asks_for_tools = self.status == "complete" and any(model.tool for model in self.parts)
+        if asks_for_tools and self.stop_reason is None:
+            self.stop_reason = "tool_use"
+        expected = self.mark("narration" if asks_for_tools else "answer") if ended else []
+        assert marks == expected
         # Parts still open end now, in the order they opened, their end inferred.
         closing = [e for e in events if isinstance(e, PartCompleted)]
         assert [e.index for e in closing] == open_before
