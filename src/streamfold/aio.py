@@ -18,7 +18,8 @@ from typing import Any
 import anyio
 
 from .events import Event, MessageCompleted
-from .fold import StreamFolder, _source
+from .arguments import check_timing
+from .fold import StreamFolder, _check_folder_arguments, _source
 from .limits import DEFAULT_LIMITS, Limits
 from .message import Message
 from .timing import Clock, StreamTiming
@@ -271,21 +272,28 @@ def _drop(closing: list[Awaitable[Any]]) -> None:
 
 def afold(
     chunks: AsyncIterable[Any] | Iterable[Any] | Any,
-    provider: str | None = None,
+    provider: Any = None,
     *,
-    choice: int = 0,
-    strict: bool = False,
-    limits: Limits = DEFAULT_LIMITS,
-    partial_arguments: bool = False,
-    started_at: float | None = None,
-    clock: Clock | None = None,
+    choice: Any = 0,
+    strict: Any = False,
+    limits: Any = DEFAULT_LIMITS,
+    partial_arguments: Any = False,
+    started_at: Any = None,
+    clock: Any = None,
 ) -> AsyncFold:
     """Fold an async stream into events (bytes, str, dicts, SDK objects or MessageDeltas).
 
     `partial_arguments`: as for `fold`, tool-call PartDeltas carry `arguments_changes`.
     `started_at`, `clock`: the timing's, as for `fold`.
     """
-    source, provider = _source(chunks, provider)
+    if (clock is not None and not callable(clock)) or (
+        started_at is not None and type(started_at) is not float
+    ):
+        started_at = check_timing("afold", clock, started_at)
+    _check_folder_arguments(
+        "afold", provider, choice, strict, "assistant", limits, partial_arguments, None
+    )
+    source, provider = _source(chunks, provider, "afold", asynchronous=True)
     return AsyncFold(
         source,
         StreamFolder(
@@ -301,14 +309,14 @@ def afold(
 
 async def afold_message(
     chunks: AsyncIterable[Any] | Iterable[Any] | Any,
-    provider: str | None = None,
+    provider: Any = None,
     *,
-    choice: int = 0,
-    strict: bool = False,
-    limits: Limits = DEFAULT_LIMITS,
-    partial_arguments: bool = False,
-    started_at: float | None = None,
-    clock: Clock | None = None,
+    choice: Any = 0,
+    strict: Any = False,
+    limits: Any = DEFAULT_LIMITS,
+    partial_arguments: Any = False,
+    started_at: Any = None,
+    clock: Any = None,
 ) -> Message:
     """Fold an async stream and return only the final Message."""
     final: Message | None = None

@@ -22,7 +22,18 @@ from pydantic_core import to_json
 from .accumulator import Accumulator, Slot
 from .construct import _plain_json
 from .deltas import ClosePart, Delta, GrowPart, OpenPart
+from .arguments import (
+    check_bool,
+    check_count,
+    check_instance,
+    check_provider,
+    check_role,
+    check_source,
+    check_timing,
+    no_events_error,
+)
 from .errors import (
+    ChoiceError,
     StateError,
     StreamfoldError,
     StreamLimitError,
@@ -77,6 +88,8 @@ _SURROGATE = re.compile("[\\ud800-\\udfff]")  # escapes: mypyc takes no surrogat
 # str.isascii, held: compiled, `text.isascii()` looks the method up on every call (mypyc
 # has no primitive for it), a third of the dict lane's own time per delta.
 _is_ascii: Final = str.isascii
+# How much of the input's start the error for input without an event quotes.
+_START_BYTES = 200
 # Metadata a fold records whether or not it understood any event of its stream.
 _UNLEARNED_METADATA = frozenset({"provider", "skipped_events", "truncated_tail"})
 
@@ -99,17 +112,22 @@ class StreamFolder:
     # delta-dense ones do, by up to a third).
     hot_lane_short: ClassVar[int] = 16384
 
+    # The parameters are `Any` so that a wrong type reaches check_arguments (one
+    # UsageError on both builds) instead of the compiled build's own TypeError.
     def __init__(
         self,
-        provider: str | None = None,
+        provider: Any = None,
         *,
-        choice: int = 0,
-        strict: bool = False,
-        role: Role = "assistant",
-        limits: Limits = DEFAULT_LIMITS,
-        partial_arguments: bool = False,
-        timing: StreamTiming | None = None,
+        choice: Any = 0,
+        strict: Any = False,
+        role: Any = "assistant",
+        limits: Any = DEFAULT_LIMITS,
+        partial_arguments: Any = False,
+        timing: Any = None,
     ) -> None:
+        _check_folder_arguments(
+            "StreamFolder", provider, choice, strict, role, limits, partial_arguments, timing
+        )
         self._decoder_options: dict[str, Any] = {"choice": choice, "strict": strict}
         # When the chunks arrived (streamfold.timing): noted after each feed() that moved
         # something, held by the final message. Not saved: a restored fold starts a new one
@@ -138,6 +156,8 @@ class StreamFolder:
         # A broken stream's error, held while the events before it (from the same chunk)
         # go to the caller; the next feed() or close() raises it (see _feed_bytes).
         self._fault: StreamProtocolError | None = None
+        # The input's first bytes, kept for the error that says no event was found in it.
+        self._start = b""
 
     @property
     def provider(self) -> str | None:
@@ -490,7 +510,14 @@ class StreamFolder:
                     position=0,
                 )
             )
+        if not self._acc.finished and (self._position == 0 or self._provider is None):
+            # Not one event understood (a file name, a file's text, an SDK's text, no
+            # input at all): an empty message would hide the mistake.
+            error = no_events_error(self._bytes, self._start, objects=self._format == "objects")
+            error.partial = self._acc.snapshot()
+            raise error
         if self._decoder is not None and not self._acc.finished:
+            self._check_choice()
             try:
                 held = self._decoder.close()
             except StreamfoldError as exc:
@@ -525,6 +552,20 @@ class StreamFolder:
                 )
             )
 
+    def _check_choice(self) -> None:
+        """A `choice=` the stream does not hold (choice 3 of a one-choice stream), its
+        events all skipped as another choice's: an error naming the choices there are."""
+        decoder = self._decoder
+        if decoder is None or not decoder.other_choices:
+            return
+        choice = self._decoder_options["choice"]
+        message = self._acc.snapshot()
+        if message.content or message.tool_calls or message.tool_results or message.stop_reason:
+            return
+        error = ChoiceError(choice, sorted(decoder.other_choices))
+        error.partial = message
+        raise error
+
     def cancel(self) -> list[Event]:
         """The consumer gave up: finish with status cancelled, keeping all received."""
         self._closed = True
@@ -545,6 +586,8 @@ class StreamFolder:
     # --- bytes -------------------------------------------------------------------------
 
     def _feed_bytes(self, data: bytes) -> list[Event]:
+        if self._bytes == 0:
+            self._start = data[:_START_BYTES]  # for the error if no event is ever found
         self._bytes += len(data)
         if self._bytes > self._limits.max_bytes:
             raise self._attach(self._too_long())
@@ -864,6 +907,7 @@ class StreamFolder:
     def _done(self) -> list[Event]:
         if self._decoder is None:
             return []
+        self._check_choice()
         if self._acc._skipped and not self._acc.finished:
             self._check_understood()
         return self._apply(self._decoder.done(), "[DONE]")
@@ -940,6 +984,8 @@ class StreamFolder:
             raise self._attach(exc, raw) from None
 
     def _attach(self, exc: StreamfoldError, raw: Any = None) -> StreamfoldError:
+        if isinstance(exc, ChoiceError):
+            return exc  # the caller's choice=, not the stream, is at fault
         if isinstance(exc, UsageError):
             # A model refused a value the stream carried (NaN, a non-str key...): the
             # stream is broken, not the caller's use, so it gets provider, raw event,
@@ -956,6 +1002,34 @@ class StreamFolder:
                 exc.position = self._position
             exc.partial = self._acc.snapshot()
         return exc
+
+
+def _check_folder_arguments(
+    function: str,
+    provider: Any,
+    choice: Any,
+    strict: Any,
+    role: Any,
+    limits: Any,
+    partial_arguments: Any,
+    timing: Any,
+) -> None:
+    """Refuse a wrong-typed argument with one UsageError (see streamfold.arguments); the
+    common right types are told apart here, without a call into the interpreted checks."""
+    if provider is not None and type(provider) is not str:
+        check_provider(function, provider)
+    if type(choice) is not int or choice < 0:
+        check_count(function, "choice", choice)
+    if type(strict) is not bool:
+        check_bool(function, "strict", strict)
+    if type(partial_arguments) is not bool:
+        check_bool(function, "partial_arguments", partial_arguments)
+    if role != "assistant":
+        check_role(function, role)
+    if type(limits) is not Limits:
+        check_instance(function, "limits", limits, Limits, "a streamfold.Limits")
+    if timing is not None and not isinstance(timing, StreamTiming):
+        check_instance(function, "timing", timing, StreamTiming, "None or a StreamTiming")
 
 
 def _parse_json(data: bytes, position: int) -> Any:
@@ -1129,26 +1203,31 @@ def _close_source(chunks: Any) -> None:
             return
 
 
-def _source(chunks: Any, provider: str | None) -> tuple[Iterable[Any], str | None]:
+def _source(
+    chunks: Any, provider: Any, function: str, *, asynchronous: bool = False
+) -> tuple[Any, Any]:
     if type(chunks) is list:
         return chunks, provider  # the common case
     if isinstance(chunks, Recording):
         return chunks, provider or chunks.provider
-    if isinstance(chunks, bytes | str | dict | MessageDelta | ContentPart):
+    if isinstance(chunks, bytes | bytearray | str | dict | MessageDelta | ContentPart):
         return [chunks], provider
+    # A source that is no stream (a path, an awaitable, an async source given to fold):
+    # a UsageError saying what to pass, not the bare TypeError of iter().
+    check_source(function, chunks, asynchronous=asynchronous)
     return chunks, provider
 
 
 def fold(
     chunks: Any,
-    provider: str | None = None,
+    provider: Any = None,
     *,
-    choice: int = 0,
-    strict: bool = False,
-    limits: Limits = DEFAULT_LIMITS,
-    partial_arguments: bool = False,
-    started_at: float | None = None,
-    clock: Clock | None = None,
+    choice: Any = 0,
+    strict: Any = False,
+    limits: Any = DEFAULT_LIMITS,
+    partial_arguments: Any = False,
+    started_at: Any = None,
+    clock: Any = None,
 ) -> Fold:
     """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects.
 
@@ -1162,31 +1241,40 @@ def fold(
     Timing (`Fold.timing`, and `metadata["timing"]` in the final Message; see
     `streamfold.timing`) is measured from `started_at` (a reading of `clock`, by default
     `time.monotonic()`, taken when the request was sent), else from the first read.
+
+    Arguments of the wrong type raise UsageError (on both builds), as does a source that
+    is no stream (a path, an awaitable, an async iterable: see `afold`); input in which
+    not one event is found raises NoEventsError.
     """
-    source, provider = _source(chunks, provider)
-    return Fold(
-        source,
-        StreamFolder(
-            provider,
-            choice=choice,
-            strict=strict,
-            limits=limits,
-            partial_arguments=partial_arguments,
-            timing=StreamTiming(clock, started_at),
-        ),
+    if (clock is not None and not callable(clock)) or (
+        started_at is not None and type(started_at) is not float
+    ):
+        started_at = check_timing("fold", clock, started_at)
+    _check_folder_arguments(
+        "fold", provider, choice, strict, "assistant", limits, partial_arguments, None
     )
+    source, provider = _source(chunks, provider, "fold")
+    folder = StreamFolder(
+        provider,
+        choice=choice,
+        strict=strict,
+        limits=limits,
+        partial_arguments=partial_arguments,
+        timing=StreamTiming(clock, started_at),
+    )
+    return Fold(source, folder)
 
 
 def fold_message(
     chunks: Any,
-    provider: str | None = None,
+    provider: Any = None,
     *,
-    choice: int = 0,
-    strict: bool = False,
-    limits: Limits = DEFAULT_LIMITS,
-    partial_arguments: bool = False,
-    started_at: float | None = None,
-    clock: Clock | None = None,
+    choice: Any = 0,
+    strict: Any = False,
+    limits: Any = DEFAULT_LIMITS,
+    partial_arguments: Any = False,
+    started_at: Any = None,
+    clock: Any = None,
 ) -> Message:
     """Fold a stream and return only the final Message."""
     final: Message | None = None

@@ -71,9 +71,16 @@ class StreamTiming:
         "_waiting",
     )
 
-    def __init__(self, clock: Clock | None = None, started_at: float | None = None) -> None:
-        self._clock = default_clock if clock is None else clock
-        self._start = started_at
+    # `Any`: a wrong type gets the UsageError of streamfold.arguments on both builds.
+    def __init__(self, clock: Any = None, started_at: Any = None) -> None:
+        if (clock is not None and not callable(clock)) or (
+            started_at is not None and type(started_at) is not float
+        ):
+            from .arguments import check_timing  # (interpreted: only for the odd argument)
+
+            started_at = check_timing("StreamTiming", clock, started_at)
+        self._clock: Clock = default_clock if clock is None else clock
+        self._start: float | None = started_at
         self._first_byte: float | None = None
         self._first_token: float | None = None
         self._end: float | None = None

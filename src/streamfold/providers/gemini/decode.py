@@ -547,6 +547,7 @@ class GeminiDecoder(Decoder):
             index = cand.get("index", 0)
             if check(self, index, int, "candidate.index", cand) == self.choice:
                 return cand
+            self.note_other_choice(index)
         return None
 
     def _candidate_deltas(

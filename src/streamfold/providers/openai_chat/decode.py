@@ -860,6 +860,7 @@ class OpenAIChatDecoder(Decoder):
                 f"expected choice index to be an integer, got {describe(index)}", choice
             )
         if index != self.choice:
+            self.note_other_choice(index)
             return
         delta = choice.get("delta")
         if delta is None:
