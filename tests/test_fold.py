@@ -140,7 +140,9 @@ def test_broken_json_keeps_the_completed_parts_in_the_error() -> None:
 def test_empty_input_is_a_no_events_error_holding_the_empty_message(chunks: Any) -> None:
     # Even with the provider named: an empty message would hide a cut before the first
     # byte as well as a caller's mistake. The (empty, incomplete) message is in partial.
-    with pytest.raises(NoEventsError, match="without a single event in it: no input at all") as info:
+    with pytest.raises(
+        NoEventsError, match="without a single event in it: no input at all"
+    ) as info:
         fold_message(chunks, provider="anthropic")
     assert isinstance(info.value, UsageError) and isinstance(info.value, StreamProtocolError)
     partial = info.value.partial

@@ -17,12 +17,12 @@ from typing import Any
 
 import anyio
 
-from .events import Event, MessageCompleted
 from .arguments import check_timing
+from .events import Event, MessageCompleted
 from .fold import StreamFolder, _check_folder_arguments, _source
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS
 from .message import Message
-from .timing import Clock, StreamTiming
+from .timing import StreamTiming
 
 # How long closing a source may take once the fold is over: a source whose close hangs
 # must not hang the consumer that left (the close runs shielded from cancellation).

@@ -124,7 +124,9 @@ def check_names(function: str, name: str, value: Any) -> list[str]:
     try:
         names = list(value)
     except TypeError:
-        raise UsageError(f"{function}: {name}: expected a list of names, got {describe(value)}") from None
+        raise UsageError(
+            f"{function}: {name}: expected a list of names, got {describe(value)}"
+        ) from None
     for item in names:
         if not isinstance(item, str):
             raise UsageError(f"{function}: {name}: expected names (str), got {describe(item)}")
@@ -190,7 +192,9 @@ def _unentered_helper(chunks: Any) -> str | None:
     return None
 
 
-def no_events_error(nbytes: int, start: bytes, *, objects: bool, expected: str = "") -> NoEventsError:
+def no_events_error(
+    nbytes: int, start: bytes, *, objects: bool, expected: str = ""
+) -> NoEventsError:
     """The error for input in which not one event was found: what arrived, and what to
     pass instead (shared by `fold` and the command line's `replay` and `record`)."""
     error = NoEventsError(_no_events_text(nbytes, start, objects, expected or STREAM_KINDS))

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .display import MarkedInOrder, display_items_for
 from .arguments import no_events_error
+from .display import MarkedInOrder, display_items_for
 from .errors import NoEventsError, StreamfoldError, UsageError
 from .events import (
     Event,

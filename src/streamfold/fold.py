@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import dataclasses
 import math
 import re
 from collections.abc import Generator, Iterable, Iterator
@@ -20,8 +19,6 @@ from pydantic import ValidationError
 from pydantic_core import to_json
 
 from .accumulator import Accumulator, Slot
-from .construct import _plain_json
-from .deltas import ClosePart, Delta, GrowPart, OpenPart
 from .arguments import (
     check_bool,
     check_count,
@@ -32,6 +29,8 @@ from .arguments import (
     check_timing,
     no_events_error,
 )
+from .construct import _plain_json
+from .deltas import ClosePart, Delta, GrowPart, OpenPart
 from .errors import (
     ChoiceError,
     StateError,
@@ -52,7 +51,7 @@ from .framing import (
 )
 from .framing_state import NDJSONState, SSEState
 from .limits import DEFAULT_LIMITS, Limits
-from .message import Message, MessageDelta, Role
+from .message import Message, MessageDelta
 from .parts import ContentPart
 from .providers import (
     PROVIDERS,
@@ -65,7 +64,7 @@ from .providers.base import Decoder
 from .providers.messagedelta import MessageDeltaDecoder
 from .recording import Recording
 from .state_schema import validation_error
-from .timing import Clock, StreamTiming
+from .timing import StreamTiming
 
 # How many events may pass before a stream that names no provider is given up on.
 _DETECT_WITHIN = 16
@@ -228,7 +227,7 @@ class StreamFolder:
             provider=self._provider,
             choice=self._decoder_options["choice"],
             strict=self._decoder_options["strict"],
-            limits=LimitsState(**dataclasses.asdict(self._limits)),
+            limits=LimitsState(**self._limits.as_dict()),
             bytes=self._bytes,
             format=self._format,
             sse=framer if isinstance(framer, SSEState) else None,
