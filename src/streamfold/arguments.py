@@ -15,7 +15,6 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any
 
 from .errors import NoEventsError, UsageError, preview
-from .providers.fields import describe
 
 ROLES = ("assistant", "user", "system", "tool")
 
@@ -26,6 +25,14 @@ STREAM_KINDS = (
 )
 # The most of an input's start an error quotes.
 _START_CHARS = 60
+
+
+def describe(value: Any) -> str:
+    """What arrived, for an error (streamfold.providers.fields.describe, imported on the
+    error path: the providers package checks its own arguments here as it loads)."""
+    from .providers.fields import describe as describe_value
+
+    return describe_value(value)
 
 
 def check_bool(function: str, name: str, value: Any) -> bool:
@@ -108,10 +115,9 @@ def check_key(function: str, key: Any) -> bytes | None:
             return key.encode("utf-8")
         except UnicodeEncodeError:
             raise UsageError(
-                f"{function}: key: expected text UTF-8 can write, got a str holding a lone "
-                "surrogate"
+                f"{function}: expected text UTF-8 can write, got a str holding a lone surrogate"
             ) from None
-    raise UsageError(f"{function}: key: expected non-empty bytes or str, got {describe(key)}")
+    raise UsageError(f"{function}: expected non-empty bytes or str, got {describe(key)}")
 
 
 def check_names(function: str, name: str, value: Any) -> list[str]:

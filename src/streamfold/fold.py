@@ -81,6 +81,9 @@ _MALFORMED = (
     ValueError,
     RecursionError,
     OverflowError,  # an integer past any float, where the SDK or a decoder wants one
+    # A registered decoder's stray next() past its end: left to escape, it ends the fold's
+    # generator (Python makes it a RuntimeError there, the compiled build an AssertionError).
+    StopIteration,
 )
 # A lone surrogate: text no UTF-8 wire can carry (jiter refuses it in bytes).
 _SURROGATE = re.compile("[\\ud800-\\udfff]")  # escapes: mypyc takes no surrogate literal
@@ -185,7 +188,7 @@ class StreamFolder:
         """
         return self._acc.partial_arguments(index)
 
-    def save_state(self, *, key: bytes | str | None = None) -> dict[str, Any]:
+    def save_state(self, *, key: Any = None) -> dict[str, Any]:  # Any: see __init__
         """The fold's whole state as JSON-ready data, to restore later or elsewhere.
 
         With `key`, the state carries an HMAC-SHA256 that `restore(state, key=key)` checks.
@@ -204,7 +207,7 @@ class StreamFolder:
         return dump_state(state, key=key)
 
     @classmethod
-    def restore(cls, state: Any, *, key: bytes | str | None = None) -> StreamFolder:
+    def restore(cls, state: Any, *, key: Any = None) -> StreamFolder:  # Any: see __init__
         """A folder that continues exactly where the one that saved `state` stopped.
 
         The state is validated whole first; anything wrong raises `StateError` naming the
@@ -909,7 +912,13 @@ class StreamFolder:
         self._check_choice()
         if self._acc._skipped and not self._acc.finished:
             self._check_understood()
-        return self._apply(self._decoder.done(), "[DONE]")
+        try:
+            deltas = self._decoder.done()
+        except StreamfoldError as exc:
+            raise self._attach(exc, "[DONE]") from None
+        except _MALFORMED as exc:
+            raise self._malformed(exc, None) from exc
+        return self._apply(deltas, "[DONE]")
 
     def _payload(self, payload: Any, event: str | None) -> list[Event]:
         if not isinstance(payload, dict):
