@@ -90,6 +90,8 @@ _SURROGATE = re.compile("[\\ud800-\\udfff]")  # escapes: mypyc takes no surrogat
 # str.isascii, held: compiled, `text.isascii()` looks the method up on every call (mypyc
 # has no primitive for it), a third of the dict lane's own time per delta.
 _is_ascii: Final = str.isascii
+# The module of the openai SDK's chat stream helper events (`chat.completions.stream()`).
+_OPENAI_CHAT_HELPER = "openai.lib.streaming.chat"
 # How much of the input's start the error for input without an event quotes.
 _START_BYTES = 200
 # Metadata a fold records whether or not it understood any event of its stream.
@@ -372,6 +374,15 @@ class StreamFolder:
             return self._feed_delta(chunk)
         dump = getattr(chunk, "model_dump", None)
         if callable(dump):
+            if type(chunk).__module__.startswith(_OPENAI_CHAT_HELPER):
+                # The openai SDK's `chat.completions.stream()` events: a ChunkEvent wraps
+                # the raw chunk (and a snapshot of the whole message so far, which is not
+                # dumped: that would cost the message's size per chunk); the others
+                # (content.delta, tool_calls.function.arguments.done...) repeat the chunks.
+                inner = getattr(chunk, "chunk", None)
+                if inner is None or getattr(chunk, "type", None) != "chunk":
+                    return []
+                chunk = inner
             try:
                 payload = _sdk_payload(chunk)
             except _MALFORMED as exc:
