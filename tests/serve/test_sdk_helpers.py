@@ -9,6 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from server_support import serve_in_thread
+from support import REAL, read
+
 from serve.test_serve import (
     ANTHROPIC,
     CHAT,
@@ -19,9 +22,6 @@ from serve.test_serve import (
     _responses_check,
     assert_same_fold,
 )
-from server_support import serve_in_thread
-from support import REAL, read
-
 from streamfold import UsageError, afold_message, fold_message
 
 pytest.importorskip("uvicorn")
