@@ -104,6 +104,15 @@ def check_timing(function: str, clock: Any, started_at: Any) -> float | None:
     return check_started_at(function, started_at)
 
 
+def check_path(function: str, value: Any) -> str | os.PathLike[str]:
+    """`value` if it is a file name: a str or a path (os.PathLike)."""
+    if not isinstance(value, str | os.PathLike) or (isinstance(value, str) and not value):
+        raise UsageError(
+            f"{function}: path: expected a file name (str or pathlib.Path), got {describe(value)}"
+        )
+    return value
+
+
 def check_key(function: str, key: Any) -> bytes | None:
     """A state key as bytes: None, non-empty bytes, or a non-empty str UTF-8 can write."""
     if key is None:

@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from .aio import AsyncFold
+from .arguments import check_bool, check_path, check_provider, check_source, describe
 from .errors import UsageError
 from .events import Event
 from .fold import Fold, StreamFolder, _close_source
@@ -56,9 +57,13 @@ would turn each wait into hours (5e-324 makes it infinite) and stall the replay.
 _SSE_EVENT_END = re.compile(rb"(?:\r\n|\r|\n)(?:\r\n|\r|\n)")
 
 
+# The framings a recording can have (StreamFormat's values, "objects" apart).
+_FORMATS = ("sse", "ndjson", "eventstream")
+
+
 def timing_path(path: str | Path) -> Path:
     """The timing sidecar of a recording: `<file>.timing.json`."""
-    return Path(str(path) + TIMING_SUFFIX)
+    return Path(str(check_path("timing_path", path)) + TIMING_SUFFIX)
 
 
 def _as_bytes(chunk: Any) -> bytes:
@@ -216,6 +221,7 @@ def tee(
     timing: bool = True,
 ) -> Tee:
     """Fold a live stream into events while writing it to a recording (and its timing)."""
+    _check_tee("tee", chunks, path, provider, timing, asynchronous=False)
     return Tee(chunks, path, provider, timing)
 
 
@@ -227,7 +233,17 @@ def atee(
     timing: bool = True,
 ) -> AsyncTee:
     """Async `tee`: fold an async stream into events while writing it to a recording."""
+    _check_tee("atee", chunks, path, provider, timing, asynchronous=True)
     return AsyncTee(chunks, path, provider, timing)
+
+
+def _check_tee(
+    function: str, chunks: Any, path: Any, provider: Any, timing: Any, *, asynchronous: bool
+) -> None:
+    check_source(function, chunks, asynchronous=asynchronous)
+    check_path(function, path)
+    check_provider(function, provider)
+    check_bool(function, "timing", timing)
 
 
 def load_timing(path: str | Path) -> list[tuple[int, float]] | None:
@@ -284,6 +300,8 @@ def split_frames(data: bytes, format: StreamFormat) -> list[bytes]:
 
 def check_speed(speed: float) -> float:
     """`speed` if a replay can use it (see MIN_SPEED); UsageError naming the range if not."""
+    if not isinstance(speed, int | float) or isinstance(speed, bool):
+        raise UsageError(f"speed: expected a number, got {describe(speed)}")
     if speed == 0 or MIN_SPEED <= speed <= MAX_SPEED:  # False for NaN
         return speed
     raise UsageError(
@@ -305,6 +323,12 @@ def schedule(
     event, `EVENT_INTERVAL` apart.
     """
     check_speed(speed)
+    if not isinstance(data, bytes | bytearray):
+        raise UsageError(f"schedule: data: expected the recording's bytes, got {describe(data)}")
+    if format not in _FORMATS:
+        raise UsageError(
+            f"schedule: format: expected one of {', '.join(_FORMATS)}, got {describe(format)}"
+        )
     if timing and timing[-1][0] == len(data):
         out: list[tuple[float, bytes]] = []
         start, before = 0, 0.0
