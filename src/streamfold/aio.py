@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import math
 import sys
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Iterator
 from typing import Any
@@ -287,7 +288,7 @@ def afold(
     `started_at`, `clock`: the timing's, as for `fold`.
     """
     if (clock is not None and not callable(clock)) or (
-        started_at is not None and type(started_at) is not float
+        started_at is not None and (type(started_at) is not float or not math.isfinite(started_at))
     ):
         started_at = check_timing("afold", clock, started_at)
     _check_folder_arguments(

@@ -1266,7 +1266,7 @@ def fold(
     not one event is found raises NoEventsError.
     """
     if (clock is not None and not callable(clock)) or (
-        started_at is not None and type(started_at) is not float
+        started_at is not None and (type(started_at) is not float or not math.isfinite(started_at))
     ):
         started_at = check_timing("fold", clock, started_at)
     _check_folder_arguments(

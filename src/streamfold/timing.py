@@ -23,6 +23,7 @@ restored from a saved state starts a new timing (another process has another clo
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,7 +75,8 @@ class StreamTiming:
     # `Any`: a wrong type gets the UsageError of streamfold.arguments on both builds.
     def __init__(self, clock: Any = None, started_at: Any = None) -> None:
         if (clock is not None and not callable(clock)) or (
-            started_at is not None and type(started_at) is not float
+            started_at is not None
+            and (type(started_at) is not float or not math.isfinite(started_at))
         ):
             from .arguments import check_timing  # (interpreted: only for the odd argument)
 
