@@ -331,3 +331,11 @@ def test_a_decoders_stop_iteration_is_a_stream_protocol_error(stopper: str, chun
     assert info.value.provider == stopper
     with pytest.raises(StreamProtocolError, match="StopIteration"):
         _afold(chunks, provider=stopper)
+
+
+def test_a_restored_fold_still_names_the_choices_there_are() -> None:
+    folder = StreamFolder(choice=2)
+    folder.feed(_two_choices()[0])
+    restored = StreamFolder.restore(folder.save_state())
+    with pytest.raises(ChoiceError, match=r"\(0, 1\), got 2"):
+        restored.close()
