@@ -339,3 +339,21 @@ def test_a_restored_fold_still_names_the_choices_there_are() -> None:
     restored = StreamFolder.restore(folder.save_state())
     with pytest.raises(ChoiceError, match=r"\(0, 1\), got 2"):
         restored.close()
+
+
+def test_async_for_over_fold_and_for_over_afold_are_usage_errors_naming_the_other() -> None:
+    async def over_fold() -> None:
+        async for _event in fold([read(CHAT)]):
+            pass
+
+    with pytest.raises(UsageError, match=r"got `async for`: .* use afold\(\)"):
+        asyncio.run(over_fold())
+    with pytest.raises(UsageError, match=r"got `for`: .* use fold\(\)"):
+        list(afold([read(CHAT)]))
+
+
+def test_a_folds_events_given_as_a_stream_are_a_usage_error() -> None:
+    with pytest.raises(UsageError, match=r"got a fold \(Fold\), whose events are a fold.s output"):
+        fold_message(fold([read(CHAT)]))
+    with pytest.raises(UsageError, match=r"got a fold \(AsyncFold\), whose events"):
+        _afold(afold([read(CHAT)]))

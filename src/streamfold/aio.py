@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from .arguments import check_timing
+from .errors import UsageError
 from .events import Event, MessageCompleted
 from .fold import StreamFolder, _check_folder_arguments, _source
 from .limits import DEFAULT_LIMITS
@@ -67,6 +68,13 @@ class AsyncFold:
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return _Loop(self)
+
+    def __iter__(self) -> Any:
+        # `for` over afold(): without this, a bare TypeError that does not say what to do.
+        raise UsageError(
+            "afold: expected `async for event in afold(...)`, got `for`: for a sync stream "
+            "outside an event loop, use fold()"
+        )
 
     async def __anext__(self) -> Event:
         event = next(self._pending, None)

@@ -23,6 +23,8 @@ STREAM_KINDS = (
     "a provider stream: an iterable of bytes or str (SSE, NDJSON, AWS eventstream), "
     "decoded event dicts, the SDK's stream event objects, or MessageDeltas"
 )
+# A fold's own classes: their events are no input for another fold.
+_FOLDS = frozenset({"Fold", "AsyncFold", "Tee", "AsyncTee"})
 # The most of an input's start an error quotes.
 _START_CHARS = 60
 
@@ -154,6 +156,12 @@ def check_names(function: str, name: str, value: Any) -> list[str]:
 def check_source(function: str, chunks: Any, *, asynchronous: bool) -> None:
     """Refuse, with what to do instead, a source a fold cannot read: a path, an awaitable,
     an SDK helper not entered, an async source given to `fold` (or a non-iterable)."""
+    kind = type(chunks)
+    if kind.__module__.startswith("streamfold.") and kind.__name__ in _FOLDS:
+        raise UsageError(
+            f"{function}: expected {STREAM_KINDS}, got a fold ({kind.__name__}), whose events are "
+            "a fold's output: pass the stream's own chunks"
+        )
     if isinstance(chunks, os.PathLike):
         raise UsageError(
             f"{function}: expected {STREAM_KINDS}, got a path ({type(chunks).__name__}); "

@@ -1163,6 +1163,13 @@ class Fold:
             return event
         raise StopIteration
 
+    def __aiter__(self) -> Any:
+        # `async for` over fold(): without this, a bare TypeError that does not say what to do.
+        raise UsageError(
+            "fold: expected `for event in fold(...)`, got `async for`: for an async stream, "
+            "use afold() (`async for event in afold(...)`)"
+        )
+
     @property
     def timing(self) -> StreamTiming:
         """When the chunks arrived, so far (see streamfold.timing)."""
