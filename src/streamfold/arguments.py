@@ -216,23 +216,28 @@ def _unentered_helper(chunks: Any) -> str | None:
 
 
 def no_events_error(
-    nbytes: int, start: bytes, *, objects: bool, expected: str = ""
+    nbytes: int, start: bytes, *, objects: bool, expected: str = "", framing: str | None = None
 ) -> NoEventsError:
     """The error for input in which not one event was found: what arrived, and what to
     pass instead (shared by `fold` and the command line's `replay` and `record`)."""
-    error = NoEventsError(_no_events_text(nbytes, start, objects, expected or STREAM_KINDS))
-    error.nbytes, error.start, error.objects = nbytes, start, objects
+    text = _no_events_text(nbytes, start, objects, expected or STREAM_KINDS, framing)
+    error = NoEventsError(text)
+    error.nbytes, error.start, error.objects, error.framing = nbytes, start, objects, framing
     return error
 
 
-def _no_events_text(nbytes: int, start: bytes, objects: bool, wanted: str) -> str:
+def _no_events_text(
+    nbytes: int, start: bytes, objects: bool, wanted: str, framing: str | None
+) -> str:
     if nbytes == 0 and not objects:
         return f"expected {wanted}, got input without a single event in it: no input at all"
     if objects:
         return f"expected {wanted}, got objects without a single event in them"
     quoted = preview(start[:_START_CHARS])
     text = start.decode("utf-8", "replace")
-    if nbytes <= len(start) and "\n" not in text.strip() and _looks_like_a_path(text.strip()):
+    if framing == "eventstream":
+        hint = "an AWS eventstream cut before the end of its first message"
+    elif nbytes <= len(start) and "\n" not in text.strip() and _looks_like_a_path(text.strip()):
         hint = (
             "a str or bytes chunk is the stream's own text, not the name of a file: to fold a "
             "file, pass its bytes (Path(name).read_bytes()) or load_recording(name)"

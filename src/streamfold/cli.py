@@ -237,7 +237,9 @@ def run(
 def _no_events(exc: NoEventsError, name: str, note: str = "") -> UsageError:
     # Bytes that frame no event at all (any text is SSE with no events) are no recording,
     # even under --provider: the fold refuses them, said here in the command's terms.
-    again = no_events_error(exc.nbytes, exc.start, objects=exc.objects, expected=_KNOWN)
+    again = no_events_error(
+        exc.nbytes, exc.start, objects=exc.objects, expected=_KNOWN, framing=exc.framing
+    )
     return UsageError(f"{name}: {again}{note}")
 
 

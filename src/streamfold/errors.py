@@ -182,11 +182,12 @@ class NoEventsError(StreamProtocolError, UsageError):
     before its first event. A UsageError (the common cause) and a StreamProtocolError (a
     handler for broken streams still sees it); the text says what arrived and what to pass.
     `nbytes`: the bytes that arrived; `start`: their first bytes; `objects`: True when
-    decoded objects arrived instead."""
+    decoded objects arrived instead; `framing`: the framing the bytes were read as, if any."""
 
     nbytes: int = 0
     start: bytes = b""
     objects: bool = False
+    framing: str | None = None
 
 
 class ChoiceError(UsageError):

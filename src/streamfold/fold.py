@@ -526,7 +526,9 @@ class StreamFolder:
         if not self._acc.finished and (self._position == 0 or self._provider is None):
             # Not one event understood (a file name, a file's text, an SDK's text, no
             # input at all): an empty message would hide the mistake.
-            error = no_events_error(self._bytes, self._start, objects=self._format == "objects")
+            error = no_events_error(
+                self._bytes, self._start, objects=self._format == "objects", framing=self._format
+            )
             error.partial = self._acc.snapshot()
             raise error
         if self._decoder is not None and not self._acc.finished:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, final
 
-from .errors import UsageError
+from .errors import UsageError, preview
 
 MiB = 1024 * 1024
 
@@ -98,14 +98,14 @@ def _limit(name: str, value: Any) -> int:
         return value
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return int(value)  # an int subclass (an IntEnum, numpy's ints are not): its value
-    from .providers.fields import describe  # (imported late: providers import limits)
-
     expected = (
         "an int of at least 0"
         if isinstance(value, int) and not isinstance(value, bool)
         else "an int"
     )
-    raise UsageError(f"Limits: {name}: expected {expected}, got {describe(value)}")
+    raise UsageError(
+        f"Limits: {name}: expected {expected}, got {type(value).__name__} {preview(value, 40)}"
+    )
 
 
 DEFAULT_LIMITS = Limits()
