@@ -38,8 +38,12 @@ were trimmed, which the consumer sees). The batch that holds MessageCompleted th
 runs, the heartbeat also renews that expiry, so a stream whose producer died still expires.
 A fold that raises ends the stream with a MessageCompleted of status error (the partial
 message, metadata["error"]); a producer that is cancelled ends it with status cancelled,
-and so does `Relay.aclose()` for every message its producers have not finished (a worker
-that shuts down gracefully tells its readers at once).
+and so does `Relay.stop()` (and `aclose()`) for every message its producers have not
+finished (a worker that shuts down gracefully tells its readers at once). `stop()` then
+ends every other subscription of the relay with RelayStopped (a reader resumes on another
+worker with its last id): a server that waits for its open responses before it stops is
+not held up by a reader. A producer whose decoder cannot save its state (a provider
+registered without `Decoder.to_state`) writes checkpoints without one.
 
 Consumer. Without `after`: read the checkpoint, XRANGE from exactly the entry after the one
 it covers (`(0-<seq>`), check that the first entry's seq is the checkpoint's + 1 (a trim
@@ -73,8 +77,13 @@ gives the producer time to renew its lease; where INFO is refused, a missing lea
 seconds with no entry at all.
 
 Redis restarts. Every command is retried on connection errors with backoff (50 ms
-doubling to 1 s) for up to `reconnect_timeout` seconds, then RelayUnavailable is raised
-(a subscription raises it; the demo routes end the reader with an error event). Consumers
+doubling to 1 s) until `reconnect_timeout` seconds after the first failed attempt of any
+command of the relay (one deadline for all: a reader's command queued behind a
+producer's retried write does not start a timeout of its own), then RelayUnavailable is
+raised (a subscription raises it; the demo routes end the reader with an error event).
+An attempt waits at most until that deadline (and at most `reconnect_timeout`): a Redis
+that hangs, accepting connections and never answering, is given up on as one that
+refuses them is. Consumers
 resume from their last id. A producer re-sends its pending batch (already applied ones
 are recognised by their explicit ids). The client reconnects silently, so a producer
 also looks for its checkpoint: each batch without one asks whether the last one is still
@@ -172,6 +181,10 @@ class RelayUnavailable(RelayError):
 
 class RelayBusy(RelayError):
     """Another producer holds the stream id (or a stream with that id already exists)."""
+
+
+class RelayStopped(RelayError):
+    """The relay was stopped (its worker is shutting down): read the stream elsewhere."""
 
 
 # --- redis, lazily --------------------------------------------------------------------
@@ -315,7 +328,8 @@ class Checkpoint:
         """
         if self.state is None:
             raise UsageError(
-                "Checkpoint.folder: expected a checkpoint saved with save_state=True, got none"
+                "Checkpoint.folder: expected a checkpoint with the folder's state, got none "
+                "(saved with save_state=False, or by a decoder that cannot save its state)"
             )
         return StreamFolder.restore(self.state, key=self.state_key)
 
@@ -487,6 +501,11 @@ class Relay:
         self._liveness: dict[str, tuple[float, tuple[bool, int | None]]] = {}
         self._uptime_seen: tuple[float, float | None] = (-1e9, None)
         self._producers: weakref.WeakSet[RelayProducer] = weakref.WeakSet()
+        self._down_since: float | None = None
+        """When the first attempt of the current run of failed commands began (None: the
+        last command got through): every command and reader gives up at this plus
+        `reconnect_timeout`, however many were queued or retried meanwhile."""
+        self._stopping: asyncio.Future[None] | None = None
         self._tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Tail] = (
             weakref.WeakKeyDictionary()
         )
@@ -519,12 +538,45 @@ class Relay:
         pool = aioredis.BlockingConnectionPool.from_url(url, **options)
         return cls(aioredis.Redis.from_pool(pool), config, state_key=state_key)
 
-    async def aclose(self) -> None:
-        """End the messages this relay's producers have not finished with status cancelled
-        (a worker that shuts down tells their readers at once, instead of leaving them to
-        notice its lease expire), then close the client's connections."""
+    @property
+    def stopped(self) -> bool:
+        """True once `stop()` (or `aclose()`) was called."""
+        return self._stopping is not None
+
+    async def stop(self) -> None:
+        """Stop serving, at once: end the messages this relay's producers have not
+        finished with status cancelled, and once this worker's readers of them have that
+        end, end every other subscription here with RelayStopped (a reader resumes on
+        another worker with its last id). New producers and subscriptions are refused
+        with RelayStopped. Call it as soon as the worker begins to shut down (a server
+        waits for open responses, and a subscription's response lasts as long as its
+        message); `relay_lifespan` does it on SIGTERM. The client stays open."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop())
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
         unfinished = [p for p in self._producers if not p.finished]
         await asyncio.gather(*(p._last_word(p.cancel()) for p in unfinished))
+        tails = list(self._tails.values())
+        ends = {p.events_key: p.seq for p in unfinished if p.finished}
+        # Readers here of those messages get their end through the tail (one XREAD
+        # away); waiting for it, briefly, is what lets them hear "cancelled" rather
+        # than "stopped". Everything else is let go now.
+        deadline = time.monotonic() + max(1.0, self.config.poll)
+        while time.monotonic() < deadline and any(t.behind(ends) for t in tails):
+            await asyncio.sleep(0.01)
+        stopped = RelayStopped("the relay was stopped: its worker is shutting down")
+        for tail in tails:
+            tail.stop(stopped)
+
+    def _check_running(self, what: str) -> None:
+        if self._stopping is not None:
+            raise RelayStopped(f"{what}: the relay was stopped (its worker is shutting down)")
+
+    async def aclose(self) -> None:
+        """`stop()`, then close the client's connections."""
+        await self.stop()
         close = getattr(self.redis, "aclose", None) or self.redis.close
         await close()
 
@@ -546,25 +598,46 @@ class Relay:
         base = self.config.prefix + stream_id
         return base + ":events", base + ":checkpoint", base + ":lease"
 
+    def _attempt_limit(self, began: float) -> float:
+        """How long an attempt begun at `began` may wait for Redis: `reconnect_timeout`
+        while commands get through (a Redis that hangs, accepting and never answering, is
+        unreachable as surely as one that refuses); while they fail, until the shared
+        deadline. Past it, one short try still: it may be back."""
+        if self._down_since is None:
+            return self.config.reconnect_timeout
+        left = self._down_since + self.config.reconnect_timeout - began
+        return max(left, self.config.poll / 2)
+
+    def _failed(self, began: float) -> float:
+        """An attempt begun at `began` failed on the connection: the deadline it counts to."""
+        self.retries += 1
+        if self._down_since is None or began < self._down_since:
+            self._down_since = began
+        return self._down_since + self.config.reconnect_timeout
+
     async def _retry(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
-        """Run `op`, retrying connection errors with backoff for `reconnect_timeout`."""
-        deadline: float | None = None
+        """Run `op`, retrying connection errors with backoff until Redis has been
+        unreachable for `reconnect_timeout` (counted from the first failed attempt of any
+        command, so commands queued behind others do not wait a timeout of their own)."""
         delay = 0.05
         for _ in range(_MAX_ATTEMPTS):
+            began = time.monotonic()
             try:
-                return await op()
-            except self._errors as exc:
-                self.retries += 1
+                async with asyncio.timeout(self._attempt_limit(began)):
+                    result = await op()
+            except self._errors as exc:  # TimeoutError (the attempt's limit) is an OSError
+                deadline = self._failed(began)
                 now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.config.reconnect_timeout
                 if now >= deadline:
                     raise RelayUnavailable(
                         f"{what}: Redis unreachable for {self.config.reconnect_timeout:g} s "
-                        f"({type(exc).__name__}: {exc})"
+                        f"({type(exc).__name__}: {exc or 'no answer'})"
                     ) from exc
                 await asyncio.sleep(min(delay, deadline - now))
                 delay = min(delay * 2, 1.0)
+                continue
+            self._down_since = None
+            return result
         raise RelayUnavailable(f"{what}: gave up after {_MAX_ATTEMPTS} attempts")
 
     # --- reading ------------------------------------------------------------------------
@@ -706,6 +779,7 @@ class RelayProducer:
         self._force_checkpoint = False
         self._started = False
         self._done = False
+        self._saves_state = True
         self._heartbeat: asyncio.Task[None] | None = None
         self._lease_at = time.monotonic()
 
@@ -719,6 +793,7 @@ class RelayProducer:
         if self._started:
             return
         relay, cfg = self.relay, self.relay.config
+        relay._check_running(f"produce stream {self.stream_id!r}")
         ttl_ms = int(cfg.lease_ttl * 1000)
         # Through the batcher: a thousand producers starting at once share a round trip
         # (and a connection) instead of each waiting for one of the pool's.
@@ -736,9 +811,19 @@ class RelayProducer:
                 f"stream {self.stream_id!r} already exists (finished or abandoned); "
                 "use a new id, or relay.delete() it first"
             )
+        relay._producers.add(self)  # from here on, a stop() ends it too
+        try:
+            await self._write([], checkpoint=True)
+        except BaseException:
+            relay._producers.discard(self)
+            # Nothing was published: the id is free again (not held for a lease), and
+            # its readers keep waiting for a producer that may still come.
+            with contextlib.suppress(Exception):
+                await relay._commands(("delete", (self.lease_key,), {}))
+            self.seq = 0
+            self._since_checkpoint = 0
+            raise
         self._started = True
-        relay._producers.add(self)
-        await self._write([], checkpoint=True)
         self._heartbeat = asyncio.create_task(
             self._beat(), name=f"relay-heartbeat-{self.stream_id}"
         )
@@ -842,8 +927,9 @@ class RelayProducer:
                 "open": list(self._open),
             }
             ckpt = {"seq": self.seq, "id": _entry_id(self.seq), "data": _dumps(data)}
-            if cfg.save_state:
-                ckpt["state"] = _dumps(self.folder.save_state(key=self.relay.state_key))
+            state = self._state() if cfg.save_state else None
+            if state is not None:
+                ckpt["state"] = state
         if final is not None:
             self._done = True
             self.message = final.message
@@ -866,6 +952,8 @@ class RelayProducer:
             for n, body in enumerate(bodies)
         ]
         if ckpt is not None:
+            if cfg.save_state and "state" not in ckpt:  # an older one's must not stay
+                commands.append(("hdel", (self.checkpoint_key, "state"), {}))
             commands.append(("hset", (self.checkpoint_key,), {"mapping": ckpt}))
         if final is not None:
             commands.append(("hset", (self.checkpoint_key, "end", self.seq), {}))
@@ -900,6 +988,18 @@ class RelayProducer:
             await self._write([], checkpoint=True)
         elif checkpoint_lost and final is not None:
             await self._checkpoint_before(final, first + events.index(final))
+
+    def _state(self) -> str | None:
+        """The folder's saved state for a checkpoint; None when its decoder cannot save
+        one (a provider registered without `Decoder.to_state`): its checkpoints then
+        carry the message alone, as with save_state=False, and the stream is relayed."""
+        if not self._saves_state:
+            return None
+        try:
+            return _dumps(self.folder.save_state(key=self.relay.state_key))
+        except NotImplementedError:  # Decoder.to_state's own default: "cannot"
+            self._saves_state = False
+            return None
 
     async def _checkpoint_before(self, final: MessageCompleted, end: int) -> None:
         """Redis lost the checkpoint just before the message's last batch: write one
@@ -1063,9 +1163,9 @@ class _Inbox:
             finally:
                 timer.cancel()
                 self.waiter = None
-        if self.error is not None:
-            raise self.error
         if not self.batches and not self.overflow:
+            if self.error is not None:
+                raise self.error
             return None
         entries = [e for batch in self.batches for e in batch]
         overflow = self.overflow
@@ -1134,6 +1234,7 @@ class _Tail:
         self.starting: dict[str, asyncio.Future[tuple[list[Relayed], _Seen | None]]] = {}
         """Snapshots being read from Redis, by stream key: joiners meanwhile share them."""
         self.task: asyncio.Task[None] | None = None
+        self.stopped: RelayStopped | None = None
         # Enough to reach back to the newest checkpoint, which is at most
         # checkpoint_every entries old while its producer writes.
         self.window = 2 * relay.config.checkpoint_every
@@ -1163,6 +1264,8 @@ class _Tail:
         """Follow `key` into `inbox` from after `last`; returns where the tail already is
         (entries up to it that the caller has not read must be read first). `seen`: the
         checkpoint and the entries up to `last` the caller read, for later joiners."""
+        if self.stopped is not None:
+            inbox.fail(self.stopped)  # joined after the stop: ends at its next read
         followed = self.streams.get(key)
         if followed is None:
             followed = self.streams[key] = _Followed(last)
@@ -1200,23 +1303,36 @@ class _Tail:
             for inbox in followed.readers:
                 inbox.fail(error)
 
+    def behind(self, ends: dict[str, int]) -> bool:
+        """Whether readers here follow one of `ends` (stream key: its last seq) and the
+        tail has not read that far yet."""
+        return any(
+            (followed := self.streams.get(key)) is not None and followed.cursor < seq
+            for key, seq in ends.items()
+        )
+
+    def stop(self, error: RelayStopped) -> None:
+        """End every reader here with `error` (after what they were already handed)."""
+        self.stopped = error
+        self._fail(error)
+
     async def _run(self) -> None:
         relay = self.relay
         cfg = relay.config
-        failing_since: float | None = None
         delay = 0.05
         for _ in range(2**62):  # bounded by its readers: it stops when the last one leaves
             if not self.streams:
                 return
             cursors = {key: _entry_id(followed.cursor) for key, followed in self.streams.items()}
+            began = time.monotonic()
             try:
-                raw = await relay.redis.xread(cursors, count=cfg.batch, block=_TAIL_BLOCK_MS)
+                async with asyncio.timeout(relay._attempt_limit(began)):
+                    raw = await relay.redis.xread(cursors, count=cfg.batch, block=_TAIL_BLOCK_MS)
                 batches = _xread_entries(raw, relay._cache)
             except relay._errors as exc:
-                relay.retries += 1
+                deadline = relay._failed(began)
                 now = time.monotonic()
-                failing_since = failing_since or now
-                if now - failing_since >= cfg.reconnect_timeout:
+                if now >= deadline:
                     self._fail(
                         RelayUnavailable(
                             f"read stream: Redis unreachable for {cfg.reconnect_timeout:g} s "
@@ -1224,13 +1340,13 @@ class _Tail:
                         )
                     )
                     return
-                await asyncio.sleep(delay)
+                await asyncio.sleep(min(delay, deadline - now))
                 delay = min(delay * 2, 1.0)
                 continue
             except Exception as exc:  # a malformed entry, say: every reader hears of it
                 self._fail(exc)
                 return
-            failing_since = None
+            relay._down_since = None
             delay = 0.05
             woken = 0
             for key, entries in batches.items():
@@ -1270,6 +1386,7 @@ class _Subscription:
             checkpoint = await self.relay.checkpoint(self.stream_id)
             if checkpoint is not None:
                 return checkpoint
+            self.relay._check_running(f"wait for stream {self.stream_id!r}")
             now = time.monotonic()
             if now >= deadline:
                 break
@@ -1336,6 +1453,7 @@ class _Subscription:
         return []
 
     async def run(self) -> AsyncIterator[Relayed]:
+        self.relay._check_running(f"subscribe to {self.stream_id!r}")
         tail = self.relay._tail()
         if self.after is None:
             items = await self._start()
@@ -1482,6 +1600,7 @@ __all__ = [
     "RelayError",
     "RelayNotFound",
     "RelayProducer",
+    "RelayStopped",
     "RelayUnavailable",
     "Relayed",
     "Snapshot",

@@ -992,7 +992,7 @@ def test_redis_gone_for_good_ends_every_reader_with_an_error(
     assert last_event["event"] == "error" and "id" not in last_event
     error = json.loads(last_event["data"])["error"]
     assert error["type"] == "RelayUnavailable"
-    assert ui_data[-1] == "[DONE]"
+    assert ui_data[-1] == "[DONE]", ui_data
     ui_chunks = [json.loads(data) for data in ui_data[:-1]]
     assert any(c["type"] == "error" and "Redis" in c["errorText"] for c in ui_chunks)
     assert any("stopped" in r.getMessage() for r in caplog.records)  # told, as a warning
@@ -1253,3 +1253,364 @@ async def test_thousands_of_readers_are_woken_in_turns(relay: Relay) -> None:
     for sub in subs:
         await sub.aclose()
     await producer.cancel()  # (one chunk, no whole event: closed, it would be an error)
+
+
+# --- stopping on time --------------------------------------------------------------------
+
+
+async def _sse_until(lines: AsyncIterator[str], kind: str | None) -> list[dict[str, Any]]:
+    """SSE events from `lines` until one of type `kind` (None: to the end of the body)."""
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    async for line in lines:
+        if line == "":
+            if current:
+                events.append(current)
+                if kind is not None and current.get("event") == kind:
+                    return events
+                current = {}
+        elif ":" in line:
+            name, _, value = line.partition(":")
+            current[name] = value.removeprefix(" ")
+    return events
+
+
+def test_sigterm_with_readers_connected_cancels_at_once_and_exits(
+    redis_server: RedisServer,
+) -> None:
+    import httpx
+
+    server, url = _serve_process(redis_server.url)
+    elsewhere = sid()  # a stream another worker produces, read through this one
+    timings: dict[str, float] = {}
+
+    async def scenario() -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]], list[str]]:
+        async with (
+            Relay.from_url(redis_server.url) as relay,
+            relay.producer(elsewhere) as other,
+            httpx.AsyncClient(timeout=30) as http,
+        ):
+            await other.feed(reference(PAGE_RECORDING).chunks[0])
+            started = await http.post(
+                f"{url}/relay/start", json={"recording": PAGE_RECORDING, "speed": 0.02}
+            )
+            assert started.status_code == 200, started.text
+            stream = started.json()["id"]
+            async with (
+                http.stream("GET", f"{url}/relay/events/{stream}") as own,
+                http.stream("GET", f"{url}/relay/ui-stream/{stream}") as ui,
+                http.stream("GET", f"{url}/relay/events/{elsewhere}") as other_sse,
+                http.stream("GET", f"{url}/relay/ui-stream/{elsewhere}") as other_ui,
+            ):
+                own_lines, ui_lines = own.aiter_lines(), ui.aiter_lines()
+                other_lines, other_ui_lines = other_sse.aiter_lines(), other_ui.aiter_lines()
+                assert (await _sse_until(own_lines, "snapshot"))[-1]["event"] == "snapshot"
+                assert (await _sse_until(other_lines, "snapshot"))[-1]["event"] == "snapshot"
+                assert await anext(ui_lines)
+                assert await anext(other_ui_lines)
+                signalled = time.monotonic()
+                server.send_signal(signal.SIGTERM)  # a graceful stop, readers connected
+                own_events = await asyncio.wait_for(_sse_until(own_lines, None), 20)
+                timings["cancelled"] = time.monotonic() - signalled
+                ui_rest = await asyncio.wait_for(_sse_until(ui_lines, None), 20)
+                other_events = await asyncio.wait_for(_sse_until(other_lines, None), 20)
+                other_ui_rest = await asyncio.wait_for(_sse_until(other_ui_lines, None), 20)
+                await asyncio.to_thread(server.wait, 20)
+                timings["exited"] = time.monotonic() - signalled
+            other_ui_data = [e["data"] for e in other_ui_rest]
+            return own_events, [e["data"] for e in ui_rest], other_events, other_ui_data
+
+    try:
+        own_events, ui_data, other_events, other_ui_data = asyncio.run(scenario())
+    finally:
+        server.kill()
+        server.communicate(timeout=10)
+    # The replay's readers hear that it was cancelled, at once, from the producer itself.
+    end = json.loads(own_events[-1]["data"])
+    assert end["type"] == "message_completed" and "synthetic" not in end
+    assert end["message"]["status"] == "cancelled"
+    assert ui_data[-1] == "[DONE]", ui_data
+    assert any(json.loads(d).get("type") == "finish" for d in ui_data[:-1])
+    # The reader of another worker's stream is let go without an error: its EventSource
+    # reconnects (with its last id) to a worker that is still running.
+    assert all(e.get("event") != "error" for e in other_events)
+    # Its page sees a dropped connection, not an end, and follows the stream anew.
+    assert "[DONE]" not in other_ui_data
+    assert all(json.loads(d)["type"] not in ("error", "finish") for d in other_ui_data)
+    assert timings["cancelled"] < 5, timings
+    assert timings["exited"] < 10, timings
+
+
+@pytest.mark.parametrize("outage", ["refused", "hangs"])
+async def test_redis_down_ends_every_reader_within_the_reconnect_timeout(
+    tmp_path: Path, outage: str
+) -> None:
+    # Worker a produces and has a reader; worker b has a reader. The reader on a shares its
+    # relay's pipeline with the producer, whose write is being retried when the reader
+    # asks: it must not wait for that write's retries and then for its own. A Redis that
+    # hangs (SIGSTOP: connections accepted, never answered) must be given up on as soon
+    # as one that refuses.
+    server = RedisServer(tmp_path / outage)
+    server.start()
+    config = fast_config(reconnect_timeout=3.0, poll=0.5, lease_ttl=30.0)
+    chunks, _ = _long_chat(5_000)
+    stream = sid()
+    down_at = 0.0
+    ended: dict[str, tuple[float, str]] = {}
+    try:
+        async with Relay.from_url(server.url, config) as a, Relay.from_url(server.url, config) as b:
+
+            async def paced() -> AsyncIterator[dict[str, Any]]:
+                for chunk in chunks:
+                    await asyncio.sleep(0.02)
+                    yield chunk
+
+            async def read(relay: Relay, name: str, ready: asyncio.Event) -> None:
+                try:
+                    async for item in relay.subscribe(stream):
+                        if item.seq >= 5:
+                            ready.set()
+                    outcome = "ended"
+                except Exception as exc:
+                    outcome = type(exc).__name__
+                ended[name] = (time.monotonic() - down_at, outcome)
+
+            producing = asyncio.create_task(a.publish(stream, paced()))
+            readers = []
+            for relay, name in ((a, "a, the producer's worker"), (b, "b")):
+                ready = asyncio.Event()
+                readers.append(asyncio.create_task(read(relay, name, ready)))
+                await asyncio.wait_for(ready.wait(), 20)
+            assert server.process is not None
+            down_at = time.monotonic()
+            if outage == "hangs":
+                server.process.send_signal(signal.SIGSTOP)
+            else:
+                await asyncio.to_thread(server.stop, kill=True)
+            await asyncio.wait_for(asyncio.gather(*readers), 60)
+            with pytest.raises(Exception) as raised:
+                await asyncio.wait_for(producing, 60)
+            if outage == "hangs":
+                server.process.send_signal(signal.SIGCONT)
+    finally:
+        if server.process is not None:
+            server.process.send_signal(signal.SIGCONT)
+        server.stop(kill=True)
+    assert raised.type.__name__ == "RelayUnavailable"
+    for name, (after, outcome) in ended.items():
+        assert outcome == "RelayUnavailable", (name, outcome)
+        # reconnect_timeout plus one poll, and some slack for a loaded machine
+        assert after <= config.reconnect_timeout + config.poll + 1.0, (name, ended)
+
+
+# --- the relay's other doors -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _capped_worker(redis_url: str, config: RelayConfig, **options: Any) -> Iterator[str]:
+    """A worker with the relay routes alone, `relay_routes(**options)`."""
+    from starlette.applications import Starlette
+
+    from streamfold.web.relay_routes import relay_lifespan, relay_routes
+
+    relay = Relay.from_url(redis_url, config)
+    routes = relay_routes(relay, REAL, **options)
+    with serve_in_thread(Starlette(routes=routes, lifespan=relay_lifespan(relay))) as url:
+        yield url
+
+
+def test_relay_start_is_capped_per_worker(redis_server: RedisServer) -> None:
+    import httpx
+
+    slow = {"recording": PAGE_RECORDING, "speed": 0.01}  # the slowest: a replay lasts minutes
+    with (
+        _capped_worker(redis_server.url, fast_config()) as url,
+        httpx.Client(timeout=30) as http,
+    ):
+        accepted = [http.post(f"{url}/relay/start", json=slow) for _ in range(64)]
+        assert [r.status_code for r in accepted] == [200] * 64
+        refused = http.post(f"{url}/relay/start", json=slow)
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"] == "1"
+        assert "64 replays" in refused.json()["error"]["message"]
+    # A slot frees when its replay ends.
+    with (
+        _capped_worker(redis_server.url, fast_config(), max_replays=1) as url,
+        httpx.Client(timeout=30) as http,
+    ):
+        fast = http.post(f"{url}/relay/start", json={**slow, "speed": 0})
+        assert fast.status_code == 200
+        with http.stream("GET", f"{url}/relay/events/{fast.json()['id']}") as events:
+            assert _sse_events(events.iter_lines(), 10_000)[-1]["event"] == "message_completed"
+        for _ in range(100):  # its task ends just after its last write
+            again = http.post(f"{url}/relay/start", json=slow)
+            if again.status_code == 200:
+                break
+            time.sleep(0.02)
+        assert again.status_code == 200
+        assert http.post(f"{url}/relay/start", json=slow).status_code == 503
+    from streamfold.web.relay_routes import relay_routes
+
+    for wrong in (0, True, "64"):
+        with pytest.raises(UsageError, match="max_replays"):
+            relay_routes(Relay.from_url(redis_server.url), REAL, max_replays=wrong)
+
+
+async def test_publish_with_a_registered_provider(relay: Relay) -> None:
+    import streamfold
+
+    class LineChat(streamfold.Decoder):  # the docs' example: no to_state of its own
+        provider = "relaylines"
+
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            self.started = False
+
+        def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Any]:
+            if payload["ev"] == "say":
+                start = (
+                    []
+                    if self.started
+                    else [streamfold.OpenPart("answer", streamfold.ContentPart(type="text"))]
+                )
+                self.started = True
+                return [*start, streamfold.GrowPart("answer", payload["text"])]
+            return [streamfold.UpdateMessage(status="complete"), streamfold.EndMessage()]
+
+    chunks = [
+        b'{"ev": "say", "text": "Hel"}\n',
+        b'{"ev": "say", "text": "lo"}\n',
+        b'{"ev": "end"}\n',
+    ]
+    streamfold.register_provider("relaylines", LineChat)
+    try:
+        stream = sid()
+        reading = asyncio.create_task(drain(relay.subscribe(stream)))
+        message = await relay.publish(stream, chunks, provider="relaylines")
+        items = await asyncio.wait_for(reading, 10)
+        # Detected from its first event too: the decoder is made mid-stream.
+        detected = sid()
+        streamfold.unregister_provider("relaylines")
+        streamfold.register_provider(
+            "relaylines", LineChat, detect=lambda payload, event: "ev" in payload
+        )
+        assert (await relay.publish(detected, chunks)).text == "Hello"
+        checkpoint = await relay.checkpoint(detected, state=True)
+    finally:
+        streamfold.unregister_provider("relaylines")
+    assert message.text == "Hello" and message.status == "complete"
+    end = items[-1]
+    assert isinstance(end.event, MessageCompleted) and not end.synthetic
+    assert end.event.message == message
+    assert checkpoint is not None and checkpoint.state is None  # its decoder saves none
+    with pytest.raises(UsageError, match="cannot save its state"):
+        checkpoint.folder()
+
+
+async def test_stop_cancels_its_messages_and_lets_other_readers_go(
+    redis_server: RedisServer,
+) -> None:
+    import httpx
+    from starlette.applications import Starlette
+
+    from streamfold.relay import RelayStopped
+    from streamfold.web.relay_routes import relay_routes
+
+    ref = reference(RECORDINGS[0])
+    mine, theirs = sid(), sid()
+    config = fast_config(lease_ttl=30.0)  # only stop() can end these readers quickly
+    async with (
+        Relay.from_url(redis_server.url, config) as other,
+        other.producer(theirs) as elsewhere,
+    ):
+        relay = Relay.from_url(redis_server.url, config)
+        producer = relay.producer(mine)
+        await producer.feed(ref.chunks[0])
+        await elsewhere.feed(ref.chunks[0])
+        own_items, other_items = relay.subscribe(mine), relay.subscribe(theirs)
+        first = [await anext(own_items)], [await anext(other_items)]
+        reading = asyncio.gather(
+            drain(own_items, first[0]), drain(other_items, first[1]), return_exceptions=True
+        )
+        await asyncio.sleep(0.2)  # both readers wait on the live tail
+        began = time.monotonic()
+        await relay.stop()
+        own, let_go = await asyncio.wait_for(reading, 5)
+        assert time.monotonic() - began < 2
+        # The reader of the message it published hears it ended cancelled, from the
+        # producer itself; the reader of another worker's message is let go.
+        assert isinstance(own, list)
+        end = own[-1]
+        assert isinstance(end.event, MessageCompleted) and not end.synthetic
+        assert end.event.message.status == "cancelled"
+        assert isinstance(let_go, RelayStopped)
+        # Nothing new starts on a stopped relay; the routes say so with 503 and retry-after.
+        with pytest.raises(RelayStopped):
+            await anext(relay.subscribe(theirs))
+        with pytest.raises(RelayStopped):
+            await relay.producer(sid()).start()
+        app = Starlette(routes=relay_routes(relay, REAL))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            started = await http.post("/relay/start", json={"recording": PAGE_RECORDING})
+            events = await http.get(f"/relay/events/{theirs}")
+        for response in (started, events):
+            assert response.status_code == 503
+            assert response.headers["retry-after"] == "1"
+            assert "stopped" in response.json()["error"]["message"]
+        await relay.aclose()
+
+
+@pytest.mark.parametrize("outage", ["refused", "hangs"])
+def test_redis_down_ends_every_page_reader_within_the_reconnect_timeout(
+    tmp_path: Path, outage: str
+) -> None:
+    import httpx
+
+    server = RedisServer(tmp_path / outage)
+    server.start()
+    config = fast_config(reconnect_timeout=3.0, poll=0.5, lease_ttl=30.0)
+    ended: dict[str, tuple[float, str]] = {}
+
+    async def scenario(a: str, b: str) -> None:
+        async with httpx.AsyncClient(timeout=60) as http:
+            started = await http.post(
+                f"{a}/relay/start", json={"recording": PAGE_RECORDING, "speed": 0.05}
+            )
+            stream = started.json()["id"]
+            async with (
+                http.stream("GET", f"{a}/relay/events/{stream}") as on_a,
+                http.stream("GET", f"{b}/relay/events/{stream}") as on_b,
+            ):
+                readers = {"a, the producer's worker": on_a.aiter_lines(), "b": on_b.aiter_lines()}
+                for lines in readers.values():
+                    await _sse_until(lines, "snapshot")
+                assert server.process is not None
+                down_at = time.monotonic()
+                if outage == "hangs":
+                    server.process.send_signal(signal.SIGSTOP)
+                else:
+                    await asyncio.to_thread(server.stop, kill=True)
+
+                async def last(name: str, lines: AsyncIterator[str]) -> None:
+                    events = await _sse_until(lines, "error")
+                    ended[name] = (time.monotonic() - down_at, events[-1].get("data", ""))
+
+                await asyncio.wait_for(
+                    asyncio.gather(*(last(n, lines) for n, lines in readers.items())), 60
+                )
+            if outage == "hangs":
+                server.process.send_signal(signal.SIGCONT)
+
+    try:
+        with _worker(server.url, config) as a, _worker(server.url, config) as b:
+            asyncio.run(scenario(a, b))
+    finally:
+        if server.process is not None:
+            server.process.send_signal(signal.SIGCONT)
+        server.stop(kill=True)
+    assert len(ended) == 2
+    for name, (after, data) in ended.items():
+        assert json.loads(data)["error"]["type"] == "RelayUnavailable", (name, data)
+        # reconnect_timeout plus one poll, and some slack for a loaded machine
+        assert after <= config.reconnect_timeout + config.poll + 1.0, (name, ended)

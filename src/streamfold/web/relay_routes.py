@@ -2,7 +2,9 @@
 
     POST /relay/start               {"recording": <name>, "speed": <f>} -> {"id": <stream id>}
                                     this worker folds the recording in a background task and
-                                    publishes it (streamfold.relay)
+                                    publishes it (streamfold.relay); at most `max_replays`
+                                    at once per worker, more are refused with 503 and
+                                    `retry-after` (each replay holds its recording and fold)
     GET  /relay/ui-stream/{id}      the UI message stream (Vercel AI SDK v1) of that stream,
                                     from any worker: the message so far (a Snapshot, as part
                                     start/delta/end chunks), then the rest live
@@ -16,9 +18,12 @@ Two workers behind a load balancer, both with `relay_routes(Relay.from_url(REDIS
 page starts a replay on one, puts the stream id in its URL (`?relay=<id>`), and a reload
 (landing on either worker) follows the same stream from the start: its text complete, once.
 
-Give the app `lifespan=relay_lifespan(relay)`: a worker that stops (SIGTERM) then ends the
-replays it is still publishing as cancelled, and their readers on any worker hear it at
-once. A reader whose stream cannot be read any more (Redis unreachable for longer than
+Give the app `lifespan=relay_lifespan(relay)`: a worker that stops (SIGTERM, SIGINT) then
+ends the replays it is still publishing as cancelled at once, and their readers on any
+worker hear it at once; its readers of other workers' streams are let go (their body ends
+without an end: an EventSource reconnects with its last id, the page follows anew), so the
+server's graceful shutdown, which waits for open responses, is over at once. A reader
+whose stream cannot be read any more (Redis unreachable for longer than
 `reconnect_timeout`) gets a last event: `event: error` with `{"type": "error", "error":
 {"type": <the error class>, "message": ...}}` on /relay/events (no id: reconnecting with
 the last id resumes once Redis is back), an `error` chunk on /relay/ui-stream.
@@ -30,8 +35,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
+import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -39,7 +46,7 @@ from typing import Any
 from ..errors import StreamfoldError, UsageError
 from ..events import Event
 from ..events_json import event_to_json
-from ..relay import Relay, Relayed, RelayError, RelayNotFound, Snapshot
+from ..relay import Relay, Relayed, RelayError, RelayNotFound, RelayStopped, Snapshot
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
 from . import _bundled, _error, _paced, _speed, find_recordings
 from .guard import RequestRefused, read_json
@@ -54,6 +61,10 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 _log = logging.getLogger("streamfold.relay")
+
+DEFAULT_MAX_REPLAYS = 64
+"""Replays one worker publishes at once (`relay_routes(max_replays=)`)."""
+_RETRY_AFTER = "1"  # seconds: a replay slot frees as soon as one ends
 
 SSE_HEADERS = {
     "content-type": "text/event-stream",
@@ -71,22 +82,47 @@ async def _first(items: AsyncIterator[Relayed]) -> Relayed | Response:
     except StopAsyncIteration:
         return _error(404, "the stream has no more events")
     except RelayError as exc:
-        return _error(503, str(exc))
+        return _unavailable(exc)
 
 
-async def _events(first: Relayed, items: AsyncIterator[Relayed]) -> AsyncIterator[Event]:
-    """A subscription as plain events: the first snapshot as the events that rebuild it."""
+def _unavailable(error: RelayError) -> Response:
+    """503; a stopping worker adds `retry-after`: another one (or its successor) serves."""
+    response = _error(503, str(error))
+    if isinstance(error, RelayStopped):
+        response.headers["retry-after"] = _RETRY_AFTER
+    return response
+
+
+async def _events(
+    first: Relayed, items: AsyncIterator[Relayed], stopped: list[RelayStopped]
+) -> AsyncIterator[Event]:
+    """A subscription as plain events: the first snapshot as the events that rebuild it.
+    A stopped relay ends them quietly, noted in `stopped`."""
     head = first.event
     if isinstance(head, Snapshot):
         for event in head.events():
             yield event
     else:
         yield head
-    async for item in items:
-        if isinstance(item.event, Snapshot):
-            # The reader fell more than `maxlen` events behind: its view cannot be patched.
-            raise RelayError("the stream moved on too far to follow; reload to start over")
-        yield item.event
+    try:
+        async for item in items:
+            if isinstance(item.event, Snapshot):
+                # The reader fell more than `maxlen` events behind: its view cannot be patched.
+                raise RelayError("the stream moved on too far to follow; reload to start over")
+            yield item.event
+    except RelayStopped as exc:
+        stopped.append(exc)
+
+
+async def _unless_stopped(
+    body: AsyncIterator[bytes], stopped: list[RelayStopped]
+) -> AsyncIterator[bytes]:
+    """`body` up to the relay's stop, without the message's end that would follow it: the
+    page sees a dropped connection and follows the stream anew (on a worker that runs)."""
+    async for data in body:
+        if stopped:
+            return
+        yield data
 
 
 def _sse(item: Relayed) -> bytes:
@@ -112,14 +148,56 @@ def _sse_error(error: StreamfoldError) -> bytes:
     return f"event: error\ndata: {body}\n\n".encode()
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(relay: Relay) -> Iterator[None]:
+    """`relay.stop()` as soon as the process gets SIGTERM or SIGINT, then the handler that
+    was there (the server's: it begins its graceful shutdown). The server runs the
+    lifespan's shutdown only after every response has ended, and a relayed message's
+    response lasts as long as the message: stopping the relay first is what ends them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread alone: a server run on another is stopped
+        return  # by whoever runs it (call relay.stop() there)
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Future[None]] = []  # held, so the task is not collected
+
+    def begin() -> None:
+        if not stopping:
+            stopping.append(asyncio.ensure_future(relay.stop()))
+
+    previous: dict[int, Any] = {}
+
+    def handler(signum: int, frame: Any) -> None:
+        loop.call_soon_threadsafe(begin)
+        chained = previous.get(signum)
+        if callable(chained):
+            chained(signum, frame)
+        elif chained == signal.SIG_DFL:  # nobody else handles it: stop the process as usual
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+
+    for stop_signal in _STOP_SIGNALS:
+        previous[stop_signal] = signal.signal(stop_signal, handler)
+    try:
+        yield
+    finally:
+        for signum, chained in previous.items():
+            if signal.getsignal(signum) is handler:
+                signal.signal(signum, chained)
+
+
 def relay_lifespan(relay: Relay) -> Callable[[Any], AbstractAsyncContextManager[None]]:
-    """A Starlette lifespan that closes `relay` at shutdown: the replays this worker still
-    publishes end as cancelled at once, instead of being noticed as lost a lease later."""
+    """A Starlette lifespan that stops `relay` on SIGTERM or SIGINT (the replays this worker
+    still publishes end as cancelled at once, its readers are let go, so the server stops
+    at once) and closes it at shutdown."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
         try:
-            yield
+            with _stop_on_signals(relay):
+                yield
         finally:
             await relay.aclose()
 
@@ -127,13 +205,22 @@ def relay_lifespan(relay: Relay) -> Callable[[Any], AbstractAsyncContextManager[
 
 
 def relay_routes(
-    relay: Relay, recordings_dir: str | Path | None = None, *, speed: float = 1.0
+    relay: Relay,
+    recordings_dir: str | Path | None = None,
+    *,
+    speed: float = 1.0,
+    max_replays: int = DEFAULT_MAX_REPLAYS,
 ) -> list[Route]:
-    """The relay routes for the demo page, replaying the recordings of `recordings_dir`."""
+    """The relay routes for the demo page, replaying the recordings of `recordings_dir`
+    (at most `max_replays` at once: a replay holds its recording and its fold until it
+    ends, so without a cap a slow replay per request grows the worker without bound)."""
+    if isinstance(max_replays, bool) or not isinstance(max_replays, int) or max_replays < 1:
+        raise UsageError(f"relay_routes: expected max_replays= an int >= 1, got {max_replays!r}")
     catalog = find_recordings(recordings_dir if recordings_dir is not None else _bundled())
     by_name = {r.name: r for r in catalog}
     default_speed = speed
     running: set[asyncio.Task[Any]] = set()  # the replays this worker is publishing
+    starting = 0  # replays past the cap's check whose task is not running yet
 
     async def info(request: Request) -> Response:
         return JSONResponse({"relay": True})
@@ -155,12 +242,24 @@ def relay_routes(
             pace = _speed(None if raw_speed is None else str(raw_speed), default_speed)
         except UsageError as exc:
             return _error(400, str(exc))
+        nonlocal starting
+        if len(running) + starting >= max_replays:
+            refused = _error(
+                503,
+                f"this worker publishes {max_replays} replays already (its max_replays); "
+                f"try again in {_RETRY_AFTER} s",
+            )
+            refused.headers["retry-after"] = _RETRY_AFTER
+            return refused
         stream_id = uuid.uuid4().hex
         producer = relay.producer(stream_id, provider=recording.provider)
+        starting += 1  # counted before the await: concurrent starts all see it
         try:
             await producer.start()  # the stream exists before anyone is told its id
         except RelayError as exc:
-            return _error(503, str(exc))
+            return _unavailable(exc)
+        finally:
+            starting -= 1
 
         async def publish() -> None:
             # Nobody awaits this task: its end is told to the readers (the message's last
@@ -186,7 +285,9 @@ def relay_routes(
         first = await _first(items)
         if isinstance(first, Response):
             return first
-        body = aencode_sse(ato_ui_message_stream(_events(first, items)))
+        stopped: list[RelayStopped] = []
+        body = aencode_sse(ato_ui_message_stream(_events(first, items, stopped)))
+        body = _unless_stopped(body, stopped)
         headers = {**UI_MESSAGE_STREAM_HEADERS, "x-streamfold-relay": first.id}
         return StreamingResponse(body, headers=headers)
 
@@ -207,6 +308,8 @@ def relay_routes(
             try:
                 async for item in items:
                     yield _sse(item)
+            except RelayStopped:
+                return  # no last word: the EventSource reconnects, with its last id, elsewhere
             except StreamfoldError as exc:  # Redis gone for good, say: say so, last
                 yield _sse_error(exc)
 
