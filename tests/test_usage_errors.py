@@ -21,6 +21,7 @@ from support import REAL, read
 
 import streamfold
 from streamfold import (
+    Accumulator,
     ChoiceError,
     Decoder,
     Limits,
@@ -357,3 +358,34 @@ def test_a_folds_events_given_as_a_stream_are_a_usage_error() -> None:
         fold_message(fold([read(CHAT)]))
     with pytest.raises(UsageError, match=r"got a fold \(AsyncFold\), whose events"):
         _afold(afold([read(CHAT)]))
+
+
+ACCUMULATOR_WRONG: dict[str, tuple[Callable[[], Any], str]] = {
+    "Accumulator strict='yes'": (lambda: Accumulator(strict="yes"), r"strict: expected True"),
+    "Accumulator provider=5": (lambda: Accumulator(provider=5), r"provider: expected"),
+    "Accumulator role='robot'": (lambda: Accumulator(role="robot"), r"role: expected one of"),
+    "Accumulator limits=3": (lambda: Accumulator(limits=3), r"limits: expected a streamfold"),
+    "Accumulator partial_arguments=1": (
+        lambda: Accumulator(partial_arguments=1),
+        r"partial_arguments: expected True or False",
+    ),
+    "Accumulator.partial_arguments('a')": (
+        lambda: Accumulator().partial_arguments("a"),
+        r"index: expected an int, got str",
+    ),
+    "StreamFolder.partial_arguments(None)": (
+        lambda: StreamFolder().partial_arguments(None),
+        r"index: expected an int, got null",
+    ),
+    "Fold.partial_arguments(1.0)": (
+        lambda: fold([read(CHAT)]).partial_arguments(1.0),
+        r"index: expected an int, got float",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ACCUMULATOR_WRONG))
+def test_a_wrong_accumulator_argument_is_one_usage_error(case: str) -> None:
+    call, words = ACCUMULATOR_WRONG[case]
+    with pytest.raises(UsageError, match=words):
+        call()

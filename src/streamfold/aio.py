@@ -100,7 +100,7 @@ class AsyncFold:
         """The message so far."""
         return self.folder.snapshot()
 
-    def partial_arguments(self, index: int) -> Any:
+    def partial_arguments(self, index: Any) -> Any:
         """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`)."""
         return self.folder.partial_arguments(index)
 

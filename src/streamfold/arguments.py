@@ -25,16 +25,19 @@ STREAM_KINDS = (
 )
 # A fold's own classes: their events are no input for another fold.
 _FOLDS = frozenset({"Fold", "AsyncFold", "Tee", "AsyncTee"})
+# The most of a wrong argument's value an error quotes.
+_VALUE_CHARS = 40
 # The most of an input's start an error quotes.
 _START_CHARS = 60
 
 
 def describe(value: Any) -> str:
-    """What arrived, for an error (streamfold.providers.fields.describe, imported on the
-    error path: the providers package checks its own arguments here as it loads)."""
-    from .providers.fields import describe as describe_value
-
-    return describe_value(value)
+    """What arrived, for an error: its type, and a scalar's value (cut short)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool | int | float | str | bytes):
+        return f"{type(value).__name__} {preview(value, _VALUE_CHARS)}"
+    return type(value).__name__
 
 
 def check_bool(function: str, name: str, value: Any) -> bool:

@@ -182,7 +182,7 @@ class StreamFolder:
         """The message so far."""
         return self._acc.snapshot()
 
-    def partial_arguments(self, index: int) -> Any:
+    def partial_arguments(self, index: Any) -> Any:
         """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`).
 
         See `Accumulator.partial_arguments`; for a snapshot's ToolCall, use
@@ -1181,7 +1181,7 @@ class Fold:
         """The message so far (status cancelled if the consumer stopped early)."""
         return self.folder.snapshot()
 
-    def partial_arguments(self, index: int) -> Any:
+    def partial_arguments(self, index: Any) -> Any:
         """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`)."""
         return self.folder.partial_arguments(index)
 
