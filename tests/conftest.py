@@ -10,17 +10,11 @@ import pytest
 from support import hot_lane_from
 
 import streamfold
-import streamfold.timing
 
 
 def pytest_report_header() -> str:
     build = "compiled (mypyc)" if streamfold.is_compiled() else "interpreted"
     return f"streamfold: {build}, imported from {Path(streamfold.__file__).parent}"
-
-
-# Folds are compared across runs, chunkings and doors: a constant clock makes every
-# fold's metadata["timing"] the same. tests/test_timing.py gives its folds real clocks.
-streamfold.timing.default_clock = lambda: 0.0
 
 
 @pytest.fixture

@@ -66,16 +66,15 @@ def read(rel: str) -> bytes:
     return (REAL / rel).read_bytes()
 
 
-def untimed(message: Message | dict[str, Any] | str | bytes) -> dict[str, Any]:
-    """A Message as JSON without its metadata["timing"] (when its chunks arrived: a replay
-    reads the recorded times, a live fold the clock; tests/test_timing.py checks them)."""
+def message_json(message: Message | dict[str, Any] | str | bytes) -> dict[str, Any]:
+    """A Message as JSON (nothing left out: the timing is the final event's, not the
+    Message's, so a replay and a live fold of the same bytes give the same JSON)."""
     if isinstance(message, Message):
         data: dict[str, Any] = json.loads(message.model_dump_json())
     elif isinstance(message, str | bytes):
         data = json.loads(message)
     else:
         data = json.loads(json.dumps(message))
-    data["metadata"].pop("timing", None)
     return data
 
 
@@ -106,7 +105,7 @@ def golden_path(rel: str) -> Path:
 def assert_golden(rel: str, message: Message) -> None:
     """Compare a folded Message with its committed golden JSON (or write it when updating)."""
     path = golden_path(rel)
-    actual = untimed(message)
+    actual = message_json(message)
     if UPDATE:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(actual, indent=2, ensure_ascii=False) + "\n")

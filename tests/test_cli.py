@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import IMPORTED_FROM, REAL, read, untimed
+from support import IMPORTED_FROM, REAL, message_json, read
 
 from streamfold import (
     MessageCompleted,
@@ -147,10 +147,10 @@ def test_jsonl_is_the_fold_events(rec: str, capsys: pytest.CaptureFixture[str]) 
     assert [e["type"] for e in printed] == [e["type"] for e in expected]
     assert printed[-1]["type"] == "message_completed"
     # The replay's timing is the recorded one (tests/test_timing.py), the fold's its own.
-    printed[-1]["message"] = untimed(printed[-1]["message"])
-    expected[-1]["message"] = untimed(expected[-1]["message"])
+    printed[-1]["message"] = message_json(printed[-1]["message"])
+    expected[-1]["message"] = message_json(expected[-1]["message"])
     assert printed == json.loads(json.dumps(expected))
-    assert printed[-1]["message"] == untimed(fold_message(read(rec)))
+    assert printed[-1]["message"] == message_json(fold_message(read(rec)))
 
 
 @pytest.mark.parametrize("rec", ANY_RECORDINGS)
@@ -177,7 +177,7 @@ def test_display_items_as_parts_complete(rec: str, capsys: pytest.CaptureFixture
 def test_message_output(rec: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run_main(["replay", str(REAL / rec), "--message", "--speed", "0"], capsys)
     assert code == 0
-    assert untimed(out) == untimed(fold_message(read(rec)))
+    assert message_json(out) == message_json(fold_message(read(rec)))
 
 
 def test_stdin_and_provider_override() -> None:
@@ -191,7 +191,7 @@ def test_stdin_and_provider_override() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert untimed(done.stdout) == untimed(fold_message(read(rec)))
+    assert message_json(done.stdout) == message_json(fold_message(read(rec)))
 
 
 def test_provider_override(capsys: pytest.CaptureFixture[str]) -> None:
@@ -199,7 +199,7 @@ def test_provider_override(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["replay", str(REAL / rec), "--message", "--speed", "0"]
     code, out, _ = _run_main([*args, "--provider", "openai"], capsys)
     assert code == 0
-    assert untimed(out) == untimed(fold_message(read(rec)))
+    assert message_json(out) == message_json(fold_message(read(rec)))
     code, out, err = _run_main([*args, "--provider", "nonsense"], capsys)
     assert code == 2
     assert out == ""

@@ -77,6 +77,7 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             "api/interop.md: from streamfold.interop.pydantic_ai import from_model_response, "
             "to_model_response",
             "api/timing.md: from streamfold import telemetry",
+            "api/timing.md: from streamfold.telemetry import RequestInfo",
             "api/timing.md: sent_at = time.monotonic()",
             "cli.md: from streamfold.record import tee",
             "concepts/narration.md: for event in streamfold.fold(chunks):",
@@ -287,7 +288,6 @@ def test_the_timing_example(
     import streamfold.timing
     from streamfold.serve import create_app
 
-    monkeypatch.setattr(streamfold.timing, "default_clock", time.monotonic)  # a real one
     rec = "anthropic/code-execution-bash-thinking.sse"
     with serve_in_thread(create_app(REAL, speed=0)) as base_url:
         namespace: dict[str, Any] = {
@@ -325,3 +325,43 @@ def test_the_demo_app_example() -> None:
     namespace: dict[str, Any] = {}
     exec(_block("relay.md: # app.py"), namespace)
     assert namespace["app"].routes
+
+
+def test_the_request_info_example() -> None:
+    """Through a real server: the request's facts and the provider named reach the span."""
+    pytest.importorskip("uvicorn")
+    pytest.importorskip("opentelemetry.sdk")
+    import httpx
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from server_support import serve_in_thread
+
+    import streamfold.telemetry
+    from streamfold.serve import create_app
+
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    rec = "groq/reasoning-tool-call.sse"
+    streamfold.telemetry.instrument(tracer_provider=tracer_provider)
+    try:
+        with serve_in_thread(create_app(REAL, speed=0)) as base_url:
+            url = f"{base_url}/v1/chat/completions?recording={rec}"
+            namespace: dict[str, Any] = {
+                "streamfold": streamfold,
+                "httpx": httpx,
+                "url": url,
+                "body": {"model": "asked-model", "messages": [], "stream": True},
+                "headers": {},
+            }
+            exec(_block("api/timing.md: from streamfold.telemetry import RequestInfo"), namespace)
+    finally:
+        streamfold.telemetry.uninstrument()
+    assert namespace["message"] == fold_message(read(rec))
+    [span] = spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    host, port = base_url.split("//")[1].split(":")
+    assert attributes["gen_ai.provider.name"] == "groq"
+    assert attributes["gen_ai.request.model"] == "asked-model"
+    assert (attributes["server.address"], attributes["server.port"]) == (host, int(port))

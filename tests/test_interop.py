@@ -96,9 +96,14 @@ def test_pydantic_ai_parts_are_the_ones_pydantic_ai_users_expect() -> None:
     assert search.tool_name == found.tool_name == "web_search"  # type: ignore[union-attr]
     assert search.args == {"query": "San Francisco weather today"}  # type: ignore[union-attr]
     assert search.tool_call_id == found.tool_call_id  # type: ignore[union-attr]
-    assert text.provider_details == {"utterance": "narration", INFERRED_OPTION: True}
+    # The narration / answer markers are streamfold's own: in the response's metadata,
+    # which pydantic-ai never sends to a model.
+    assert text.provider_details is None
+    assert response.metadata is not None
+    saved = response.metadata["streamfold"]["parts"]
+    assert saved[3]["options"] == {"utterance": "narration", INFERRED_OPTION: True}
+    assert saved[-1]["options"] == {"utterance": "answer", INFERRED_OPTION: True}
     answers = [p for p in response.parts if p.part_kind == "text"]
-    assert answers[-1].provider_details == {"utterance": "answer", INFERRED_OPTION: True}
     cited = next(p for p in answers if p.citations)
     assert cited.citations[0].sources[0].kind == "web"  # type: ignore[union-attr]
     assert cited.citations[0].sources[0].excerpts  # the cited text  # type: ignore[union-attr]
@@ -110,6 +115,65 @@ def test_pydantic_ai_parts_are_the_ones_pydantic_ai_users_expect() -> None:
     calls = to_pydantic_ai.to_model_response(MESSAGES["openai-chat/tool-calls-parallel.sse"])
     tool_calls = [p for p in calls.parts if p.part_kind == "tool-call"]
     assert len(tool_calls) == 2 and calls.finish_reason == "tool_call"
+
+
+def test_pydantic_ai_hostile_responses_are_interop_errors() -> None:
+    import dataclasses
+
+    response = to_pydantic_ai.to_model_response(MESSAGES["anthropic/thinking-signature.sse"])
+    text = response.parts[1]
+    assert text.part_kind == "text"
+    # A lone surrogate: pydantic-ai's dataclass holds it, no JSON text can.
+    lone = dataclasses.replace(response, parts=[dataclasses.replace(text, content="a\ud800")])
+    with pytest.raises(InteropError, match="surrogates not allowed"):
+        to_pydantic_ai.from_model_response(lone)
+    # A dataclass holding what its type does not say (pydantic-ai does not check).
+    wrong = dataclasses.replace(response)
+    wrong.parts = [{"part_kind": "text", "content": 5}]  # type: ignore[list-item]
+    with pytest.raises(InteropError):
+        to_pydantic_ai.from_model_response(wrong)
+    # Nesting deeper than any writer goes, as an object and as its dict.
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    nested = dataclasses.replace(response, metadata={"streamfold": {"metadata": {"x": deep}}})
+    with pytest.raises(InteropError):
+        to_pydantic_ai.from_model_response(nested)
+    as_dict = TypeAdapter(ModelResponse).dump_python(response, mode="json")
+    as_dict["metadata"] = {"streamfold": {"metadata": {"x": deep}}}
+    with pytest.raises(InteropError):
+        to_pydantic_ai.from_model_response(as_dict)
+    with pytest.raises(InteropError, match="provider_name as a str"):
+        to_pydantic_ai.to_model_response(MESSAGES["anthropic/text-basic.sse"], provider_name=5)  # type: ignore[arg-type]
+
+
+def test_pydantic_ai_provider_name_names_the_provider_the_history_goes_to() -> None:
+    message = MESSAGES["gemini/thought-parts-signature.sse"]
+    assert to_pydantic_ai.to_model_response(message).provider_name == "google"
+    vertex = to_pydantic_ai.to_model_response(message, provider_name="google-cloud")
+    assert (vertex.provider_name, vertex.canonical_system) == ("google-cloud", "google-cloud")
+    signed = vertex.parts[1]
+    assert signed.provider_name == "google-cloud" and signed.provider_details
+    assert to_pydantic_ai.from_model_response(vertex).metadata["provider"] == "gemini"
+    assert to_pydantic_ai.PROVIDER_NAMES["openai-responses"] == "openai"
+
+
+def test_pydantic_ai_reads_the_form_earlier_versions_wrote() -> None:
+    message = MESSAGES["openai-responses/reasoning-summary.sse"]
+    # As streamfold wrote it before: its own data in provider_details, each part's options
+    # in the part's provider_details, the encrypted content among them.
+    old = TypeAdapter(ModelResponse).dump_python(
+        to_pydantic_ai.to_model_response(message), mode="json"
+    )
+    ours = old.pop("metadata")["streamfold"]
+    saved = ours.pop("parts")
+    old["provider_details"]["streamfold"] = ours
+    for part, keep in zip(old["parts"], saved, strict=True):
+        part["provider_details"] = keep["options"] or None
+        part["signature"] = None
+    back = to_pydantic_ai.from_model_response(old)
+    assert back.content == message.content
+    assert back.status == message.status and back.stop_reason == message.stop_reason
 
 
 # --- LangChain -------------------------------------------------------------------------------
@@ -131,7 +195,10 @@ def test_langchain_message_holds_standard_blocks_tool_calls_and_usage() -> None:
     ]
     assert ai_message.usage_metadata is not None and message.usage is not None
     assert ai_message.usage_metadata["input_tokens"] == message.usage.input_tokens
-    assert ai_message.response_metadata["finish_reason"] == "tool_use"
+    # Under the keys ChatAnthropic writes, so that it reads the blocks as its own.
+    assert ai_message.response_metadata["stop_reason"] == "tool_use"
+    assert ai_message.response_metadata["model_provider"] == "anthropic"
+    assert ai_message.response_metadata["output_version"] == "v1"
 
 
 def test_langchain_reads_a_chat_models_own_message() -> None:
@@ -150,6 +217,42 @@ def test_langchain_reads_a_chat_models_own_message() -> None:
     assert message.tool_calls[0].arguments == {"q": "x"}
     assert message.usage is not None and message.usage.output_tokens == 7
     assert message.metadata == {"id": "run-1", "model": "gpt-test"}
+
+
+def _deep(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        pytest.param({"content": [{"type": "text", "text": "a\ud800b"}]}, id="surrogate-text"),
+        pytest.param(
+            {"response_metadata": {"streamfold": {"metadata": {"k\udfff": 1}}}}, id="surrogate-key"
+        ),
+        pytest.param(
+            {"response_metadata": {"streamfold": {"metadata": {"deep": _deep(100_000)}}}},
+            id="deep-metadata",
+        ),
+        pytest.param(
+            {"content": [{"type": "text", "text": "x", "extras": {"d": _deep(100_000)}}]},
+            id="deep-extras",
+        ),
+        pytest.param({"content": 5}, id="content-int"),
+        pytest.param({"usage_metadata": "many"}, id="usage-str"),
+        pytest.param({"response_metadata": ["x"]}, id="metadata-list"),
+    ],
+)
+def test_langchain_refuses_what_a_message_cannot_hold(hostile: dict[str, Any]) -> None:
+    # As the stream doors refuse them: text no UTF-8 carries, nesting the input chooses,
+    # wrong types in an AIMessage built without validation (model_construct).
+    fields = {"content": "", "tool_calls": [], "response_metadata": {}, "usage_metadata": None,
+              "id": None, **hostile}  # fmt: skip
+    with pytest.raises(InteropError):
+        to_langchain.from_ai_message(AIMessage.model_construct(**fields))
 
 
 # --- Anthropic -------------------------------------------------------------------------------
@@ -513,3 +616,42 @@ def test_an_adapter_without_its_library_names_the_extra(
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert f"pip install 'streamfold[{extra}]'" in done.stdout
+
+
+def test_pydantic_ai_saved_citation_with_a_non_string_key_is_an_interop_error() -> None:
+    # Found by the adapter fuzz: a dict key no JSON text holds, deep in streamfold's data.
+    response = to_pydantic_ai.to_model_response(
+        MESSAGES["anthropic/web-search-thinking-citations.sse"]
+    )
+    data = TypeAdapter(ModelResponse).dump_python(response, mode="json")
+    saved = data["metadata"]["streamfold"]["parts"]
+    cited = next(p for p in saved if p.get("citations"))
+    cited["citations"][0]["source"] = {1: "int key"}
+    with pytest.raises(InteropError, match="citations"):
+        to_pydantic_ai.from_model_response(data)
+    # The same in the form earlier versions wrote (citations in the part's provider_details).
+    earlier = {
+        "kind": "response",
+        "parts": [
+            {
+                "part_kind": "text",
+                "content": "x",
+                "provider_details": {"citations": [{"source": {1: "int key"}}]},
+            }
+        ],
+    }
+    with pytest.raises(InteropError, match="citations"):
+        to_pydantic_ai.from_model_response(earlier)
+
+
+def test_pydantic_ai_paused_anthropic_turn_is_suspended() -> None:
+    # pydantic-ai's AnthropicModel marks a `pause_turn` response `suspended` (it streamed
+    # this recording so, with its web search tool on), and continues it on the next request.
+    message = MESSAGES["anthropic/web-search-pause-turn.sse"]
+    response = to_pydantic_ai.to_model_response(message)
+    assert response.state == "suspended"
+    data = TypeAdapter(ModelResponse).dump_python(response, mode="json")
+    data["metadata"] = None  # as pydantic-ai's own model writes it: the state alone says so
+    back = to_pydantic_ai.from_model_response(data)
+    assert (back.status, back.stop_reason) == ("complete", "pause")
+    assert to_pydantic_ai.from_model_response(response) == message

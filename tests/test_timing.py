@@ -1,7 +1,7 @@
-"""Stream timing: when the chunks of a fold arrived, in `Fold.timing` and `metadata["timing"]`.
+"""Stream timing: when the chunks of a fold arrived, in `Fold.timing` and `MessageCompleted.timing`.
 
-Each fold here gets its own clock (conftest's default is constant): the recorded arrival
-times through `replay_clock`, or the real monotonic clock for a replay at speed 1.
+Each fold here gets its own clock: the recorded arrival times through `replay_clock`, or
+the real monotonic clock (the default) for a replay at speed 1.
 """
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ def _by_events(chunks: list[Any]) -> dict[str, Any]:
 
     starts = {e.index: t for t, e in events_of if isinstance(e, PartStarted)}
     ends = {e.index: t for t, e in events_of if isinstance(e, PartCompleted)}
-    final = next(e.message for _, e in events_of if isinstance(e, MessageCompleted))
-    timing = final.metadata["timing"]
+    completed = next(e for _, e in events_of if isinstance(e, MessageCompleted))
+    final, timing = completed.message, completed.timing
+    assert "timing" not in final.metadata  # the Message holds no wall-clock fact
     assert timing == run.timing.as_dict()
     return {
         "timing": timing,
@@ -167,7 +168,8 @@ def test_afold_times_as_fold_does(rel: str) -> None:
         run = afold(arriving(), clock=clock, started_at=0.0)
         async for event in run:
             if isinstance(event, MessageCompleted):
-                return dict(event.message.metadata["timing"])
+                assert event.timing is not None
+                return dict(event.timing)
         raise AssertionError("no MessageCompleted")
 
     assert anyio.run(main_) == expected
@@ -182,7 +184,7 @@ def test_a_consumer_that_stops_gets_the_timing_so_far() -> None:
             break
     message = run.snapshot()
     assert message.status == "cancelled"
-    timing = message.metadata["timing"]
+    timing = run.timing.as_dict()
     assert timing["time_to_first_token_s"] == timing["total_s"] == run.timing.total_s
     assert timing["parts"][-1]["end_s"] == timing["total_s"]  # cut where it stopped
 
@@ -234,7 +236,6 @@ def test_a_recording_replayed_at_speed_1_keeps_its_time_to_first_token(
                 time.sleep(0.4)
             yield frame
 
-    monkeypatch.setattr(streamfold.timing, "default_clock", time.monotonic)
     path = tmp_path / "slow.sse"
     recorded = tee(live(), path)
     list(recorded)
@@ -287,12 +288,13 @@ def test_a_token_count_no_float_holds_gives_no_rate() -> None:
     raise OverflowError out of the fold; they are None instead."""
     stream, clock = _timed(_claiming_output_tokens(10**400))
     run = fold(stream, "anthropic", clock=clock, started_at=0.0)
-    message = [e for e in run if isinstance(e, MessageCompleted)][-1].message
+    completed = [e for e in run if isinstance(e, MessageCompleted)][-1]
+    message = completed.message
     assert message.usage is not None and message.usage.output_tokens == 10**400
     assert run.timing.total_s is not None and run.timing.time_to_first_token_s is not None
     assert run.timing.total_s > run.timing.time_to_first_token_s  # a rate would be computed
     assert run.timing.output_tokens_per_s is None
-    assert message.metadata["timing"]["output_tokens_per_s"] is None
+    assert completed.timing is not None and completed.timing["output_tokens_per_s"] is None
     # A count a float holds still gives its rate.
     stream, clock = _timed(_claiming_output_tokens(1000))
     run = fold(stream, "anthropic", clock=clock, started_at=0.0)
@@ -318,3 +320,47 @@ def test_any_time_rounds_to_the_microsecond_as_round_does(seconds: float) -> Non
     rounded = streamfold.timing._round_us(seconds)
     assert rounded == round(seconds, 6)
     assert math.copysign(1.0, rounded) == 1.0  # (0.0, never -0.0)
+
+
+# --- two folds of the same bytes are equal ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "rel", ["anthropic/thinking-then-tool-use.sse", "gemini/function-call-thought-signature.sse"]
+)
+def test_two_folds_of_the_same_bytes_are_equal_with_nothing_patched(rel: str) -> None:
+    """The same bytes, arriving at once and then slowly on the real clock: equal Messages
+    and equal events; the timing, different, is the final event's and the fold's."""
+    frames = _events(rel)
+
+    def slowly() -> Iterator[bytes]:
+        for frame in frames:
+            time.sleep(0.002)
+            yield frame
+
+    fast_run, slow_run = fold(list(frames)), fold(slowly())
+    fast, slow = list(fast_run), list(slow_run)
+    assert fast == slow
+    fast_end, slow_end = fast[-1], slow[-1]
+    assert isinstance(fast_end, MessageCompleted) and isinstance(slow_end, MessageCompleted)
+    assert fast_end.message.model_dump_json() == slow_end.message.model_dump_json()
+    assert "timing" not in slow_end.message.metadata
+    # The timing is kept where it belongs: on the fold and on the final event.
+    assert slow_end.timing == slow_run.timing.as_dict() != fast_end.timing
+    assert slow_run.timing.total_s is not None and slow_run.timing.total_s >= 0.002 * len(frames)
+    assert fast_end == slow_end
+    assert "timing" not in repr(slow_end)
+    match slow_end:
+        case MessageCompleted(message):
+            assert message is slow_end.message
+
+
+def test_the_final_event_keeps_its_timing_through_pickle_and_copy() -> None:
+    import copy
+    import pickle
+
+    *_, end = fold(read("anthropic/text-basic.sse"))
+    assert isinstance(end, MessageCompleted) and end.timing is not None
+    for again in (pickle.loads(pickle.dumps(end)), copy.deepcopy(end)):
+        assert isinstance(again, MessageCompleted)
+        assert again == end and again.timing == end.timing

@@ -453,6 +453,8 @@ class Accumulator:
         # fold reads it for every chunk of a live stream.
         self.finished = False
         self._final: Message | None = None
+        # The MessageCompleted this fold emitted (the timing adds itself to it).
+        self._completed: MessageCompleted | None = None
 
     def to_state(self) -> AccumulatorState:
         """This accumulator as saved-state data."""
@@ -982,7 +984,9 @@ class Accumulator:
         message = self._message([slot.done for slot in self._slots if slot.done is not None])
         self._final = message
         self.finished = True
-        events.append(MessageCompleted(message=message))
+        completed = MessageCompleted(message=message)
+        self._completed = completed  # the timing's, once it read the clock
+        events.append(completed)
         return events
 
     def _message(self, built: list[ContentPart | ToolCall]) -> Message:

@@ -21,7 +21,7 @@ import anyio
 from .arguments import check_timing
 from .errors import UsageError
 from .events import Event, MessageCompleted
-from .fold import StreamFolder, _check_folder_arguments, _source
+from .fold import StreamFolder, _check_folder_arguments, _source, _timing_for
 from .limits import DEFAULT_LIMITS
 from .message import Message
 from .timing import StreamTiming
@@ -120,7 +120,8 @@ class AsyncFold:
         """Read one chunk and fold it; at the end of the input, finish the message."""
         try:
             chunk = await self._read()
-        except Exception:
+        except Exception as exc:
+            self.folder.timing._failed(self.folder.snapshot, exc)  # (telemetry, if on)
             await self._stop(cancel=False)
             raise
         except BaseException:  # cancelled, or interrupted: the consumer is leaving
@@ -131,7 +132,9 @@ class AsyncFold:
                 events = [] if self.folder.finished else self.folder.close()
             else:
                 events = self._fold_chunk(chunk)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                self.folder.timing._failed(self.folder.snapshot, exc)  # (telemetry, if on)
             await self._stop(cancel=False)
             raise
         if chunk is _END or self._ends_with_the_message():
@@ -289,11 +292,13 @@ def afold(
     partial_arguments: Any = False,
     started_at: Any = None,
     clock: Any = None,
+    request: Any = None,
 ) -> AsyncFold:
     """Fold an async stream into events (bytes, str, dicts, SDK objects or MessageDeltas).
 
     `partial_arguments`: as for `fold`, tool-call PartDeltas carry `arguments_changes`.
-    `started_at`, `clock`: the timing's, as for `fold`.
+    `started_at`, `clock`: the timing's, and `request` (a `telemetry.RequestInfo`) what
+    telemetry records of the request, as for `fold`.
     """
     if (clock is not None and not callable(clock)) or (
         started_at is not None and (type(started_at) is not float or not math.isfinite(started_at))
@@ -311,7 +316,7 @@ def afold(
             strict=strict,
             limits=limits,
             partial_arguments=partial_arguments,
-            timing=StreamTiming(clock, started_at),
+            timing=_timing_for(clock, started_at, provider, request),
         ),
     )
 
@@ -326,6 +331,7 @@ async def afold_message(
     partial_arguments: Any = False,
     started_at: Any = None,
     clock: Any = None,
+    request: Any = None,
 ) -> Message:
     """Fold an async stream and return only the final Message."""
     final: Message | None = None
@@ -338,6 +344,7 @@ async def afold_message(
         partial_arguments=partial_arguments,
         started_at=started_at,
         clock=clock,
+        request=request,
     ):
         if isinstance(event, MessageCompleted):
             final = event.message

@@ -80,7 +80,7 @@ class _JsonlSink:
         self.out.flush()
 
 
-# What `replay --display` ends with (metadata["timing"]'s keys; see streamfold.timing).
+# What `replay --display` ends with (MessageCompleted.timing's keys; see streamfold.timing).
 _TIMING_SUMMARY = ("time_to_first_token_s", "output_tokens_per_s", "total_s")
 
 
@@ -100,8 +100,8 @@ class _DisplaySink(_JsonlSink):
             self._write(self.done.flush())
         if isinstance(event, MessageCompleted):
             # Last, how fast the stream came: a line of its own, after every display item.
-            timing = event.message.metadata.get("timing")
-            if isinstance(timing, dict):
+            timing = event.timing
+            if timing is not None:
                 line = {key: timing.get(key) for key in _TIMING_SUMMARY}
                 self.out.write(_dumps({"type": "timing", **line}) + "\n")
                 self.out.flush()
@@ -413,8 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help="also answer requests for this Host name (repeatable; '*' for any). Bound to "
-        "loopback, only localhost / 127.0.0.1 / [::1] are answered otherwise",
+        help="also answer requests for this Host name (repeatable; '*' for any). Otherwise "
+        "only localhost / 127.0.0.1 / [::1] and the --host address are answered, wherever "
+        "it is bound (0.0.0.0 too): a web page elsewhere could point its own DNS name at "
+        "this machine and read the answers (DNS rebinding)",
     )
 
     rc = sub.add_parser("record", help="record the stream on stdin to OUT while showing it")
@@ -465,7 +467,9 @@ def _record(args: argparse.Namespace, out: IO[str]) -> int:
     from .record import tee
 
     provider = canonical_provider(args.provider) if args.provider else None
-    events = tee((chunk for _, chunk in _stdin_chunks()), args.out, provider)
+    # The request was sent by whatever writes to stdin, at a moment this process cannot
+    # know: the timing starts at the first byte read, not at this process's start-up.
+    events = tee((chunk for _, chunk in _stdin_chunks()), args.out, provider, from_first_chunk=True)
     sink = make_sink(_mode(args), out)
     sink.start(f"recording to {args.out}", 0)
     try:

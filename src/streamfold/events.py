@@ -216,15 +216,31 @@ class ProviderErrored(_Event):
 
 
 class MessageCompleted(_Event):
-    """The fold is over: the final Message, whatever its status."""
+    """The fold is over: the final Message, whatever its status.
+
+    `timing`: when the stream's chunks arrived (`StreamTiming.as_dict()`, see
+    streamfold.timing), or None (a fold restored finished, an event read back without
+    one). Wall-clock facts differ on every run, so they are not the Message's and take no
+    part in the event's equality, hash, repr, JSON (`event_to_json`) or
+    `case MessageCompleted(m)` matching: two folds of the same bytes give equal events.
+    """
 
     __match_args__ = ("message",)
-    __slots__ = __match_args__
+    __slots__ = ("message", "timing")
     type: Final[Literal["message_completed"]] = "message_completed"
     message: Message
+    timing: dict[str, Any] | None
 
-    def __init__(self, *, message: Message) -> None:
+    def __init__(self, *, message: Message, timing: dict[str, Any] | None = None) -> None:
         object.__setattr__(self, "message", message)
+        object.__setattr__(self, "timing", timing)
+
+    def _timed(self, timing: dict[str, Any]) -> None:
+        """The fold's timing, once its last chunk was timed (before the event goes out)."""
+        object.__setattr__(self, "timing", timing)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), {"message": self.message, "timing": self.timing}))
 
 
 Event = (

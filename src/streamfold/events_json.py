@@ -54,7 +54,8 @@ def event_to_json(event: Event) -> dict[str, Any]:
     part_marked:      {type, index, utterance, explicit}
     usage_updated:    {type, usage}
     provider_errored: {type, error_type, message, raw, partial}
-    message_completed:{type, message}
+    message_completed:{type, message} (not its timing: as for ==, the same bytes give
+                      the same JSON on every run)
 
     `part` is a ContentPart or ToolCall as `model_dump(mode="json")` gives it; `part_type`
     is the ContentPart type or "tool_call".

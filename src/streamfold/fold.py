@@ -64,7 +64,8 @@ from .providers.base import Decoder
 from .providers.messagedelta import MessageDeltaDecoder
 from .recording import Recording
 from .state_schema import validation_error
-from .timing import StreamTiming
+from .telemetry import check_request
+from .timing import Clock, StreamTiming
 
 # How many events may pass before a stream that names no provider is given up on.
 _DETECT_WITHIN = 16
@@ -336,8 +337,10 @@ class StreamFolder:
         A stream that breaks inside a chunk of bytes: the events before the fault are
         returned, and the next feed() or close() raises its StreamProtocolError.
         """
-        events = self._feed(chunk)
         timing = self.timing
+        if timing._chunks is not None:  # telemetry on: each chunk's arrival
+            timing._chunk_arrived()
+        events = self._feed(chunk)
         acc = self._acc
         # StreamTiming._changed, inline (once per chunk): then the clock, rarely.
         if (
@@ -439,6 +442,8 @@ class StreamFolder:
                 yield from self.feed(payload)
                 continue
             self._position += 1
+            if timing._chunks is not None:  # telemetry on: each chunk's arrival
+                timing._chunk_arrived()
             event: Event | None = None
             deltas: list[Delta]
             try:
@@ -1213,6 +1218,9 @@ class Fold:
             # The consumer stopped reading: what arrived is kept, marked cancelled.
             folder.cancel()
             raise
+        except Exception as exc:  # the stream broke, or its source: telemetry records it
+            folder.timing._failed(folder.snapshot, exc)
+            raise
         finally:
             # The fold is over: release the source (an HTTP response, an SDK stream)
             # instead of leaving it half read.
@@ -1256,6 +1264,7 @@ def fold(
     partial_arguments: Any = False,
     started_at: Any = None,
     clock: Any = None,
+    request: Any = None,
 ) -> Fold:
     """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects.
 
@@ -1266,9 +1275,13 @@ def fold(
     PartDelta of a tool call then carries `arguments_changes` (see
     `streamfold.partial_json`), at a cost per delta that does not grow with the text.
 
-    Timing (`Fold.timing`, and `metadata["timing"]` in the final Message; see
+    Timing (`Fold.timing`, and `MessageCompleted.timing` at the end, not in the Message; see
     `streamfold.timing`) is measured from `started_at` (a reading of `clock`, by default
     `time.monotonic()`, taken when the request was sent), else from the first read.
+
+    `request`: a `streamfold.telemetry.RequestInfo` (the requested model, the server's
+    address and port), which telemetry records when it is on; the stream itself names only
+    the model that answered.
 
     Arguments of the wrong type raise UsageError (on both builds), as does a source that
     is no stream (a path, an awaitable, an async iterable: see `afold`); input in which
@@ -1288,9 +1301,22 @@ def fold(
         strict=strict,
         limits=limits,
         partial_arguments=partial_arguments,
-        timing=StreamTiming(clock, started_at),
+        timing=_timing_for(clock, started_at, provider, request),
     )
     return Fold(source, folder)
+
+
+def _timing_for(
+    clock: Clock | None, started_at: float | None, provider: Any, request: Any
+) -> StreamTiming:
+    """A fold's timing, holding what telemetry reports of it besides the stream: the
+    provider name as the caller gave it and the request (a RequestInfo, checked here)."""
+    timing = StreamTiming(clock, started_at)
+    if isinstance(provider, str):
+        timing._named = provider
+    if request is not None:
+        timing._request = check_request(request)
+    return timing
 
 
 def fold_message(
@@ -1303,6 +1329,7 @@ def fold_message(
     partial_arguments: Any = False,
     started_at: Any = None,
     clock: Any = None,
+    request: Any = None,
 ) -> Message:
     """Fold a stream and return only the final Message."""
     final: Message | None = None
@@ -1315,6 +1342,7 @@ def fold_message(
         partial_arguments=partial_arguments,
         started_at=started_at,
         clock=clock,
+        request=request,
     ):
         if isinstance(event, MessageCompleted):
             final = event.message

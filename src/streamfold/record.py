@@ -7,7 +7,8 @@ sidecar next to it, `<file>.timing.json`:
     {"version": 1, "chunks": [[end_offset, seconds], ...]}
 
 one pair per chunk received: the byte offset where the chunk ended in the file and the
-seconds since the stream was opened. `streamfold replay` and `streamfold serve` use it to
+seconds since the stream was opened (with `from_first_chunk=True`, as `streamfold record`
+does: since the first chunk arrived). `streamfold replay` and `streamfold serve` use it to
 pace a replay as the original arrived; without it they pace by a fixed delay per event
 (`EVENT_INTERVAL`).
 
@@ -94,7 +95,7 @@ def _reason(exc: OSError) -> str:
 class _Writer:
     """Writes a recording and its timing sidecar; both are complete even if cut short."""
 
-    def __init__(self, path: str | Path, timing: bool) -> None:
+    def __init__(self, path: str | Path, timing: bool, *, from_first_chunk: bool = False) -> None:
         self.path = Path(path)
         self.timing = timing
         self.offset = 0
@@ -106,17 +107,21 @@ class _Writer:
             raise UsageError(
                 f"{self.path}: cannot write a recording there: {_reason(exc)}"
             ) from None
-        self.start = time.monotonic()
+        # The clock starts now (the stream was opened), or at the first chunk.
+        self.start: float | None = None if from_first_chunk else time.monotonic()
 
     def write(self, chunk: Any) -> None:
         data = _as_bytes(chunk)
         if not data:
             return
+        now = time.monotonic()  # (its arrival: before the time the file takes)
+        if self.start is None:
+            self.start = now
         self.file.write(data)
         # Flushed per chunk: a recording cut short by a crash still holds what arrived.
         self.file.flush()
         self.offset += len(data)
-        self.marks.append([self.offset, round(time.monotonic() - self.start, 6)])
+        self.marks.append([self.offset, round(now - self.start, 6)])
 
     def close(self) -> None:
         if self.file.closed:
@@ -148,23 +153,34 @@ class Tee(Fold):
     Unlike `fold`, it keeps reading after the message completed, so what the provider
     sends after its end event (a trailing blank line, `data: [DONE]`) is recorded too.
     Stopping early keeps what arrived, in the file and in `snapshot()` (status cancelled).
+    `from_first_chunk`: the clocks (the sidecar's, the fold's timing) start at the first
+    chunk, not when the iteration starts.
     """
 
     def __init__(
-        self, chunks: Iterable[Any], path: str | Path, provider: str | None, timing: bool
+        self,
+        chunks: Iterable[Any],
+        path: str | Path,
+        provider: str | None,
+        timing: bool,
+        *,
+        from_first_chunk: bool = False,
     ) -> None:
         self.path = Path(path)
         self._timing = timing
+        self._from_first_chunk = from_first_chunk
         super().__init__(chunks, StreamFolder(provider))
 
     def _run(self) -> Generator[Event, None, None]:
         folder = self.folder
-        folder.timing.start()  # the wait for the first chunk counts, as in fold()
-        with _Writer(self.path, self._timing) as writer:
+        if not self._from_first_chunk:
+            folder.timing.start()  # the wait for the first chunk counts, as in fold()
+        with _Writer(self.path, self._timing, from_first_chunk=self._from_first_chunk) as writer:
             try:
                 for chunk in self._chunks:
                     # Written before it is folded: a chunk that breaks the fold is kept.
                     writer.write(chunk)
+                    folder.timing.start()  # (from_first_chunk: on its arrival, not its fold)
                     if not folder.finished:
                         yield from folder.feed(chunk)
                 if not folder.finished:
@@ -219,10 +235,17 @@ def tee(
     provider: str | None = None,
     *,
     timing: bool = True,
+    from_first_chunk: bool = False,
 ) -> Tee:
-    """Fold a live stream into events while writing it to a recording (and its timing)."""
+    """Fold a live stream into events while writing it to a recording (and its timing).
+
+    `from_first_chunk`: time from the first chunk, not from the first read: for a stream
+    whose request another process sent, whose start this one cannot know (`curl ... |
+    streamfold record`: the wait before the first byte would be this process's start-up).
+    """
     _check_tee("tee", chunks, path, provider, timing, asynchronous=False)
-    return Tee(chunks, path, provider, timing)
+    check_bool("tee", "from_first_chunk", from_first_chunk)
+    return Tee(chunks, path, provider, timing, from_first_chunk=from_first_chunk)
 
 
 def atee(
@@ -250,10 +273,21 @@ def load_timing(path: str | Path) -> list[tuple[int, float]] | None:
     """The timing sidecar of a recording as (end offset, seconds) pairs; None if absent."""
     sidecar = timing_path(path)
     try:
-        body = json.loads(sidecar.read_text())
+        raw = sidecar.read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise UsageError(f"{sidecar}: expected a timing sidecar (JSON), got {exc}") from None
+    return parse_timing(raw, sidecar)
+
+
+def parse_timing(raw: bytes, source: str | Path = "timing") -> list[tuple[int, float]]:
+    """A timing sidecar's bytes as (end offset, seconds) pairs; UsageError naming `source`
+    if they are not one (for a reader that opens the file itself, guarded)."""
+    sidecar = source
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
         raise UsageError(f"{sidecar}: expected a timing sidecar (JSON), got {exc}") from None
     marks = body.get("chunks") if isinstance(body, dict) else None
     # Seconds past MAX_RECORDED_SECONDS (or Infinity, NaN) would stall a replay for good.
@@ -359,6 +393,7 @@ __all__ = [
     "atee",
     "check_speed",
     "load_timing",
+    "parse_timing",
     "schedule",
     "split_frames",
     "tee",

@@ -11,17 +11,25 @@ provider streams can be exercised offline, in tests, without a key.
     POST /v1beta/models/{model}:generateContent                (also under /v1/models/...)
     POST /model/{modelId}/invoke-with-response-stream          anthropic recordings, as Claude
     POST /model/{modelId}/invoke                               on Bedrock (bedrock-invoke too)
+    POST /model/{modelId}/converse-stream                      bedrock (Converse) recordings
+    POST /model/{modelId}/converse
     GET  /recordings                                           what is served, by API
 
 The recording is chosen by the `x-streamfold-recording: <name>` header or the
 `recording=<name>` query parameter (its path relative to the directory, with or without
 suffix, or its file name; a name several APIs share means the endpoint's own), else the
-first recording of that API in path order. A recording is read at each request, and only
-while it is a file inside the directory (a link to elsewhere is refused). When the
-request does not ask to stream, the folded Message is sent in that API's non-streaming
-shape (ChatCompletion, Response, Anthropic Message, GenerateContentResponse). The request
-body is checked for the fields the real API requires and otherwise ignored: the answer is
-the recording, whatever the prompt. Errors use each API's error body and status code.
+API's default: the first recording of that API, in path order, whose answer is plain text
+(so a first request reads text), or its first if none is. A recording is read at each
+request, and only while it is a file inside the directory (a link to elsewhere is
+refused). When the request does not ask to stream, the folded Message is sent in that
+API's non-streaming shape (ChatCompletion, Response, Anthropic Message,
+GenerateContentResponse).
+
+The request body is checked as the real API checks it (`streamfold.web.api_requests`: the
+official SDK's request types, and the rule that a tool result answers an earlier call), so
+an app whose follow-up request is broken gets the API's 400 here too; otherwise the
+prompt is ignored: the answer is the recording. Errors use each API's error body and
+status code.
 
 Every request passes `streamfold.web.guard.RequestGuard` first: JSON bodies only (415), at
 most `max_body` bytes (413), and, by default, only loopback Host names (403), so a web
@@ -34,6 +42,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import json
 from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +51,7 @@ from typing import Any, Literal
 import jiter
 
 from .errors import StreamfoldError, UsageError
+from .eventstream import encode_message
 from .fold import fold_message
 from .framing import SSEDecoder
 from .interop._common import from_provider, meta_str, own_block, tokens
@@ -50,6 +61,7 @@ from .record import EVENT_INTERVAL, check_speed
 from .recording import bundled_recordings
 
 try:
+    import anyio  # starlette's own
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.requests import Request
@@ -61,6 +73,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from .web import DemoRecording, _paced, find_recordings
+from .web.api_requests import RequestInvalid, check_request
+from .web.api_requests import prepare as prepare_request_checks
 from .web.guard import (
     DEFAULT_MAX_BODY,
     LOOPBACK_HOSTS,
@@ -70,7 +84,7 @@ from .web.guard import (
     read_json,
 )
 
-Api = Literal["chat", "responses", "messages", "gemini", "invoke"]
+Api = Literal["chat", "responses", "messages", "gemini", "invoke", "converse"]
 
 API_PROVIDER: dict[Api, str] = {
     "chat": "openai-chat",
@@ -78,6 +92,7 @@ API_PROVIDER: dict[Api, str] = {
     "messages": "anthropic",
     "gemini": "gemini",
     "invoke": "anthropic",  # Claude on Bedrock streams the Messages events, wrapped
+    "converse": "bedrock",
 }
 
 RECORDING_HEADER = "x-streamfold-recording"
@@ -97,9 +112,27 @@ class Library:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.entries: list[Entry] = find_recordings(self.directory)
+        self._defaults: dict[str, Entry] = {}
+
+    def default(self, provider: str) -> Entry:
+        """The recording served when a request names none: the first of `provider` whose
+        answer is plain text, else its first. LookupError if it has none.
+
+        A client's first request (any SDK, beta or not) then reads a text answer, not a
+        tool call or a beta block it may not know. Chosen once, at the first request.
+        """
+        chosen = self._defaults.get(provider)
+        if chosen is not None:
+            return chosen
+        own = [entry for entry in self.entries if entry.provider == provider]
+        if not own:
+            raise LookupError(f"no {provider} recording is served (see /recordings)")
+        chosen = next((entry for entry in own if _is_plain_text(entry)), own[0])
+        self._defaults[provider] = chosen
+        return chosen
 
     def find(self, provider: str, wanted: str | None) -> Entry:
-        """The recording asked for (or the first of `provider`); UsageError if none fits.
+        """The recording asked for (or the default of `provider`); UsageError if none fits.
 
         A name several APIs' recordings share (`text.sse`) means the one of `provider`.
         """
@@ -114,10 +147,22 @@ class Library:
                     f"this endpoint serves {provider} recordings"
                 )
             raise LookupError(f"no recording named {wanted!r} (see /recordings)")
-        for entry in self.entries:
-            if entry.provider == provider:
-                return entry
-        raise LookupError(f"no {provider} recording is served (see /recordings)")
+        return self.default(provider)
+
+
+def _is_plain_text(entry: Entry) -> bool:
+    """True if the recording folds to a finished answer of text parts alone."""
+    try:
+        message = fold_message(entry.read(), entry.provider)
+    except (LookupError, StreamfoldError):
+        return False
+    return (
+        message.status == "complete"
+        and message.stop_reason == "stop"
+        and not message.tool_calls
+        and bool(message.content)
+        and all(part.type == "text" and part.content for part in message.content)
+    )
 
 
 # --- errors ---------------------------------------------------------------------------
@@ -150,18 +195,20 @@ _GEMINI_STATUS = {
 }
 
 
-def error_body(api: Api, status: int, message: str, code: str | None = None) -> dict[str, Any]:
-    """The error body each API sends for a failed request."""
+def error_body(
+    api: Api, status: int, message: str, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    """The error body each API sends for a failed request (`param`: OpenAI's field path)."""
     if api in ("chat", "responses"):
         return {
             "error": {
                 "message": message,
                 "type": _OPENAI_TYPES.get(status, "invalid_request_error"),
-                "param": None,
+                "param": param,
                 "code": code,
             }
         }
-    if api == "invoke":
+    if api in ("invoke", "converse"):
         return {"__type": _BEDROCK_ERRORS.get(status, "ValidationException"), "message": message}
     if api == "messages":
         return {
@@ -180,11 +227,14 @@ def error_body(api: Api, status: int, message: str, code: str | None = None) -> 
 class ApiError(Exception):
     """A request the server refuses; becomes the API's error response."""
 
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, code: str | None = None, param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
+        self.param = param
 
 
 # --- Message -> non-streaming response shapes -----------------------------------------
@@ -289,12 +339,71 @@ def gemini_response(message: Message, model: str) -> dict[str, Any]:
     return result
 
 
+_CONVERSE_STOP = {
+    "stop": "end_turn",
+    "tool_use": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filtered",
+    "refusal": "content_filtered",
+    "pause": "end_turn",
+    "error": "end_turn",
+    "other": "end_turn",
+}
+
+
+def converse_response(message: Message, model: str) -> dict[str, Any]:
+    """The Message as Bedrock's Converse response (`output`, `stopReason`, `usage`)."""
+    content: list[dict[str, Any]] = []
+    for entry in message.stream_order():
+        if isinstance(entry, ToolCall):
+            content.append(
+                {
+                    "toolUse": {
+                        "toolUseId": entry.call_id or "",
+                        "name": entry.name or "",
+                        "input": _args_object(entry),
+                    }
+                }
+            )
+            continue
+        block = own_block(entry, "bedrock", message)
+        if block is not None:
+            content.append(block)
+        elif entry.type == "text":
+            content.append({"text": entry.content or ""})
+        elif entry.type == "thinking":
+            reasoning: dict[str, Any] = {"text": entry.content or ""}
+            signature = entry.options.get("signature")
+            if isinstance(signature, str) and signature:
+                reasoning["signature"] = signature
+            content.append({"reasoningContent": {"reasoningText": reasoning}})
+    if from_provider(message, "bedrock") and message.raw_stop_reason:
+        stop = message.raw_stop_reason
+    else:
+        stop = _CONVERSE_STOP.get(message.stop_reason or "stop", "end_turn")
+    usage = message.usage
+    result: dict[str, Any] = {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": stop,
+        "usage": {
+            "inputTokens": tokens(usage.input_tokens) if usage else 0,
+            "outputTokens": tokens(usage.output_tokens) if usage else 0,
+            "totalTokens": usage.total_tokens if usage else 0,
+        },
+        "metrics": {"latencyMs": 0},
+    }
+    if usage is not None and usage.cache_read_tokens:
+        result["usage"]["cacheReadInputTokens"] = usage.cache_read_tokens
+    return result
+
+
 ENCODERS = {
     "chat": chat_completion,
     "responses": response_object,
     "messages": anthropic_message,
     "gemini": gemini_response,
     "invoke": anthropic_message,  # InvokeModel answers Claude's Messages response
+    "converse": converse_response,
 }
 
 
@@ -306,6 +415,7 @@ _REQUIRED: dict[Api, tuple[str, ...]] = {
     "messages": ("model", "messages", "max_tokens"),
     "gemini": ("contents",),
     "invoke": ("anthropic_version", "messages", "max_tokens"),
+    "converse": ("messages",),
 }
 
 
@@ -331,6 +441,14 @@ class ReplayServer:
         missing = [name for name in _REQUIRED[api] if body.get(name) is None]
         if missing:
             raise ApiError(400, f"missing required field(s): {', '.join(missing)}")
+        # As the real API would: an app whose follow-up request is broken learns it here.
+        beta = "anthropic-beta" in request.headers or "anthropic_beta" in body
+        try:
+            # In a worker thread: a body of many small blocks takes a second or so to
+            # check (measured: 20,000 blocks, 0.6-1 s), and the other clients wait not.
+            await anyio.to_thread.run_sync(functools.partial(check_request, api, body, beta=beta))
+        except RequestInvalid as exc:
+            raise ApiError(400, exc.message, param=exc.param) from None
         return body
 
     def _entry(self, request: Request, api: Api) -> Entry:
@@ -354,8 +472,6 @@ class ReplayServer:
 
     async def _json_array(self, data: bytes) -> AsyncIterator[bytes]:
         # Gemini without alt=sse streams one JSON array, an element per chunk.
-        import anyio
-
         frames = _gemini_frames(data)
         gap = EVENT_INTERVAL / self.speed if self.speed else 0.0
         yield b"["
@@ -377,6 +493,8 @@ class ReplayServer:
             if stream:
                 if api == "invoke":
                     return self._invoke_stream(entry, data)
+                if api == "converse":
+                    return self._converse_stream(entry, data)
                 if api == "gemini" and request.query_params.get("alt") != "sse":
                     return StreamingResponse(self._json_array(data), media_type="application/json")
                 return StreamingResponse(
@@ -393,7 +511,8 @@ class ReplayServer:
                 headers={"x-streamfold-recording": entry.name},
             )
         except ApiError as exc:
-            return JSONResponse(error_body(api, exc.status, exc.message, exc.code), exc.status)
+            refusal = error_body(api, exc.status, exc.message, exc.code, exc.param)
+            return JSONResponse(refusal, exc.status)
 
     def _invoke_stream(self, entry: Entry, data: bytes) -> Response:
         """InvokeModelWithResponseStream's answer: the binary eventstream."""
@@ -414,6 +533,40 @@ class ReplayServer:
                 "x-streamfold-recording": entry.name,
             },
         )
+
+    def _converse_stream(self, entry: Entry, data: bytes) -> Response:
+        """ConverseStream's answer: the binary eventstream (a recorded one as it is; boto3's
+        event dicts, one a line, framed as Bedrock frames them)."""
+        if entry.format != "eventstream":
+            frames = bytearray()
+            for line in data.splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    event = jiter.from_json(line)
+                    ((name, payload),) = event.items()
+                except (ValueError, AttributeError) as exc:
+                    raise ApiError(
+                        500, f"recording {entry.name!r} is not Converse events: {exc}"
+                    ) from None
+                headers = {
+                    ":event-type": str(name),
+                    ":content-type": "application/json",
+                    ":message-type": "event",
+                }
+                frames += encode_message(headers, json.dumps(payload).encode())
+            data = bytes(frames)
+            entry = dataclasses.replace(entry, format="eventstream")
+        return StreamingResponse(
+            _paced(entry, self.speed, data),
+            media_type="application/vnd.amazon.eventstream",
+            headers={"cache-control": "no-cache", "x-streamfold-recording": entry.name},
+        )
+
+    async def converse(self, request: Request) -> Response:
+        """POST /model/{modelId}/converse-stream or /model/{modelId}/converse."""
+        streaming = request.url.path.endswith("/converse-stream")
+        return await self.handle(request, "converse", stream=streaming)
 
     async def invoke(self, request: Request) -> Response:
         """POST /model/{modelId}/invoke-with-response-stream or /model/{modelId}/invoke."""
@@ -493,6 +646,7 @@ def create_app(
     names one of `allowed_hosts` are served (None: any host).
     """
     server = ReplayServer(directory, speed=speed)
+    prepare_request_checks()  # once per process; a first request then answers at once
     routes = [
         Route("/v1/chat/completions", server.chat, methods=["POST"]),
         Route("/chat/completions", server.chat, methods=["POST"]),
@@ -503,6 +657,8 @@ def create_app(
         Route("/v1/models/{target}", server.gemini, methods=["POST"]),
         Route("/model/{model}/invoke-with-response-stream", server.invoke, methods=["POST"]),
         Route("/model/{model}/invoke", server.invoke, methods=["POST"]),
+        Route("/model/{model}/converse-stream", server.converse, methods=["POST"]),
+        Route("/model/{model}/converse", server.converse, methods=["POST"]),
         Route("/recordings", server.listing, methods=["GET"]),
     ]
     from .web import ui_routes  # the demo page: /, /ui/*, /ui-recordings, /ui-stream
@@ -517,7 +673,11 @@ def create_app(
         routes.extend(relay_routes(relay, directory, speed=speed))
         lifespan = relay_lifespan(relay)  # a stopping worker ends its replays as cancelled
     guard = Middleware(
-        RequestGuard, max_body=max_body, allowed_hosts=allowed_hosts, error_body=_refusal_body
+        RequestGuard,
+        max_body=max_body,
+        allowed_hosts=allowed_hosts,
+        error_body=_refusal_body,
+        aws_signed_paths=("/model/",),  # Bedrock's routes: botocore may send no Content-Type
     )
     app = Starlette(routes=routes, middleware=[guard], lifespan=lifespan)
     app.state.replay = server
@@ -525,20 +685,35 @@ def create_app(
 
 
 def served_hosts(host: str, allow: Collection[str] = ()) -> frozenset[str] | None:
-    """The Host names a server bound to `host` answers (None: any).
+    """The Host names a server bound to `host` answers (None: any, when `allow` has "*").
 
-    Bound to loopback: the loopback names and `allow` (DNS rebinding reaches nothing else).
-    Bound elsewhere: `allow`, or any name when it is empty (the address is reachable anyway).
+    The loopback names, the address or name it is bound to, and `allow`, wherever it is
+    bound: a page on another site can point its own DNS name at any address the browser
+    reaches (the machine itself, or the LAN for `0.0.0.0`) and read the answers, unless the
+    server refuses that name. So the names clients use are allowed by hand (--allow-host).
     """
     import ipaddress
 
+    if "*" in allow:
+        return None
+    names = set(LOOPBACK_HOSTS) | set(allow)
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
-        loopback = False
-    if loopback:
-        return LOOPBACK_HOSTS | frozenset(allow)
-    return frozenset(allow) if allow else None
+        names.add(host)  # a name the server was told to bind: chosen by its user
+    else:
+        if not address.is_unspecified:  # 0.0.0.0 and :: are no name a client sends
+            names.add(str(address))
+    return frozenset(name.lower() for name in names)
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def run_server(
@@ -567,4 +742,9 @@ def run_server(
         counts[entry.provider] = counts.get(entry.provider, 0) + 1
     summary = ", ".join(f"{n} {p}" for p, n in sorted(counts.items())) or "none"
     print(f"streamfold serve: {library.directory} ({summary}) on http://{host}:{port}")
+    if not _is_loopback(host) and not allow_hosts:
+        print(
+            "streamfold serve: answering only loopback Host names and the bound address; "
+            "add --allow-host NAME for each name clients use to reach this machine"
+        )
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,7 +1,9 @@
 """Stream timing: when each chunk of a fold arrived, and what that says about the stream.
 
 Every fold keeps a `StreamTiming` (the `timing` attribute of `fold`, `afold` and
-`StreamFolder`) and puts its `as_dict()` into the final Message as `metadata["timing"]`.
+`StreamFolder`) and gives its `as_dict()` to its last event, `MessageCompleted.timing`.
+Not to the Message: wall-clock times differ on every run, and two folds of the same bytes
+must give equal Messages (a test compares them, a cache keys on them, nothing patched).
 Seconds, all on one monotonic clock, from the moment the fold started (the first read of
 `fold` / `afold`, a StreamFolder's first chunk, or the `started_at` it was given: a
 `time.monotonic()` taken before the request was sent):
@@ -38,12 +40,13 @@ if TYPE_CHECKING:
 Clock = Callable[[], float]
 
 default_clock: Clock = time.monotonic
-"""The clock a fold reads unless given one. A test suite that compares the Messages of
-different runs sets a constant one (`lambda: 0.0`): every timing is then the same."""
+"""The clock a fold reads unless given one."""
 
 # Told of every fold that finishes, with its timing and final message, while
 # `streamfold.telemetry.instrument()` is on; None (one check a fold) while it is off.
 _on_finish: Callable[[StreamTiming, Message], None] | None = None
+# Told of every fold that raised (its timing, the message so far, the exception), likewise.
+_on_fail: Callable[[StreamTiming, Message, BaseException], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +62,17 @@ class StreamTiming:
     """A fold's timing so far; read-only (the fold writes it). See the module docstring."""
 
     __slots__ = (
+        "_chunks",
         "_clock",
         "_end",
         "_ends",
         "_first_byte",
         "_first_token",
+        "_named",
         "_open",
         "_output_tokens",
+        "_reported",
+        "_request",
         "_seen",
         "_start",
         "_starts",
@@ -93,6 +100,15 @@ class StreamTiming:
         self._open = 0
         self._waiting: list[int] = []
         self._output_tokens: int | None = None
+        # For telemetry, while it is on: each chunk's arrival (for the time per output
+        # chunk; None while off: nothing read per chunk), the provider name the caller
+        # gave (an alias such as "groq" says more than its canonical name), the caller's
+        # RequestInfo, and whether this fold was reported (once: a failed fold closed
+        # afterwards is not reported again as cancelled).
+        self._chunks: list[float] | None = [] if _on_finish is not None else None
+        self._named: str | None = None
+        self._request: Any = None
+        self._reported = False
 
     # --- read ---------------------------------------------------------------------------
 
@@ -133,7 +149,7 @@ class StreamTiming:
         return _rate(tokens, end - first)
 
     def as_dict(self) -> dict[str, Any]:
-        """The timing as `metadata["timing"]` holds it (JSON; seconds rounded to µs)."""
+        """The timing as `MessageCompleted.timing` holds it (JSON; seconds rounded to µs)."""
         return {
             "time_to_first_byte_s": self.time_to_first_byte_s,
             "time_to_first_token_s": self.time_to_first_token_s,
@@ -210,9 +226,25 @@ class StreamTiming:
                 usage = final.usage
                 if usage is not None:
                     self._output_tokens = usage.output_tokens
-                final.metadata["timing"] = self.as_dict()
-                if _on_finish is not None:
+                completed = acc._completed
+                if completed is not None:
+                    completed._timed(self.as_dict())
+                if _on_finish is not None and not self._reported:
+                    self._reported = True
                     _on_finish(self, final)
+
+    def _chunk_arrived(self) -> None:
+        """A chunk arrived (called only while telemetry is on: `_chunks` is a list)."""
+        chunks = self._chunks
+        if chunks is not None:
+            chunks.append(self._clock())
+
+    def _failed(self, snapshot: Callable[[], Message], error: BaseException) -> None:
+        """The fold raised `error`: telemetry, if on, records it (the message so far from
+        `snapshot`, taken only then)."""
+        if _on_fail is not None and not self._reported:
+            self._reported = True
+            _on_fail(self, snapshot(), error)
 
     def _text_arrived(self) -> None:
         """The dict lane grew a part by text: the first token, if none came before."""

@@ -29,7 +29,7 @@ they come: the final usage is in `finish`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any, Final, assert_never
 
 from .errors import StreamfoldError
@@ -108,9 +108,9 @@ def finish_reason(message: Message) -> str:
     return _STATUS_FINISH.get(message.status, "other")
 
 
-def message_metadata(message: Message) -> dict[str, Any]:
+def message_metadata(message: Message, timing: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The `messageMetadata` sent with `finish`: status, stop reason, usage, model, ids,
-    timing."""
+    and `timing` (`MessageCompleted.timing`, when the fold had one)."""
     meta: dict[str, Any] = {"status": message.status}
     if message.stop_reason is not None:
         meta["stopReason"] = message.stop_reason
@@ -125,8 +125,7 @@ def message_metadata(message: Message) -> dict[str, Any]:
     error = message.metadata.get("error")
     if error is not None:
         meta["error"] = error
-    timing = message.metadata.get("timing")
-    if isinstance(timing, dict):
+    if timing is not None:
         # Seconds, and output tokens a second (see streamfold.timing); None when unknown.
         meta["timing"] = {
             "timeToFirstToken": timing.get("time_to_first_token_s"),
@@ -155,6 +154,7 @@ class UIMessageStreamEncoder:
         self._held: dict[int, UIMessageChunk] = {}  # slot index -> a text-end awaiting a marker
         self._sources: dict[tuple[str, str], str] = {}
         self._last: Message | None = None
+        self._last_timing: Mapping[str, Any] | None = None
         self._errored = False
 
     def part_id(self, index: int) -> str:
@@ -193,6 +193,7 @@ class UIMessageStreamEncoder:
             out.append({"type": "error", "errorText": f"{label}{event.message}"})
         elif isinstance(event, MessageCompleted):
             self._last = event.message
+            self._last_timing = event.timing
             out.extend(self._end_open())
             out.extend(self._finish_step())
         else:
@@ -243,7 +244,7 @@ class UIMessageStreamEncoder:
         finish: UIMessageChunk = {"type": "finish"}
         if self._last is not None:
             finish["finishReason"] = finish_reason(self._last)
-            finish["messageMetadata"] = message_metadata(self._last)
+            finish["messageMetadata"] = message_metadata(self._last, self._last_timing)
         elif self._errored:
             finish["finishReason"] = "error"
         return [finish]

@@ -8,13 +8,14 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from support import IMPORTED_FROM, REAL, read, untimed
+from support import IMPORTED_FROM, REAL, message_json, read
 
 from streamfold import (
     MessageCompleted,
@@ -235,8 +236,8 @@ def test_record_command_and_replay_of_the_recording(tmp_path: Path) -> None:
         check=False,
     )
     assert replayed.returncode == 0, replayed.stderr
-    assert untimed(replayed.stdout) == untimed(done.stdout)
-    assert untimed(done.stdout) == untimed(fold_message(read(rec)))
+    assert message_json(replayed.stdout) == message_json(done.stdout)
+    assert message_json(done.stdout) == message_json(fold_message(read(rec)))
 
 
 def _record(target: Path, data: bytes, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -281,3 +282,45 @@ def test_record_refuses_bytes_that_replay_would_refuse(provider: list[str], tmp_
         check=False,
     )
     assert replayed.returncode == 2 and replayed.stdout == ""
+
+
+def test_record_command_times_from_the_first_byte(tmp_path: Path) -> None:
+    """`curl ... | streamfold record`: the wait before the first byte is the writer's (the
+    server's, or curl's start-up), not this stream's; the recording's clock and the fold's
+    start at the first byte read, and the gaps between the chunks are kept."""
+    frames = split_frames(read("anthropic/text-basic.sse"), "sse")
+    groups = [b"".join(frames[:2]), b"".join(frames[2:-2]), b"".join(frames[-2:])]
+    target = tmp_path / "late.sse"
+    with subprocess.Popen(
+        [sys.executable, "-m", "streamfold", "record", str(target), "--display"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    ) as recorder:
+        assert recorder.stdin is not None
+        try:
+            deadline = time.monotonic() + 60
+            while not target.exists():  # the recorder started up and reads its stdin
+                assert time.monotonic() < deadline and recorder.poll() is None
+                time.sleep(0.02)
+            time.sleep(0.6)  # the first byte comes late
+            for n, group in enumerate(groups):
+                if n:
+                    time.sleep(0.3)
+                recorder.stdin.write(group)
+                recorder.stdin.flush()
+            out, err = recorder.communicate(timeout=60)  # (closes stdin: the end)
+        finally:
+            recorder.kill()
+    assert recorder.returncode == 0, err
+    marks = load_timing(target)
+    assert marks is not None and target.read_bytes() == b"".join(groups)
+    assert [end for end, _ in marks] == list(itertools.accumulate(map(len, groups)))
+    first, second, third = (seconds for _, seconds in marks)
+    assert first == 0.0  # the first byte, not the recorder's start
+    assert 0.3 <= second < 0.3 + 1.0 and 0.6 <= third < 0.6 + 2.0  # (a sleep never runs early)
+    *_, timing_line = (json.loads(line) for line in out.decode().splitlines())
+    assert timing_line["type"] == "timing"
+    # The first text is in the second group: its time is the gap, not the late start.
+    assert 0.3 <= timing_line["time_to_first_token_s"] < 0.3 + 1.0

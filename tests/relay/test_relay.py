@@ -374,13 +374,10 @@ async def test_finished_streams_expire(redis_server: RedisServer) -> None:
 WORKER = textwrap.dedent(
     """
     import asyncio, json, sys
-    import streamfold.timing
     from streamfold.record import split_frames
     from streamfold.recording import detect_recording
     from streamfold.relay import Relay, RelayConfig, Snapshot
     from streamfold import event_to_json
-
-    streamfold.timing.default_clock = lambda: 0.0  # as conftest's: the messages compare
 
     role, url, config, stream, arg = sys.argv[1:6]
     config = RelayConfig(**json.loads(config))

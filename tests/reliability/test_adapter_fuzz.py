@@ -93,10 +93,77 @@ def _anthropic() -> Adapter:
     )
 
 
+def _pydantic_ai() -> Adapter:
+    from typing import get_args
+
+    from pydantic_ai import messages
+    from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse
+
+    from streamfold.interop.pydantic_ai import from_model_response, to_model_response
+
+    # Each part class by its `part_kind`, as pydantic-ai's discriminated union reads them.
+    kinds: dict[str, type] = {}
+
+    def collect(hint: Any) -> None:
+        kind = getattr(hint, "part_kind", None)
+        if isinstance(hint, type) and isinstance(kind, str):
+            kinds.setdefault(kind, hint)
+        for inner in get_args(hint):
+            collect(inner)
+
+    collect(messages.ModelResponsePart)
+
+    def built(cls: type, fields: dict[str, Any]) -> Any:
+        # A dataclass filled as it stands, past its validation (as `model_construct` does).
+        obj = object.__new__(cls)
+        obj.__dict__.update(fields)
+        return obj
+
+    def construct(data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        fields = dict(data)
+        parts = fields.get("parts")
+        if isinstance(parts, list):
+            fields["parts"] = [
+                built(kinds[p["part_kind"]], p)
+                if isinstance(p, dict) and p.get("part_kind") in kinds
+                else p
+                for p in parts
+            ]
+        return built(ModelResponse, fields)
+
+    return Adapter(
+        ("anthropic", "openai-chat", "openai-responses", "gemini"),
+        to_model_response,
+        lambda obj: ModelMessagesTypeAdapter.dump_python([obj], mode="json")[0],
+        construct,
+        from_model_response,
+    )
+
+
+def _langchain() -> Adapter:
+    from langchain_core.messages import AIMessage
+
+    from streamfold.interop.langchain import from_ai_message, to_ai_message
+
+    return Adapter(
+        # Every provider: the blocks are LangChain's translation of Anthropic's and OpenAI's
+        # native content, and written by the adapter for the others.
+        ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock", "ollama"),
+        to_ai_message,
+        lambda obj: obj.model_dump(mode="json"),
+        lambda data: AIMessage.model_construct(**data) if isinstance(data, dict) else data,
+        from_ai_message,
+    )
+
+
 ADAPTERS: dict[str, Callable[[], Adapter]] = {
     "openai-chat": _openai_chat,
     "openai-responses": _openai_responses,
     "anthropic": _anthropic,
+    "pydantic-ai": _pydantic_ai,
+    "langchain": _langchain,
 }
 
 

@@ -422,7 +422,8 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
             accumulator.Accumulator,
             accumulator_state.AccumulatorState,
             {},
-            {"limits", "provider", "strict"},
+            # _completed: the event already emitted, for the timing to add itself to
+            {"limits", "provider", "strict", "_completed"},
         ),
         (
             accumulator.Slot,

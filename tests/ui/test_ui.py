@@ -385,8 +385,9 @@ async def test_async_equals_sync() -> None:
     rel = "openai-chat/tool-call-single-mini.sse"
     if not (REAL / rel).exists():
         rel = READY[0]
-    sync = _sse(rel)
-    chunks = ato_ui_message_stream(afold([read(rel)]))
+    # One clock for both (the timing in `finish` is each fold's own): the same bytes out.
+    sync = b"".join(encode_sse(to_ui_message_stream(fold([read(rel)], clock=lambda: 0.0))))
+    chunks = ato_ui_message_stream(afold([read(rel)], clock=lambda: 0.0))
     body = b"".join([piece async for piece in aencode_sse(chunks)])
     assert body == sync
 

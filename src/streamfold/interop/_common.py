@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, get_args
@@ -12,6 +14,7 @@ import pydantic
 from ..encoding import foreign
 from ..errors import InteropError, StreamfoldError, preview
 from ..fold import fold_message
+from ..limits import Limits
 from ..message import TURN_GOES_ON, Message, Status, StopReason, ToolCall, Usage
 from ..parts import ContentPart, put_utterance, utterance
 
@@ -258,13 +261,11 @@ def own_block(part: ContentPart, provider: str, message: Message) -> dict[str, A
 def fold_events(
     function: str, events: Sequence[Mapping[str, Any]], provider: str, *, done: bool = False
 ) -> Message:
-    """The Message the provider's decoder folds from these wire events, without `timing`:
-    an object read back had no stream whose arrival could be timed."""
+    """The Message the provider's decoder folds from these wire events."""
     try:
         message = fold_message(sse(events, done=done), provider=provider)
     except StreamfoldError as exc:  # a value the provider's own stream could not carry
         raise InteropError(function, f"content a {provider} stream could carry", str(exc)) from None
-    message.metadata.pop("timing", None)
     return message
 
 
@@ -274,3 +275,41 @@ def sse(events: Sequence[Mapping[str, Any]], *, done: bool = False) -> str:
     if done:
         lines.append("data: [DONE]\n\n")
     return "".join(lines)
+
+
+# --- what a reader checks before it reads -----------------------------------------------------
+
+# A lone surrogate: text no UTF-8 wire (and no JSON writer) can carry.
+_SURROGATE = re.compile("[\\ud800-\\udfff]")
+# How deep a field an adapter reads may nest: the fold's own limit on a value (max_depth),
+# with room for the fields around a saved part.
+TREE_DEPTH = Limits().max_depth + 16
+
+
+def check_tree(function: str, value: object, what: str) -> None:
+    """Refuse `value` unless it is JSON a Message can hold: str-keyed dicts, lists, text
+    without lone surrogates, ints, finite floats, bools and None, nested at most
+    `TREE_DEPTH` deep. Iterative: the input chooses no recursion depth."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > TREE_DEPTH:
+            raise InteropError(function, f"{what} nested at most {TREE_DEPTH} deep",
+                               f"a value {depth} deep")  # fmt: skip
+        if isinstance(item, str):
+            if _SURROGATE.search(item) is not None:
+                raise InteropError(function, f"{what} as text UTF-8 can carry",
+                                   f"a lone surrogate in {preview(item, 80)}")  # fmt: skip
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise InteropError(function, f"{what} as JSON values", f"the float {item!r}")
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise InteropError(function, f"{what} with text keys", described(key))
+                stack.append((key, depth))
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+        elif item is not None and not isinstance(item, bool | int):
+            raise InteropError(function, f"{what} as JSON values", described(item))

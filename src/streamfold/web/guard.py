@@ -3,13 +3,15 @@
     app = Starlette(routes=[...], middleware=[Middleware(RequestGuard)])
 
 - **Host**: only the names in `allowed_hosts` (any port) are served, loopback names by
-  default. A page on another site that rebinds its own DNS name to 127.0.0.1 still sends
-  its own name as `Host`, so it is refused (403) instead of reading the local server.
+  default; a Host header that is not a name or a bracketed IPv6 address with an optional
+  numeric port (`[::1]evil.com`, `localhost:evil`) is refused. A page on another site
+  that rebinds its own DNS name to 127.0.0.1 still sends its own name as `Host`, so it is
+  refused (403) instead of reading the local server.
 - **Content-Type**: a POST (PUT, PATCH, DELETE) must say `application/json` (415). The
   types a web page may send across origins without asking (text/plain, forms) never are,
-  so a page elsewhere cannot make this server act. A request signed for AWS (SigV4
-  `Authorization`) may leave the type out, as botocore does: a page cannot send that
-  header without asking either.
+  so a page elsewhere cannot make this server act. On the paths in `aws_signed_paths`
+  only (Bedrock's), a request signed for AWS (SigV4 `Authorization`) may leave the type
+  out, as botocore does: a page cannot send that header without asking either.
 - **Size**: a body is read as it arrives, at most `max_body` bytes (413 past that,
   whatever `Content-Length` says), so one request cannot take the server's memory.
 - **JSON**: `read_json` parses a body nested at most a few hundred levels deep; a deeper
@@ -21,12 +23,13 @@ builds it (by default `{"error": {"message": ...}}`, the demo routes' shape).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection
 from typing import Any
 
 import jiter
 
-from ..errors import UsageError
+from ..errors import UsageError, preview
 
 try:
     from starlette.datastructures import Headers
@@ -64,15 +67,27 @@ def plain_error(path: str, status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message}}
 
 
-def host_name(header: str) -> str:
-    """The name in a Host header, lower case, without port or IPv6 brackets."""
-    value = header.strip().lower()
-    if value.startswith("["):
-        end = value.find("]")
-        return value[1:end] if end > 0 else value
-    if value.count(":") == 1:
-        return value.split(":", 1)[0]
-    return value
+# A Host header as RFC 9110 has it: a name (or IPv4 address), or an IPv6 address in
+# brackets, then an optional port of digits, and nothing else. Anything looser lets a
+# header such as `[::1]evil.com` or `localhost:evil` pass as a loopback name.
+_HOST = re.compile(
+    r"(?:\[(?P<ip6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?))(?::[0-9]{0,5})?"
+)
+
+
+def host_name(header: str) -> str | None:
+    """The name in a Host header, lower case, without port or IPv6 brackets; None if the
+    header is not a name or bracketed IPv6 address with an optional numeric port."""
+    match = _HOST.fullmatch(header.strip().lower())
+    if match is None:
+        return None
+    return match["ip6"] or match["name"]
+
+
+def _allowed_name(name: str) -> str:
+    """A name given to `allowed_hosts`, as `host_name` spells it (`[::1]` or `::1`)."""
+    value = name.strip().lower()
+    return host_name(value) or value.strip("[]")
 
 
 def is_json_type(content_type: str | None) -> bool:
@@ -92,15 +107,17 @@ class RequestGuard:
         max_body: int = DEFAULT_MAX_BODY,
         allowed_hosts: Collection[str] | None = LOOPBACK_HOSTS,
         error_body: ErrorBody = plain_error,
+        aws_signed_paths: tuple[str, ...] = (),
     ) -> None:
         if max_body < 0:
             raise UsageError(f"max_body: expected a number of bytes >= 0, got {max_body}")
         self.app = app
         self.max_body = max_body
         # None or "*" among them: any Host (a server reachable by its address anyway).
-        names = None if allowed_hosts is None else {host_name(h) for h in allowed_hosts}
+        names = None if allowed_hosts is None else {_allowed_name(h) for h in allowed_hosts}
         self.allowed_hosts = None if names is None or "*" in names else frozenset(names)
         self.error_body = error_body
+        self.aws_signed_paths = aws_signed_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,8 +143,8 @@ class RequestGuard:
             if host_name(host) not in self.allowed_hosts:
                 raise RequestRefused(
                     403,
-                    f"Host {host!r} is not served here: expected one of "
-                    f"{sorted(self.allowed_hosts)} (with any port)",
+                    f"Host {preview(host, 100)} is not served here: expected one of "
+                    f"{sorted(self.allowed_hosts)} (with any numeric port; see --allow-host)",
                 )
         if scope["method"] not in _BODY_METHODS:
             return
@@ -135,8 +152,11 @@ class RequestGuard:
         # A request signed for AWS (botocore leaves out Content-Type when its caller does,
         # and Bedrock reads the body as JSON then): no page can send that header without
         # a CORS preflight, which is what requiring application/json achieves.
-        aws_signed = content_type is None and headers.get("authorization", "").startswith(
-            "AWS4-HMAC-SHA256 "
+        # Only on the routes AWS clients call: elsewhere the header proves nothing wanted.
+        aws_signed = (
+            content_type is None
+            and scope["path"].startswith(self.aws_signed_paths)
+            and headers.get("authorization", "").startswith("AWS4-HMAC-SHA256 ")
         )
         if not is_json_type(content_type) and not aws_signed:
             raise RequestRefused(

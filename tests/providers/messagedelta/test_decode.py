@@ -47,7 +47,7 @@ from streamfold.parts import UTTERANCES
 
 CP = ContentPart
 # What a fold records about itself, which merge_deltas has no word for.
-BOOKKEEPING = frozenset({"provider", "end_marker", "timing"})
+BOOKKEEPING = frozenset({"provider", "end_marker"})
 
 
 def _no_marker_inferred(part: Any) -> Any:
