@@ -19,6 +19,7 @@ from streamfold import (
     ContentPart,
     Message,
     MessageCompleted,
+    NoEventsError,
     PartCompleted,
     PartStarted,
     afold,
@@ -536,7 +537,8 @@ def test_cancel_keeps_what_a_cut_keeps(rel: str) -> None:
             break
         cut, cancelled = StreamFolder(ref.provider), StreamFolder(ref.provider)
         cut.feed(data[: step.offset])
-        cut.close()
+        with contextlib.suppress(NoEventsError):  # cut before its first event
+            cut.close()
         cancelled.feed(data[: step.offset])
         cancelled.cancel()
         where = f"{rel} at byte {step.offset}"

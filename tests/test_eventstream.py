@@ -21,7 +21,7 @@ from support import (
     without_inferred_marker,
 )
 
-from streamfold import StreamProtocolError, fold_message
+from streamfold import NoEventsError, StreamProtocolError, fold_message
 from streamfold.errors import UsageError
 from streamfold.eventstream import EventStreamFramer, EventStreamMessage, eventstream_payload
 
@@ -217,7 +217,11 @@ def test_a_truncated_last_message_is_dropped(name: str) -> None:
         assert len(framer.feed(cut)) == k
         assert framer.close() == []
         assert framer.truncated
-        message = final_message(fold_bytes(cut))
+        try:
+            message = final_message(fold_bytes(cut))
+        except NoEventsError as exc:
+            assert k == 0 and "cut before the end of its first message" in str(exc)
+            message = exc.partial  # no event at all: an error, holding the empty message
         if k <= stop_at:
             # Cut before messageStop: whatever arrived is kept, marked incomplete.
             assert message.status == "incomplete"

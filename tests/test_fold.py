@@ -34,6 +34,7 @@ from streamfold import (
     ContentPart,
     Message,
     MessageCompleted,
+    NoEventsError,
     PartCompleted,
     PartStarted,
     StreamFolder,
@@ -110,6 +111,7 @@ def test_mixing_bytes_and_objects_is_a_usage_error() -> None:
 
 def test_feed_after_close_is_a_usage_error() -> None:
     folder = StreamFolder("anthropic")
+    folder.feed(read(THINKING_TOOL))
     folder.close()
     with pytest.raises(UsageError, match="after"):
         folder.feed(b"data: {}\n\n")
@@ -134,9 +136,17 @@ def test_broken_json_keeps_the_completed_parts_in_the_error() -> None:
     assert error.partial.content[0].options["signature"]
 
 
-def test_empty_input_gives_an_empty_incomplete_message() -> None:
-    message = fold_message([b""], provider="anthropic")
-    assert (message.status, message.content, message.tool_calls) == ("incomplete", [], [])
+@pytest.mark.parametrize("chunks", [[], [b""], (c for c in [b"", ""])])
+def test_empty_input_is_a_no_events_error_holding_the_empty_message(chunks: Any) -> None:
+    # Even with the provider named: an empty message would hide a cut before the first
+    # byte as well as a caller's mistake. The (empty, incomplete) message is in partial.
+    with pytest.raises(
+        NoEventsError, match="without a single event in it: no input at all"
+    ) as info:
+        fold_message(chunks, provider="anthropic")
+    assert isinstance(info.value, UsageError) and isinstance(info.value, StreamProtocolError)
+    partial = info.value.partial
+    assert (partial.content, partial.tool_calls, partial.usage) == ([], [], None)
 
 
 def test_consumer_that_stops_early_sees_a_cancelled_snapshot() -> None:

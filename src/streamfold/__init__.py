@@ -19,11 +19,13 @@ from .deltas import (
 from .display import DisplayItem, extract_display_items
 from .encoding import EncodeError, Problem, ReplayWarning, check_replayable, encode
 from .errors import (
+    ChoiceError,
     EventJSONError,
     FrozenEventError,
     IncompleteMessageError,
     InteropError,
     InvalidModelError,
+    NoEventsError,
     OptionsError,
     PartMergeError,
     StateError,
@@ -99,6 +101,7 @@ __all__ = [
     "UI_MESSAGE_STREAM_HEADERS",
     "Accumulator",
     "AsyncFold",
+    "ChoiceError",
     "Citation",
     "CitationSource",
     "ClosePart",
@@ -123,6 +126,7 @@ __all__ = [
     "MessageCompleted",
     "MessageDelta",
     "NDJSONDecoder",
+    "NoEventsError",
     "OpenPart",
     "OptionsError",
     "PartCompleted",

@@ -11,6 +11,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any, Literal, assert_never
 
 from .accumulator_state import AccumulatorState, OpenSlot, SlotState
+from .arguments import check_bool, check_count, check_instance, check_provider, check_role
 from .construct import replaced, trusted
 from .deltas import (
     ClosePart,
@@ -442,15 +443,25 @@ class Slot:
 class Accumulator:
     """Fold neutral deltas into events and a Message; `snapshot()` at any moment."""
 
+    # `Any`: a wrong type gets streamfold.arguments' UsageError on both builds, not the
+    # compiled build's own TypeError.
     def __init__(
         self,
         *,
-        role: Role = "assistant",
-        provider: str | None = None,
-        strict: bool = False,
-        limits: Limits = DEFAULT_LIMITS,
-        partial_arguments: bool = False,
+        role: Any = "assistant",
+        provider: Any = None,
+        strict: Any = False,
+        limits: Any = DEFAULT_LIMITS,
+        partial_arguments: Any = False,
     ) -> None:
+        if (
+            role != "assistant"
+            or (provider is not None and type(provider) is not str)
+            or type(strict) is not bool
+            or type(limits) is not Limits
+            or type(partial_arguments) is not bool
+        ):
+            _check_arguments(role, provider, strict, limits, partial_arguments)
         self.role: Role = role
         self.provider = provider
         self.strict = strict
@@ -715,7 +726,7 @@ class Accumulator:
         """The input ended inside an event; its fragment was dropped."""
         self._metadata["truncated_tail"] = True
 
-    def partial_arguments(self, index: int) -> Any:
+    def partial_arguments(self, index: Any) -> Any:
         """The parsed arguments of the tool call at slot `index` so far.
 
         With `partial_arguments` on, an open call's live partial value (owned by the
@@ -724,6 +735,8 @@ class Accumulator:
         did not parse); None for a part that is not a tool call, or when the option is off
         and the call is still open, or after the call's text stopped being JSON.
         """
+        if type(index) is not int:
+            check_count("partial_arguments", "index", index)
         if not 0 <= index < len(self._slots):
             return None
         slot = self._slots[index]
@@ -1060,3 +1073,14 @@ class Accumulator:
                 "metadata": metadata,
             },
         )
+
+
+def _check_arguments(
+    role: Any, provider: Any, strict: Any, limits: Any, partial_arguments: Any
+) -> None:
+    """Refuse a wrong-typed Accumulator argument with one UsageError."""
+    check_role("Accumulator", role)
+    check_provider("Accumulator", provider)
+    check_bool("Accumulator", "strict", strict)
+    check_instance("Accumulator", "limits", limits, Limits, "a streamfold.Limits")
+    check_bool("Accumulator", "partial_arguments", partial_arguments)

@@ -11,17 +11,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import math
 import sys
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Iterator
 from typing import Any
 
 import anyio
 
+from .arguments import check_timing
+from .errors import UsageError
 from .events import Event, MessageCompleted
-from .fold import StreamFolder, _source, _timing_for
-from .limits import DEFAULT_LIMITS, Limits
+from .fold import StreamFolder, _check_folder_arguments, _source, _timing_for
+from .limits import DEFAULT_LIMITS
 from .message import Message
-from .timing import Clock, StreamTiming
+from .timing import StreamTiming
 
 # How long closing a source may take once the fold is over: a source whose close hangs
 # must not hang the consumer that left (the close runs shielded from cancellation).
@@ -66,6 +69,13 @@ class AsyncFold:
     def __aiter__(self) -> AsyncIterator[Event]:
         return _Loop(self)
 
+    def __iter__(self) -> Any:
+        # `for` over afold(): without this, a bare TypeError that does not say what to do.
+        raise UsageError(
+            "afold: expected `async for event in afold(...)`, got `for`: for a sync stream "
+            "outside an event loop, use fold()"
+        )
+
     async def __anext__(self) -> Event:
         event = next(self._pending, None)
         while event is None:
@@ -90,7 +100,7 @@ class AsyncFold:
         """The message so far."""
         return self.folder.snapshot()
 
-    def partial_arguments(self, index: int) -> Any:
+    def partial_arguments(self, index: Any) -> Any:
         """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`)."""
         return self.folder.partial_arguments(index)
 
@@ -274,14 +284,14 @@ def _drop(closing: list[Awaitable[Any]]) -> None:
 
 def afold(
     chunks: AsyncIterable[Any] | Iterable[Any] | Any,
-    provider: str | None = None,
+    provider: Any = None,
     *,
-    choice: int = 0,
-    strict: bool = False,
-    limits: Limits = DEFAULT_LIMITS,
-    partial_arguments: bool = False,
-    started_at: float | None = None,
-    clock: Clock | None = None,
+    choice: Any = 0,
+    strict: Any = False,
+    limits: Any = DEFAULT_LIMITS,
+    partial_arguments: Any = False,
+    started_at: Any = None,
+    clock: Any = None,
     request: Any = None,
 ) -> AsyncFold:
     """Fold an async stream into events (bytes, str, dicts, SDK objects or MessageDeltas).
@@ -290,7 +300,14 @@ def afold(
     `started_at`, `clock`: the timing's, and `request` (a `telemetry.RequestInfo`) what
     telemetry records of the request, as for `fold`.
     """
-    source, provider = _source(chunks, provider)
+    if (clock is not None and not callable(clock)) or (
+        started_at is not None and (type(started_at) is not float or not math.isfinite(started_at))
+    ):
+        started_at = check_timing("afold", clock, started_at)
+    _check_folder_arguments(
+        "afold", provider, choice, strict, "assistant", limits, partial_arguments, None
+    )
+    source, provider = _source(chunks, provider, "afold", asynchronous=True)
     return AsyncFold(
         source,
         StreamFolder(
@@ -306,14 +323,14 @@ def afold(
 
 async def afold_message(
     chunks: AsyncIterable[Any] | Iterable[Any] | Any,
-    provider: str | None = None,
+    provider: Any = None,
     *,
-    choice: int = 0,
-    strict: bool = False,
-    limits: Limits = DEFAULT_LIMITS,
-    partial_arguments: bool = False,
-    started_at: float | None = None,
-    clock: Clock | None = None,
+    choice: Any = 0,
+    strict: Any = False,
+    limits: Any = DEFAULT_LIMITS,
+    partial_arguments: Any = False,
+    started_at: Any = None,
+    clock: Any = None,
     request: Any = None,
 ) -> Message:
     """Fold an async stream and return only the final Message."""

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .arguments import no_events_error
 from .display import MarkedInOrder, display_items_for
-from .errors import StreamfoldError, UsageError
+from .errors import NoEventsError, StreamfoldError, UsageError
 from .events import (
     Event,
     MessageCompleted,
@@ -223,7 +224,6 @@ def run(
             if folder.finished:
                 break
         closing = folder.close()
-        _check_held_events(folder)
         for event in closing:
             sink.handle(event)
     except KeyboardInterrupt:
@@ -234,11 +234,13 @@ def run(
         sink.finish()
 
 
-def _check_held_events(folder: StreamFolder, name: str = "", note: str = "") -> None:
+def _no_events(exc: NoEventsError, name: str, note: str = "") -> UsageError:
     # Bytes that frame no event at all (any text is SSE with no events) are no recording,
-    # even under --provider: folding them to an empty message would hide the mistake.
-    if folder.events_seen == 0:
-        raise UsageError(f"{name}expected {_KNOWN}, got input without a single event in it{note}")
+    # even under --provider: the fold refuses them, said here in the command's terms.
+    again = no_events_error(
+        exc.nbytes, exc.start, objects=exc.objects, expected=_KNOWN, framing=exc.framing
+    )
+    return UsageError(f"{name}: {again}{note}")
 
 
 def replay(
@@ -268,6 +270,8 @@ def replay(
             total_bytes=len(source.data),
             arrivals=arrivals,
         )
+    except NoEventsError as exc:
+        raise _no_events(exc, source.name) from None
     except StreamfoldError as exc:
         raise UsageError(f"{source.name}: {exc}") from None
 
@@ -470,11 +474,11 @@ def _record(args: argparse.Namespace, out: IO[str]) -> int:
     sink.start(f"recording to {args.out}", 0)
     try:
         for event in events:
-            if isinstance(event, MessageCompleted):
-                # What replay would refuse is refused here too, before its empty message
-                # is shown (the bytes stay in the file, as they arrived).
-                _check_held_events(events.folder, "<stdin>: ", f" (kept as received in {args.out})")
             sink.handle(event)
+    except NoEventsError as exc:
+        # What replay would refuse is refused here too (the bytes stay in the file, as
+        # they arrived).
+        raise _no_events(exc, "<stdin>", f" (kept as received in {args.out})") from None
     except UsageError:
         raise
     except StreamfoldError as exc:

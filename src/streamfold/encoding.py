@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import jiter
 
+from .arguments import check_bool
 from .errors import UsageError
 from .message import Message, ToolCall, ToolResult, pending_approvals
 from .parts import ContentPart
@@ -114,6 +115,8 @@ def encode(
     A narration / answer marker goes back (as Responses `phase`) only when the provider
     said it; `inferred_utterances=True` sends the markers streamfold inferred as well.
     """
+    check_bool("encode", "strict", strict)
+    check_bool("encode", "inferred_utterances", inferred_utterances)
     target = _target(provider)
     history = normalize_messages(messages, target)
     skip = _resolve_problems(history, target, strict)

@@ -185,6 +185,33 @@ class StreamProtocolError(StreamfoldError):
         return head
 
 
+class NoEventsError(StreamProtocolError, UsageError):
+    """Input in which not one event was understood: a file name or a file's text given as
+    the stream, an SDK's text instead of its events, an empty iterable, or a stream cut
+    before its first event. A UsageError (the common cause) and a StreamProtocolError (a
+    handler for broken streams still sees it); the text says what arrived and what to pass.
+    `nbytes`: the bytes that arrived; `start`: their first bytes; `objects`: True when
+    decoded objects arrived instead; `framing`: the framing the bytes were read as, if any."""
+
+    nbytes: int = 0
+    start: bytes = b""
+    objects: bool = False
+    framing: str | None = None
+
+
+class ChoiceError(UsageError):
+    """`choice=` named a choice (an OpenAI `n`, a Gemini candidate) the stream does not hold."""
+
+    def __init__(self, choice: int, available: list[int]) -> None:
+        self.choice = choice
+        self.available = available
+        self.partial: Any = None  # the Message so far; set by the fold
+        names = ", ".join(map(str, available))
+        super().__init__(
+            f"choice: expected one of the choices the stream holds ({names}), got {choice}"
+        )
+
+
 class StreamLimitError(StreamfoldError):
     """A stream exceeded one of the fold's size limits; `partial` holds the message so far."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import dataclasses
 import math
 import re
 from collections.abc import Generator, Iterable, Iterator
@@ -20,9 +19,20 @@ from pydantic import ValidationError
 from pydantic_core import to_json
 
 from .accumulator import Accumulator, Slot
+from .arguments import (
+    check_bool,
+    check_count,
+    check_instance,
+    check_provider,
+    check_role,
+    check_source,
+    check_timing,
+    no_events_error,
+)
 from .construct import _plain_json
 from .deltas import ClosePart, Delta, GrowPart, OpenPart
 from .errors import (
+    ChoiceError,
     StateError,
     StreamfoldError,
     StreamLimitError,
@@ -42,7 +52,7 @@ from .framing import (
 )
 from .framing_state import NDJSONState, SSEState
 from .limits import DEFAULT_LIMITS, Limits
-from .message import Message, MessageDelta, Role
+from .message import Message, MessageDelta
 from .parts import ContentPart
 from .providers import (
     PROVIDERS,
@@ -73,12 +83,19 @@ _MALFORMED = (
     ValueError,
     RecursionError,
     OverflowError,  # an integer past any float, where the SDK or a decoder wants one
+    # A registered decoder's stray next() past its end: left to escape, it ends the fold's
+    # generator (Python makes it a RuntimeError there, the compiled build an AssertionError).
+    StopIteration,
 )
 # A lone surrogate: text no UTF-8 wire can carry (jiter refuses it in bytes).
 _SURROGATE = re.compile("[\\ud800-\\udfff]")  # escapes: mypyc takes no surrogate literal
 # str.isascii, held: compiled, `text.isascii()` looks the method up on every call (mypyc
 # has no primitive for it), a third of the dict lane's own time per delta.
 _is_ascii: Final = str.isascii
+# The module of the openai SDK's chat stream helper events (`chat.completions.stream()`).
+_OPENAI_CHAT_HELPER = "openai.lib.streaming.chat"
+# How much of the input's start the error for input without an event quotes.
+_START_BYTES = 200
 # Metadata a fold records whether or not it understood any event of its stream.
 _UNLEARNED_METADATA = frozenset({"provider", "skipped_events", "truncated_tail"})
 
@@ -101,17 +118,22 @@ class StreamFolder:
     # delta-dense ones do, by up to a third).
     hot_lane_short: ClassVar[int] = 16384
 
+    # The parameters are `Any` so that a wrong type reaches check_arguments (one
+    # UsageError on both builds) instead of the compiled build's own TypeError.
     def __init__(
         self,
-        provider: str | None = None,
+        provider: Any = None,
         *,
-        choice: int = 0,
-        strict: bool = False,
-        role: Role = "assistant",
-        limits: Limits = DEFAULT_LIMITS,
-        partial_arguments: bool = False,
-        timing: StreamTiming | None = None,
+        choice: Any = 0,
+        strict: Any = False,
+        role: Any = "assistant",
+        limits: Any = DEFAULT_LIMITS,
+        partial_arguments: Any = False,
+        timing: Any = None,
     ) -> None:
+        _check_folder_arguments(
+            "StreamFolder", provider, choice, strict, role, limits, partial_arguments, timing
+        )
         self._decoder_options: dict[str, Any] = {"choice": choice, "strict": strict}
         # When the chunks arrived (streamfold.timing): noted after each feed() that moved
         # something, held by the final message. Not saved: a restored fold starts a new one
@@ -140,6 +162,8 @@ class StreamFolder:
         # A broken stream's error, held while the events before it (from the same chunk)
         # go to the caller; the next feed() or close() raises it (see _feed_bytes).
         self._fault: StreamProtocolError | None = None
+        # The input's first bytes, kept for the error that says no event was found in it.
+        self._start = b""
 
     @property
     def provider(self) -> str | None:
@@ -160,7 +184,7 @@ class StreamFolder:
         """The message so far."""
         return self._acc.snapshot()
 
-    def partial_arguments(self, index: int) -> Any:
+    def partial_arguments(self, index: Any) -> Any:
         """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`).
 
         See `Accumulator.partial_arguments`; for a snapshot's ToolCall, use
@@ -168,7 +192,7 @@ class StreamFolder:
         """
         return self._acc.partial_arguments(index)
 
-    def save_state(self, *, key: bytes | str | None = None) -> dict[str, Any]:
+    def save_state(self, *, key: Any = None) -> dict[str, Any]:  # Any: see __init__
         """The fold's whole state as JSON-ready data, to restore later or elsewhere.
 
         With `key`, the state carries an HMAC-SHA256 that `restore(state, key=key)` checks.
@@ -191,7 +215,7 @@ class StreamFolder:
         cls,
         state: Any,
         *,
-        key: bytes | str | None = None,
+        key: Any = None,  # Any: see __init__
         max_size: Any = None,
         limits: Any = None,
     ) -> StreamFolder:
@@ -215,7 +239,7 @@ class StreamFolder:
         model = load_state(state, FoldState, key=key, max_size=max_size)
         if limits is not None:
             saved = model.limits.model_dump()
-            for name, most in dataclasses.asdict(limits).items():
+            for name, most in limits.as_dict().items():
                 if saved[name] > most:
                     raise StateError(
                         f"folder.limits.{name}",
@@ -235,7 +259,7 @@ class StreamFolder:
             provider=self._provider,
             choice=self._decoder_options["choice"],
             strict=self._decoder_options["strict"],
-            limits=LimitsState(**dataclasses.asdict(self._limits)),
+            limits=LimitsState(**self._limits.as_dict()),
             bytes=self._bytes,
             format=self._format,
             sse=framer if isinstance(framer, SSEState) else None,
@@ -379,6 +403,15 @@ class StreamFolder:
             return self._feed_delta(chunk)
         dump = getattr(chunk, "model_dump", None)
         if callable(dump):
+            if type(chunk).__module__.startswith(_OPENAI_CHAT_HELPER):
+                # The openai SDK's `chat.completions.stream()` events: a ChunkEvent wraps
+                # the raw chunk (and a snapshot of the whole message so far, which is not
+                # dumped: that would cost the message's size per chunk); the others
+                # (content.delta, tool_calls.function.arguments.done...) repeat the chunks.
+                inner = getattr(chunk, "chunk", None)
+                if inner is None or getattr(chunk, "type", None) != "chunk":
+                    return []
+                chunk = inner
             try:
                 payload = _sdk_payload(chunk)
             except _MALFORMED as exc:
@@ -524,7 +557,16 @@ class StreamFolder:
                     position=0,
                 )
             )
+        if not self._acc.finished and (self._position == 0 or self._provider is None):
+            # Not one event understood (a file name, a file's text, an SDK's text, no
+            # input at all): an empty message would hide the mistake.
+            error = no_events_error(
+                self._bytes, self._start, objects=self._format == "objects", framing=self._format
+            )
+            error.partial = self._acc.snapshot()
+            raise error
         if self._decoder is not None and not self._acc.finished:
+            self._check_choice()
             try:
                 held = self._decoder.close()
             except StreamfoldError as exc:
@@ -559,6 +601,20 @@ class StreamFolder:
                 )
             )
 
+    def _check_choice(self) -> None:
+        """A `choice=` the stream does not hold (choice 3 of a one-choice stream), its
+        events all skipped as another choice's: an error naming the choices there are."""
+        decoder = self._decoder
+        if decoder is None or not decoder.other_choices:
+            return
+        choice = self._decoder_options["choice"]
+        message = self._acc.snapshot()
+        if message.content or message.tool_calls or message.tool_results or message.stop_reason:
+            return
+        error = ChoiceError(choice, sorted(decoder.other_choices))
+        error.partial = message
+        raise error
+
     def cancel(self) -> list[Event]:
         """The consumer gave up: finish with status cancelled, keeping all received."""
         self._closed = True
@@ -579,6 +635,8 @@ class StreamFolder:
     # --- bytes -------------------------------------------------------------------------
 
     def _feed_bytes(self, data: bytes) -> list[Event]:
+        if self._bytes == 0:
+            self._start = data[:_START_BYTES]  # for the error if no event is ever found
         self._bytes += len(data)
         if self._bytes > self._limits.max_bytes:
             raise self._attach(self._too_long())
@@ -926,9 +984,16 @@ class StreamFolder:
     def _done(self) -> list[Event]:
         if self._decoder is None:
             return []
+        self._check_choice()
         if self._acc._skipped and not self._acc.finished:
             self._check_understood()
-        return self._apply(self._decoder.done(), "[DONE]")
+        try:
+            deltas = self._decoder.done()
+        except StreamfoldError as exc:
+            raise self._attach(exc, "[DONE]") from None
+        except _MALFORMED as exc:
+            raise self._malformed(exc, None) from exc
+        return self._apply(deltas, "[DONE]")
 
     def _payload(self, payload: Any, event: str | None) -> list[Event]:
         if not isinstance(payload, dict):
@@ -1002,6 +1067,8 @@ class StreamFolder:
             raise self._attach(exc, raw) from None
 
     def _attach(self, exc: StreamfoldError, raw: Any = None) -> StreamfoldError:
+        if isinstance(exc, ChoiceError):
+            return exc  # the caller's choice=, not the stream, is at fault
         if isinstance(exc, UsageError):
             # A model refused a value the stream carried (NaN, a non-str key...): the
             # stream is broken, not the caller's use, so it gets provider, raw event,
@@ -1018,6 +1085,34 @@ class StreamFolder:
                 exc.position = self._position
             exc.partial = self._acc.snapshot()
         return exc
+
+
+def _check_folder_arguments(
+    function: str,
+    provider: Any,
+    choice: Any,
+    strict: Any,
+    role: Any,
+    limits: Any,
+    partial_arguments: Any,
+    timing: Any,
+) -> None:
+    """Refuse a wrong-typed argument with one UsageError (see streamfold.arguments); the
+    common right types are told apart here, without a call into the interpreted checks."""
+    if provider is not None and type(provider) is not str:
+        check_provider(function, provider)
+    if type(choice) is not int or choice < 0:
+        check_count(function, "choice", choice)
+    if type(strict) is not bool:
+        check_bool(function, "strict", strict)
+    if type(partial_arguments) is not bool:
+        check_bool(function, "partial_arguments", partial_arguments)
+    if role != "assistant":
+        check_role(function, role)
+    if type(limits) is not Limits:
+        check_instance(function, "limits", limits, Limits, "a streamfold.Limits")
+    if timing is not None and not isinstance(timing, StreamTiming):
+        check_instance(function, "timing", timing, StreamTiming, "None or a StreamTiming")
 
 
 def _parse_json(data: bytes, position: int) -> Any:
@@ -1132,6 +1227,13 @@ class Fold:
             return event
         raise StopIteration
 
+    def __aiter__(self) -> Any:
+        # `async for` over fold(): without this, a bare TypeError that does not say what to do.
+        raise UsageError(
+            "fold: expected `for event in fold(...)`, got `async for`: for an async stream, "
+            "use afold() (`async for event in afold(...)`)"
+        )
+
     @property
     def timing(self) -> StreamTiming:
         """When the chunks arrived, so far (see streamfold.timing)."""
@@ -1141,7 +1243,7 @@ class Fold:
         """The message so far (status cancelled if the consumer stopped early)."""
         return self.folder.snapshot()
 
-    def partial_arguments(self, index: int) -> Any:
+    def partial_arguments(self, index: Any) -> Any:
         """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`)."""
         return self.folder.partial_arguments(index)
 
@@ -1194,26 +1296,31 @@ def _close_source(chunks: Any) -> None:
             return
 
 
-def _source(chunks: Any, provider: str | None) -> tuple[Iterable[Any], str | None]:
+def _source(
+    chunks: Any, provider: Any, function: str, *, asynchronous: bool = False
+) -> tuple[Any, Any]:
     if type(chunks) is list:
         return chunks, provider  # the common case
     if isinstance(chunks, Recording):
         return chunks, provider or chunks.provider
-    if isinstance(chunks, bytes | str | dict | MessageDelta | ContentPart):
+    if isinstance(chunks, bytes | bytearray | str | dict | MessageDelta | ContentPart):
         return [chunks], provider
+    # A source that is no stream (a path, an awaitable, an async source given to fold):
+    # a UsageError saying what to pass, not the bare TypeError of iter().
+    check_source(function, chunks, asynchronous=asynchronous)
     return chunks, provider
 
 
 def fold(
     chunks: Any,
-    provider: str | None = None,
+    provider: Any = None,
     *,
-    choice: int = 0,
-    strict: bool = False,
-    limits: Limits = DEFAULT_LIMITS,
-    partial_arguments: bool = False,
-    started_at: float | None = None,
-    clock: Clock | None = None,
+    choice: Any = 0,
+    strict: Any = False,
+    limits: Any = DEFAULT_LIMITS,
+    partial_arguments: Any = False,
+    started_at: Any = None,
+    clock: Any = None,
     request: Any = None,
 ) -> Fold:
     """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects.
@@ -1232,19 +1339,28 @@ def fold(
     `request`: a `streamfold.telemetry.RequestInfo` (the requested model, the server's
     address and port), which telemetry records when it is on; the stream itself names only
     the model that answered.
+
+    Arguments of the wrong type raise UsageError (on both builds), as does a source that
+    is no stream (a path, an awaitable, an async iterable: see `afold`); input in which
+    not one event is found raises NoEventsError.
     """
-    source, provider = _source(chunks, provider)
-    return Fold(
-        source,
-        StreamFolder(
-            provider,
-            choice=choice,
-            strict=strict,
-            limits=limits,
-            partial_arguments=partial_arguments,
-            timing=_timing_for(clock, started_at, provider, request),
-        ),
+    if (clock is not None and not callable(clock)) or (
+        started_at is not None and (type(started_at) is not float or not math.isfinite(started_at))
+    ):
+        started_at = check_timing("fold", clock, started_at)
+    _check_folder_arguments(
+        "fold", provider, choice, strict, "assistant", limits, partial_arguments, None
     )
+    source, provider = _source(chunks, provider, "fold")
+    folder = StreamFolder(
+        provider,
+        choice=choice,
+        strict=strict,
+        limits=limits,
+        partial_arguments=partial_arguments,
+        timing=_timing_for(clock, started_at, provider, request),
+    )
+    return Fold(source, folder)
 
 
 def _timing_for(
@@ -1262,14 +1378,14 @@ def _timing_for(
 
 def fold_message(
     chunks: Any,
-    provider: str | None = None,
+    provider: Any = None,
     *,
-    choice: int = 0,
-    strict: bool = False,
-    limits: Limits = DEFAULT_LIMITS,
-    partial_arguments: bool = False,
-    started_at: float | None = None,
-    clock: Clock | None = None,
+    choice: Any = 0,
+    strict: Any = False,
+    limits: Any = DEFAULT_LIMITS,
+    partial_arguments: Any = False,
+    started_at: Any = None,
+    clock: Any = None,
     request: Any = None,
 ) -> Message:
     """Fold a stream and return only the final Message."""

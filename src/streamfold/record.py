@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from .aio import AsyncFold
+from .arguments import check_bool, check_path, check_provider, check_source, describe
 from .errors import UsageError
 from .events import Event
 from .fold import Fold, StreamFolder, _close_source
@@ -57,9 +58,13 @@ would turn each wait into hours (5e-324 makes it infinite) and stall the replay.
 _SSE_EVENT_END = re.compile(rb"(?:\r\n|\r|\n)(?:\r\n|\r|\n)")
 
 
+# The framings a recording can have (StreamFormat's values, "objects" apart).
+_FORMATS = ("sse", "ndjson", "eventstream")
+
+
 def timing_path(path: str | Path) -> Path:
     """The timing sidecar of a recording: `<file>.timing.json`."""
-    return Path(str(path) + TIMING_SUFFIX)
+    return Path(str(check_path("timing_path", path)) + TIMING_SUFFIX)
 
 
 def _as_bytes(chunk: Any) -> bytes:
@@ -238,10 +243,8 @@ def tee(
     whose request another process sent, whose start this one cannot know (`curl ... |
     streamfold record`: the wait before the first byte would be this process's start-up).
     """
-    if not isinstance(from_first_chunk, bool):
-        raise UsageError(
-            f"tee: expected from_first_chunk as a bool, got {type(from_first_chunk).__name__}"
-        )
+    _check_tee("tee", chunks, path, provider, timing, asynchronous=False)
+    check_bool("tee", "from_first_chunk", from_first_chunk)
     return Tee(chunks, path, provider, timing, from_first_chunk=from_first_chunk)
 
 
@@ -253,7 +256,17 @@ def atee(
     timing: bool = True,
 ) -> AsyncTee:
     """Async `tee`: fold an async stream into events while writing it to a recording."""
+    _check_tee("atee", chunks, path, provider, timing, asynchronous=True)
     return AsyncTee(chunks, path, provider, timing)
+
+
+def _check_tee(
+    function: str, chunks: Any, path: Any, provider: Any, timing: Any, *, asynchronous: bool
+) -> None:
+    check_source(function, chunks, asynchronous=asynchronous)
+    check_path(function, path)
+    check_provider(function, provider)
+    check_bool(function, "timing", timing)
 
 
 def load_timing(path: str | Path) -> list[tuple[int, float]] | None:
@@ -321,6 +334,8 @@ def split_frames(data: bytes, format: StreamFormat) -> list[bytes]:
 
 def check_speed(speed: float) -> float:
     """`speed` if a replay can use it (see MIN_SPEED); UsageError naming the range if not."""
+    if not isinstance(speed, int | float) or isinstance(speed, bool):
+        raise UsageError(f"speed: expected a number, got {describe(speed)}")
     if speed == 0 or MIN_SPEED <= speed <= MAX_SPEED:  # False for NaN
         return speed
     raise UsageError(
@@ -342,6 +357,12 @@ def schedule(
     event, `EVENT_INTERVAL` apart.
     """
     check_speed(speed)
+    if not isinstance(data, bytes | bytearray):
+        raise UsageError(f"schedule: data: expected the recording's bytes, got {describe(data)}")
+    if format not in _FORMATS:
+        raise UsageError(
+            f"schedule: format: expected one of {', '.join(_FORMATS)}, got {describe(format)}"
+        )
     if timing and timing[-1][0] == len(data):
         out: list[tuple[float, bytes]] = []
         start, before = 0, 0.0

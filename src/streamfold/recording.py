@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jiter
 
+from .arguments import check_path
 from .errors import StreamfoldError, UsageError
 from .framing import NDJSONDecoder, SSEDecoder, StreamFormat, sniff_format
 from .providers import detect_provider
@@ -76,7 +77,7 @@ def _eventstream_provider(data: bytes) -> str:
 
 def load_recording(path: str | Path) -> Recording:
     """Read a recorded stream and detect its provider; raise UsageError if it is no stream."""
-    file = Path(path)
+    file = Path(check_path("load_recording", path))
     try:
         data = file.read_bytes()
     except OSError as exc:

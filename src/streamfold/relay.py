@@ -752,7 +752,7 @@ class Relay:
     ) -> Message:
         """Fold `chunks` (a sync or async iterable of bytes, str, dicts or SDK objects) and
         publish every event under `stream_id`; return the final Message."""
-        source, provider = _source(chunks, provider)
+        source, provider = _source(chunks, provider, "Relay.publish", asynchronous=True)
         async with self.producer(
             stream_id, folder=folder, provider=None if folder else provider
         ) as producer:

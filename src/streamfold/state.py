@@ -36,6 +36,7 @@ from typing import Any, TypeVar, cast
 import jiter
 from pydantic import BaseModel, ValidationError
 
+from .arguments import check_key
 from .errors import StateError, StreamfoldError, UsageError, preview
 from .limits import MAX_JSON_DEPTH
 from .providers import PROVIDERS, decoder_class
@@ -67,9 +68,9 @@ for _name in PROVIDERS:
 
 
 def _key_bytes(key: bytes | str) -> bytes:
-    data = key.encode("utf-8") if isinstance(key, str) else key
-    if not isinstance(data, bytes) or not data:
-        raise UsageError(f"state key: expected non-empty bytes or str, got {key!r:.40}")
+    data = check_key("state key", key)  # (a str UTF-8 cannot write: a UsageError too)
+    if data is None:
+        raise UsageError("state key: expected non-empty bytes or str, got None")
     return data
 
 

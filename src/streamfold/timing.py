@@ -25,6 +25,7 @@ restored from a saved state starts a new timing (another process has another clo
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,9 +79,17 @@ class StreamTiming:
         "_waiting",
     )
 
-    def __init__(self, clock: Clock | None = None, started_at: float | None = None) -> None:
-        self._clock = default_clock if clock is None else clock
-        self._start = started_at
+    # `Any`: a wrong type gets the UsageError of streamfold.arguments on both builds.
+    def __init__(self, clock: Any = None, started_at: Any = None) -> None:
+        if (clock is not None and not callable(clock)) or (
+            started_at is not None
+            and (type(started_at) is not float or not math.isfinite(started_at))
+        ):
+            from .arguments import check_timing  # (interpreted: only for the odd argument)
+
+            started_at = check_timing("StreamTiming", clock, started_at)
+        self._clock: Clock = default_clock if clock is None else clock
+        self._start: float | None = started_at
         self._first_byte: float | None = None
         self._first_token: float | None = None
         self._end: float | None = None

@@ -19,7 +19,7 @@ from support import (
     recordings,
 )
 
-from streamfold import load_recording
+from streamfold import NoEventsError, load_recording
 from streamfold.providers import decoder_class
 
 
@@ -138,7 +138,12 @@ def test_the_end_marker_is_recorded_and_a_cut_before_it_is_not(rel: str) -> None
     start = 0
     marked = []
     for end in ends:
-        message = final_message(fold_bytes(data[:end]))
+        try:
+            message = final_message(fold_bytes(data[:end]))
+        except NoEventsError:
+            marked.append(False)  # cut before its first event (a keep-alive comment only)
+            start = end
+            continue
         marked.append(message.metadata["end_marker"])
         if message.metadata["end_marker"] and marked.count(True) == 1:
             # The event that ended the stream is the provider's marker.

@@ -34,6 +34,7 @@ from support import IMPORTED_FROM, REAL
 from streamfold import (
     Event,
     MessageCompleted,
+    NoEventsError,
     StreamFolder,
     UsageError,
     event_to_json,
@@ -321,7 +322,8 @@ async def test_one_producer_per_stream_id(relay: Relay) -> None:
     await producer.start()
     with pytest.raises(RelayBusy, match="another worker"):
         await relay.producer(stream).start()
-    await producer.close()
+    with pytest.raises(NoEventsError):  # closed without a chunk: its readers see the error
+        await producer.close()
     with pytest.raises(RelayBusy, match="already exists"):
         await relay.producer(stream).start()
     await relay.delete(stream)
@@ -1208,7 +1210,7 @@ async def test_producers_starting_together_share_round_trips(tmp_path: Path) -> 
             await asyncio.gather(*(p.start() for p in producers))
             reads = (await relay.redis.info("stats"))["total_reads_processed"] - before
             for producer in producers:
-                await producer.close()
+                await producer.cancel()  # (closed without a chunk, each would be an error)
         assert reads < len(producers)  # Redis read fewer requests than there are producers
     finally:
         server.stop()
@@ -1247,7 +1249,7 @@ async def test_thousands_of_readers_are_woken_in_turns(relay: Relay) -> None:
     assert len(seen) > 1 and seen[0] < readers  # not all in the same turn
     for sub in subs:
         await sub.aclose()
-    await producer.close()
+    await producer.cancel()  # (one chunk, no whole event: closed, it would be an error)
 
 
 # --- stopping on time --------------------------------------------------------------------

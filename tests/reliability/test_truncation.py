@@ -35,6 +35,7 @@ from streamfold import (
     ContentPart,
     Message,
     MessageCompleted,
+    NoEventsError,
     PartCompleted,
     PartDelta,
     PartStarted,
@@ -122,7 +123,13 @@ def reference(rel: str) -> Reference:
 
 
 def fold_prefix(data: bytes, provider: str | None) -> Message:
-    events = list(fold([data], provider))
+    try:
+        events = list(fold([data], provider))
+    except NoEventsError as exc:
+        # Cut before its first event: an error, not a silent empty message; the message
+        # it holds is the one a cut keeps (nothing).
+        assert exc.partial is not None and exc.partial.stream_order() == []
+        return exc.partial
     last = events[-1]
     assert isinstance(last, MessageCompleted)
     return last.message

@@ -402,13 +402,18 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
     from streamfold.providers.openai_responses import decode as openai_responses
     from streamfold.providers.openai_responses import state as openai_responses_state
 
-    settings_ = {"choice", "strict", "limits"}  # limits: the fold's, set by the fold
+    # limits: the fold's, set by the fold; other_choices: saved by the decoders that have
+    # choices (openai-chat, gemini), always empty in the others.
+    settings_ = {"choice", "strict", "limits", "other_choices"}
     return [
         (
             StreamFolder,
             FoldState,
             {"_acc": "accumulator", "_framer": "sse", "_decoder_options": "choice"},
-            {"timing"},  # when chunks arrived, on this process's clock: a restore starts anew
+            # timing: when chunks arrived, on this process's clock: a restore starts anew;
+            # _start: the input's first bytes, quoted only by the error for input without an
+            # event (after a restore, that error gives their count, not their start).
+            {"timing", "_start"},
         ),
         (framing.SSEDecoder, framing_state.SSEState, {}, {"_parked"}),  # joined to the buffer
         (framing.NDJSONDecoder, framing_state.NDJSONState, {}, {"_parked"}),

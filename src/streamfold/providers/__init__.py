@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from ..errors import UsageError
+from ..errors import UsageError, preview
 from ..message import MessageDelta
 from .base import Decoder
 
@@ -64,8 +64,13 @@ def register_provider(
     registration order, the built-ins first. A name or alias already taken raises
     UsageError unless `replace=True` (which may replace a built-in).
     """
+    from ..arguments import check_bool, check_names  # (it imports this package)
+
     key = _check_name(name, "a provider name")
-    alias_keys = [_check_name(alias, "an alias") for alias in aliases]
+    # A str is an iterable of its letters: aliases="abc" would register a, b and c.
+    names = check_names("register_provider", "aliases", aliases)
+    alias_keys = [_check_name(alias, "an alias") for alias in names]
+    check_bool("register_provider", "replace", replace)
     if isinstance(decoder, type):
         if not issubclass(decoder, Decoder):
             raise UsageError(
@@ -78,7 +83,9 @@ def register_provider(
             f"one, got {type(decoder).__name__}"
         )
     if detect is not None and not callable(detect):
-        raise UsageError(f"register_provider: expected detect to be callable, got {detect!r}")
+        raise UsageError(
+            f"register_provider: expected detect to be callable, got {preview(detect)}"
+        )
     if not replace:
         taken = [n for n in (key, *alias_keys) if n in _REGISTRY or n in ALIASES]
         if taken:

@@ -102,6 +102,9 @@ class Decoder:
         # The fold's limits (the fold sets them): text a decoder holds back for a part that
         # has not started yet is checked against them as it arrives (see `hold_text`).
         self.limits: Limits = DEFAULT_LIMITS
+        # The other choices (or candidates) the stream held, skipped for `choice`: the
+        # fold names them when `choice` itself never came (see `note_other_choice`).
+        self.other_choices: set[int] = set()
         # See sse_hot_head: a decoder with a hot lane sets its own, and may change it (or
         # turn the lane off with None) as the stream goes.
         self._hot_head: bytes | None = None
@@ -205,6 +208,12 @@ class Decoder:
             raise StreamLimitError(
                 name, most, size, f"the deltas held for part {key!r} (not started) grew too long"
             )
+
+    def note_other_choice(self, index: int) -> None:
+        """Remember a choice skipped for another (at most 64 kept: they name the choices
+        in an error, and a hostile stream must not grow the set without bound)."""
+        if len(self.other_choices) < 64:
+            self.other_choices.add(index)
 
     def protocol_error(self, reason: str, raw: Any = None) -> StreamProtocolError:
         """A StreamProtocolError naming this provider."""

@@ -440,6 +440,7 @@ class GeminiDecoder(Decoder):
         call = self._call
         last = self._last_text
         return GeminiState(
+            other_choices=sorted(self.other_choices),
             next_key=self._next_key,
             growable=None if grow is None else GeminiGrowable(key=grow.key, kind=grow.kind),
             last_text=None if last is None or last.key not in self._open_text else last.key,
@@ -465,6 +466,7 @@ class GeminiDecoder(Decoder):
     ) -> GeminiDecoder:
         """The decoder `state` describes."""
         decoder = cls(choice=choice, strict=strict)
+        decoder.other_choices = set(state.other_choices)
         decoder._next_key = state.next_key
         decoder._finish_seen = state.finish_seen
         if state.growable is not None:
@@ -547,6 +549,7 @@ class GeminiDecoder(Decoder):
             index = cand.get("index", 0)
             if check(self, index, int, "candidate.index", cand) == self.choice:
                 return cand
+            self.note_other_choice(index)
         return None
 
     def _candidate_deltas(

@@ -68,3 +68,6 @@ class GeminiState(BoxState):
     usage_raw: JsonObject | None = None
     # A chunk with a finishReason arrived: the input's end is then the stream's end marker.
     finish_seen: bool = False
+    # The other choices the stream held (see Decoder.other_choices): they name the
+    # choices there are when `choice` itself never comes.
+    other_choices: list[Count] = Field(default_factory=list, max_length=64)

@@ -237,6 +237,7 @@ class OpenAIChatDecoder(Decoder):
         """This decoder as saved-state data."""
         place = {id(call): n for n, call in enumerate(self._calls)}
         return OpenAIChatState(
+            other_choices=sorted(self.other_choices),
             counter=self._counter,
             open=list(self._open),
             thinking=self._thinking,
@@ -277,6 +278,7 @@ class OpenAIChatDecoder(Decoder):
     ) -> OpenAIChatDecoder:
         """The decoder `state` describes."""
         decoder = cls(choice=choice, strict=strict)
+        decoder.other_choices = set(state.other_choices)
         calls = [_Call(c.key, c.id, c.index, c.name, c.custom) for c in state.calls]
         for call, saved in zip(calls, state.calls, strict=True):
             call.closed = saved.closed
@@ -864,6 +866,7 @@ class OpenAIChatDecoder(Decoder):
                 f"expected choice index to be an integer, got {describe(index)}", choice
             )
         if index != self.choice:
+            self.note_other_choice(index)
             return
         delta = choice.get("delta")
         if delta is None:

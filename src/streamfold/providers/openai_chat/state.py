@@ -62,3 +62,6 @@ class OpenAIChatState(BoxState):
     cited: list[str] = Field(default_factory=list)
     pending_citations: list[Citation] = Field(default_factory=list)
     metadata_version: Count = 0
+    # The other choices the stream held (see Decoder.other_choices): they name the
+    # choices there are when `choice` itself never comes.
+    other_choices: list[Count] = Field(default_factory=list, max_length=64)
