@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import read, reference_depth_over
 
-from streamfold import ContentPart, Message, ToolCall, Usage, construct, fold
+from streamfold import ContentPart, Message, MessageDelta, ToolCall, Usage, construct, fold
 from streamfold._model import StreamfoldModel
 from streamfold.construct import _check_json, _plain_json, check_json_object
 from streamfold.display import DisplayItem
-from streamfold.errors import OptionsError
+from streamfold.errors import InvalidModelError, OptionsError
 from streamfold.limits import json_depth_over
 from streamfold.parts import Citation, CitationSource
 
@@ -302,3 +302,22 @@ def test_the_quick_check_says_true_for_parsed_json() -> None:
     assert not _plain_json({"x": math.nan})
     assert not _plain_json({"x": (1,)})
     assert not _plain_json({1: "int key"})
+
+
+@pytest.mark.parametrize(
+    ("cls", "value"),
+    [
+        (Message, {1: 2}),
+        (Message, {"role": "assistant", "content": [{1: "text"}]}),
+        (Message, {"role": "assistant", "usage": {1: 2}}),
+        (Message, {"role": "assistant", "tool_calls": [{("a",): 1}]}),
+        (MessageDelta, {1: 2}),
+        (ContentPart, {None: "text"}),
+    ],
+)
+def test_an_object_with_a_key_that_is_not_a_str_is_a_typed_error(
+    cls: type[StreamfoldModel], value: dict[Any, Any]
+) -> None:
+    # pydantic-core gives a nested model's members as keywords: a bare TypeError before.
+    with pytest.raises(InvalidModelError, match="expected objects with str keys"):
+        cls.model_validate(value)

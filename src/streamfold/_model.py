@@ -34,6 +34,13 @@ def _translate(model: str, exc: ValidationError) -> StreamfoldError:
     return InvalidModelError(model, problems)
 
 
+def _key_error(model: str, exc: TypeError) -> StreamfoldError:
+    # pydantic-core passes an object's members to a nested model as keywords: a dict with a
+    # key that is not a str (input from outside, never a bug of ours) fails there as a bare
+    # TypeError before any validator can name it.
+    return InvalidModelError(model, [f"(value): expected objects with str keys ({exc})"])
+
+
 class _AllFieldsSet(set[str]):
     """The fields set of every model `trusted` builds: all the class's fields, one set per
     class, so read-only (a change raises TypeError; a copy is a plain set, which is what
@@ -99,6 +106,8 @@ class StreamfoldModel(BaseModel):
             super().__init__(**data)
         except ValidationError as exc:
             raise _translate(type(self).__name__, exc) from exc
+        except TypeError as exc:
+            raise _key_error(type(self).__name__, exc) from exc
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
@@ -107,6 +116,8 @@ class StreamfoldModel(BaseModel):
             return super().model_validate(obj, *args, **kwargs)
         except ValidationError as exc:
             raise _translate(cls.__name__, exc) from exc
+        except TypeError as exc:
+            raise _key_error(cls.__name__, exc) from exc
 
     @classmethod
     def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
