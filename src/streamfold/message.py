@@ -288,7 +288,9 @@ def pending_approvals(content: Iterable[ContentPart]) -> list[str]:
         elif kind == "mcp_call":
             block = part.options.get("block")
             if isinstance(block, dict):
-                answered.add(block.get("approval_request_id"))
+                answered_id = block.get("approval_request_id")
+                if isinstance(answered_id, str):  # (any JSON from the wire: a list too)
+                    answered.add(answered_id)
     return [r for r in requested if r not in answered]
 
 

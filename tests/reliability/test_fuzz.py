@@ -127,6 +127,9 @@ def _sse_event(block: bytes) -> StreamEvent:
             name = value.decode("utf-8", "replace")
         elif key == b"data":
             data.append(value)
+        elif key == b"error":  # llama.cpp's own field: the framer reads an `error` event
+            name = "error"
+            data.append(value)
     if not data:
         return StreamEvent(block, name, None, is_json=False)  # a comment or a bare name
     text = b"\n".join(data)
