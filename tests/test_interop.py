@@ -659,3 +659,21 @@ def test_pydantic_ai_paused_anthropic_turn_is_suspended() -> None:
     back = to_pydantic_ai.from_model_response(data)
     assert (back.status, back.stop_reason) == ("complete", "pause")
     assert to_pydantic_ai.from_model_response(response) == message
+
+
+def test_a_library_message_that_says_stop_next_to_tool_calls_stops_with_tool_use() -> None:
+    # As the fold reads the stream such a message came from (OpenRouter's o3-mini says
+    # "stop" next to complete tool calls): an agent loop reading "stop" would show the call
+    # as the answer. The text before the call is narration; the raw word stays.
+    ai = AIMessage(
+        content="Let me check.",
+        tool_calls=[{"name": "f", "args": {"a": 1}, "id": "call_1"}],
+        response_metadata={"finish_reason": "stop", "model_provider": "openai"},
+    )
+    message = to_langchain.from_ai_message(ai)
+    assert (message.status, message.stop_reason, message.raw_stop_reason) == (
+        "complete",
+        "tool_use",
+        "stop",
+    )
+    assert [utterance(part) for part in message.content] == ["narration"]

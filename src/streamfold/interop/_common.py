@@ -15,7 +15,15 @@ from ..encoding import foreign
 from ..errors import InteropError, StreamfoldError, preview
 from ..fold import fold_message
 from ..limits import Limits
-from ..message import TURN_GOES_ON, Message, Status, StopReason, ToolCall, Usage
+from ..message import (
+    TURN_GOES_ON,
+    Message,
+    Status,
+    StopReason,
+    ToolCall,
+    Usage,
+    settled_stop_reason,
+)
 from ..parts import ContentPart, put_utterance, utterance
 
 Model = TypeVar("Model", bound=pydantic.BaseModel)
@@ -200,8 +208,16 @@ def build_message(
     usage: Usage | None,
     metadata: dict[str, Any],
 ) -> Message:
-    """A Message from its parts in stream order: each call's index is its place in it,
-    and the text is marked by the fold's rule (see `mark_utterances`)."""
+    """A Message from its parts in stream order: each call's index is its place in it, the
+    stop reason settled and the text marked by the fold's rules (`settled_stop_reason`,
+    `mark_utterances`): a library's message that says "stop" next to tool calls is read as
+    the fold reads the stream it came from."""
+    stop_reason = settled_stop_reason(
+        stop_reason,
+        status,
+        [item for item in order if isinstance(item, ToolCall)],
+        [item for item in order if isinstance(item, ContentPart)],
+    )
     content: list[ContentPart] = []
     calls: list[ToolCall] = []
     for i, item in enumerate(mark_utterances(order, status, stop_reason)):

@@ -488,8 +488,9 @@ def _citations(saved: list[Any]) -> list[Citation]:
     """streamfold's citations as saved in a dict that may come from anywhere."""
     try:
         return [Citation.model_validate(c) for c in saved]
-    except (pydantic.ValidationError, TypeError) as exc:
-        # TypeError: a dict whose keys are not strings, which no JSON text holds.
+    except (pydantic.ValidationError, StreamfoldError) as exc:
+        # The model's own refusal (a dict whose keys are not strings, which no JSON text
+        # holds, among them), named where streamfold's data keeps it.
         raise InteropError(
             "from_model_response", f"{_OURS}['parts'] citations", preview(str(exc))
         ) from None
