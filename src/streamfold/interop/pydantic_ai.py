@@ -38,6 +38,8 @@ What a round trip (`from_model_response(to_model_response(message))`) loses:
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 try:
@@ -262,6 +264,10 @@ class _Writer:
                     "provider_name": owner, "provider_details": details}  # fmt: skip
         if self.api == "openai-chat":
             signature = None  # OpenRouter's, which pydantic-ai's OpenAIChatModel does not read
+        if self.api == "bedrock" and signature is None:
+            # BedrockConverseModel names the provider only on signed reasoning (gpt-oss's
+            # has none): there is nothing only it can read.
+            return {"part_kind": "thinking", "content": item.content or "", "id": item_id}
         return {"part_kind": "thinking", "content": item.content or "", "id": item_id,
                 "signature": signature, "provider_name": self.name}  # fmt: skip
 
@@ -335,6 +341,12 @@ def _opaque(
         data = block.get("data")
         return {"part_kind": "thinking", "content": "", "id": kind, "provider_name": provider,
                 "signature": data if isinstance(data, str) else None}  # fmt: skip
+    redacted = _bedrock_redacted(kind, block)
+    if redacted is not None:
+        # As pydantic-ai's BedrockConverseModel writes it: the blob's bytes as text, which
+        # it encodes back into the blob it sends.
+        return {"part_kind": "thinking", "content": "", "id": "redacted_content",
+                "provider_name": provider, "signature": redacted}  # fmt: skip
     if kind == "compaction":
         return {"part_kind": "compaction", "content": _str(block.get("content")), **common}
     result_of = block.get("tool_use_id", options.get("tool_use_id"))
@@ -355,6 +367,20 @@ def _opaque(
         call["tool_call_id"] = call_id
         names[call_id] = call["tool_name"]
     return call
+
+
+def _bedrock_redacted(kind: str, block: dict[str, Any]) -> str | None:
+    """Bedrock's redacted reasoning as the text pydantic-ai keeps of it (boto3 hands the
+    blob over as bytes, which pydantic-ai decodes as UTF-8); None for a blob that is not
+    base64 of UTF-8 text, which goes as an opaque block."""
+    reasoning = block.get("reasoningContent")
+    data = reasoning.get("redactedContent") if isinstance(reasoning, dict) else None
+    if kind != "redactedContent" or not isinstance(data, str):
+        return None
+    try:
+        return base64.b64decode(data, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
 
 
 def _result_content(block: dict[str, Any]) -> Any:
@@ -589,6 +615,11 @@ def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
         return ContentPart(
             type="unsupported", options={"type": "redacted_thinking", "block": block}
         )
+    if kind == "thinking" and part.id == "redacted_content" and part.signature is not None:
+        # Bedrock's, as its Converse stream sent it: the blob in base64.
+        blob = base64.b64encode(part.signature.encode("utf-8")).decode("ascii")
+        block = {"reasoningContent": {"redactedContent": blob}}
+        return ContentPart(type="unsupported", options={"type": "redactedContent", "block": block})
     if kind == "thinking":
         if part.signature is not None:
             # A Responses reasoning item's encrypted content, else a signature.
