@@ -128,6 +128,8 @@ BEDROCK = {
     "bedrock/redacted-thinking-claude.ndjson": _CLAUDE,
     "bedrock/reasoning-empty-text-delta-gpt-oss.eventstream": "openai.gpt-oss-120b-1:0",
     "bedrock/reasoning-empty-text-delta-gpt-oss.ndjson": "openai.gpt-oss-120b-1:0",
+    "bedrock/server-tool-code-execution-nova2.eventstream": "amazon.nova-2-lite-v1:0",
+    "bedrock/server-tool-code-execution-nova2.ndjson": "amazon.nova-2-lite-v1:0",
 }
 CASES = (
     [("anthropic", r) for r in ANTHROPIC]
@@ -197,7 +199,7 @@ def _view(response: ModelResponse, kind: str, recording: str) -> dict[str, Any]:
         data.pop("canonical_system")
     for part, original in zip(data["parts"], response.parts, strict=True):
         part.pop("timestamp", None)
-        if part["part_kind"] == "tool-call":
+        if part["part_kind"] in ("tool-call", "builtin-tool-call"):
             part["args"] = original.args_as_dict()  # type: ignore[union-attr]
             if kind == "google":
                 part.pop("tool_call_id")
@@ -508,3 +510,8 @@ async def test_pydantic_ais_own_response_reads_back(
     if recording not in _STREAMED_ARGS:
         assert calls == [(c.name, c.arguments) for c in folded.tool_calls]
     assert back.stop_reason == folded.stop_reason
+    if kind == "bedrock":
+        # Nova's code execution and Claude's redacted reasoning: the Converse blocks whole.
+        assert [p.options for p in back.content if p.type == "unsupported"] == [
+            p.options for p in folded.content if p.type == "unsupported"
+        ]

@@ -221,7 +221,8 @@ class _Writer:
         )
         options = dict(item.options)
         if item.type == "unsupported":
-            return _opaque(item, options, self.name, self.names)
+            nova = _nova_code(options, self.name) if self.api == "bedrock" else None
+            return nova or _opaque(item, options, self.name, self.names)
         if item.type == "thinking":
             return self._thinking(item, order, i)
         return self._text(item)
@@ -367,6 +368,56 @@ def _opaque(
         call["tool_call_id"] = call_id
         names[call_id] = call["tool_name"]
     return call
+
+
+_NOVA_CODE = "nova_code_interpreter"
+_NOVA_RESULT = "nova_code_interpreter_result"
+_CODE_EXECUTION = "code_execution"  # pydantic-ai's CodeExecutionTool.kind
+
+
+def _nova_code(options: dict[str, Any], provider: str | None) -> dict[str, Any] | None:
+    """Nova's code interpreter call or result as pydantic-ai's BedrockConverseModel writes
+    it (which sends back only a `code_execution` part of its own provider); None for any
+    other block. The block itself is in the response's metadata."""
+    block = options.get("block")
+    block = block if isinstance(block, dict) else {}
+    use, result = block.get("toolUse"), block.get("toolResult")
+    common = {"tool_name": _CODE_EXECUTION, "provider_name": provider}
+    if isinstance(use, dict) and use.get("name") == _NOVA_CODE:
+        args, call_id = use.get("input"), use.get("toolUseId")
+        if isinstance(args, dict) and isinstance(call_id, str):
+            return {"part_kind": "builtin-tool-call", "args": args, "tool_call_id": call_id,
+                    **common}  # fmt: skip
+    if isinstance(result, dict) and result.get("type") == _NOVA_RESULT:
+        content, call_id = result.get("content"), result.get("toolUseId")
+        if isinstance(content, list) and isinstance(call_id, str):
+            first = content[0] if content and isinstance(content[0], dict) else {}
+            status = result.get("status")
+            return {"part_kind": "builtin-tool-return", "content": first.get("json"),
+                    "tool_call_id": call_id, "provider_details": {} if status is None
+                    else {"status": status}, **common}  # fmt: skip
+    return None
+
+
+def _nova_block(part: Any) -> ContentPart | None:
+    """pydantic-ai's BedrockConverseModel's code execution part as the Converse block it
+    read (the form the fold gives); None for any other part."""
+    if part.provider_name != "bedrock" or part.tool_name != _CODE_EXECUTION:
+        return None
+    call_id = part.tool_call_id
+    if part.part_kind == "builtin-tool-call":
+        use = {"name": _NOVA_CODE, "toolUseId": call_id, "type": "server_tool_use",
+               "input": part.args_as_dict()}  # fmt: skip
+        options = {"type": "server_tool_use", "id": call_id, "name": _NOVA_CODE,
+                   "block": {"toolUse": use}}  # fmt: skip
+        return ContentPart(type="unsupported", options=options)
+    result: dict[str, Any] = {"toolUseId": call_id, "type": _NOVA_RESULT,
+                              "content": [{"json": part.content}]}  # fmt: skip
+    status = (part.provider_details or {}).get("status")
+    if status is not None:
+        result["status"] = status
+    options = {"type": _NOVA_RESULT, "tool_use_id": call_id, "block": {"toolResult": result}}
+    return ContentPart(type="unsupported", options=options)
 
 
 def _bedrock_redacted(kind: str, block: dict[str, Any]) -> str | None:
@@ -554,9 +605,12 @@ def _saved(part: Any, keep: object) -> dict[str, Any] | None:
     if kind == "tool-call":
         return None
     if kind == "unsupported":
-        # Its block is read from the part itself, but for redacted thinking: pydantic-ai's
-        # form of it has no room for the block.
-        return keep if part.part_kind == "thinking" else None
+        # Its block is read from the part itself, but for redacted thinking and Nova's code
+        # execution: pydantic-ai's form of them has no room for the block.
+        native = part.part_kind in ("builtin-tool-call", "builtin-tool-return")
+        return keep if part.part_kind == "thinking" or native else None
+    if part.part_kind in ("builtin-tool-call", "builtin-tool-return"):
+        return None
     if (kind == "thinking") != (part.part_kind == "thinking"):
         return None
     return keep
@@ -580,6 +634,11 @@ def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
             status="complete",
             metadata=details,
         )
+    if saved is not None and saved.get("kind") == "unsupported":
+        options = dict_field("from_model_response", saved.get("options"), f"{_OURS}['parts']")
+        return ContentPart(type="unsupported", options=options)
+    if kind in ("builtin-tool-call", "builtin-tool-return"):
+        return _nova_block(part)
     if kind not in ("text", "thinking"):
         return None  # a part a provider's stream has no form for (a file, a native tool's)
     if saved is not None:
@@ -590,8 +649,6 @@ def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
                                described(cited))  # fmt: skip
         citations = _citations(cited)
         part_type = saved.get("kind")
-        if part_type == "unsupported":
-            return ContentPart(type="unsupported", options=options)
         if not isinstance(part_type, str):
             raise InteropError("from_model_response", f"{_OURS}['parts'] kind as a str",
                                described(part_type))  # fmt: skip
