@@ -2,7 +2,7 @@
 
 `to_model_response(message)` gives the `ModelResponse` pydantic-ai's own model for the
 stream's API builds (`AnthropicModel`, `OpenAIChatModel`, `OpenAIResponsesModel`,
-`GoogleModel`), validated by pydantic-ai's type adapter, its parts in the streamed order, so
+`GoogleModel`, `BedrockConverseModel`), validated by pydantic-ai's type adapter, its parts in the streamed order, so
 that the model sends it back as it sends its own:
 - the provider named as pydantic-ai names it (`PROVIDER_NAMES`; `provider_name=` for
   another, such as `"google-cloud"` or `"azure"`), with its `canonical_system` where
@@ -12,12 +12,14 @@ that the model sends it back as it sends its own:
   Gemini's thought signature in `provider_details`, citations as pydantic-ai's `citations`);
 - thinking: a `ThinkingPart` with its `signature` (a Responses reasoning item's encrypted
   content on its first part) and item `id`; redacted thinking as pydantic-ai's
-  `AnthropicModel` writes it (`id="redacted_thinking"`, the data as its signature);
+  `AnthropicModel` writes it (`id="redacted_thinking"`, the data as its signature), Bedrock's
+  as its `BedrockConverseModel` does (`id="redacted_content"`);
 - tool calls: `ToolCallPart` (arguments as a dict; the Responses item id as its `id`,
   Gemini's thought signature in `provider_details`);
 - tools the provider ran (server tools, built-in items, executed code): a
   `NativeToolCallPart` (the input as `args`) and its result a `NativeToolReturnPart`
-  (named after the call it answers), compaction a `CompactionPart`; any other opaque block
+  (named after the call it answers; Nova's code interpreter as `code_execution`, which
+  `BedrockConverseModel` sends back), compaction a `CompactionPart`; any other opaque block
   a `NativeToolCallPart` named after its type. The block itself is in `provider_details`,
   so it goes back whole;
 - usage as `RequestUsage` (reasoning tokens as `output_reasoning_tokens`), the finish
