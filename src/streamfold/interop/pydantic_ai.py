@@ -2,8 +2,8 @@
 
 `to_model_response(message)` gives the `ModelResponse` pydantic-ai's own model for the
 stream's API builds (`AnthropicModel`, `OpenAIChatModel`, `OpenAIResponsesModel`,
-`GoogleModel`, `BedrockConverseModel`), validated by pydantic-ai's type adapter, its parts in the streamed order, so
-that the model sends it back as it sends its own:
+`GoogleModel`, `BedrockConverseModel`), validated by pydantic-ai's type adapter, its parts
+in the streamed order, so that the model sends it back as it sends its own:
 - the provider named as pydantic-ai names it (`PROVIDER_NAMES`; `provider_name=` for
   another, such as `"google-cloud"` or `"azure"`), with its `canonical_system` where
   pydantic-ai writes one: pydantic-ai sends signatures and encrypted reasoning back only to
