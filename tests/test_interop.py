@@ -648,6 +648,27 @@ def test_pydantic_ai_saved_citation_with_a_non_string_key_is_an_interop_error() 
         to_pydantic_ai.from_model_response(earlier)
 
 
+def test_pydantic_ai_bedrock_redacted_blob_not_utf8_stays_a_block() -> None:
+    # BedrockConverseModel keeps a redacted blob as its bytes decoded as UTF-8 (Claude's
+    # are base64 text); a blob that is not goes as the opaque block, whole.
+    message = MESSAGES["bedrock/redacted-thinking-claude.ndjson"]
+    blob = "//79AA=="  # the bytes ff fe fd 00: not UTF-8
+    first = message.content[0]
+    assert first.options["type"] == "redactedContent"
+    odd = first.model_copy(
+        update={
+            "options": {**first.options, "block": {"reasoningContent": {"redactedContent": blob}}}
+        }
+    )
+    changed = message.model_copy(update={"content": [odd, *message.content[1:]]})
+    response = to_pydantic_ai.to_model_response(changed)
+    kept = response.parts[0]
+    assert kept.part_kind == "builtin-tool-call"
+    assert kept.provider_details == odd.options
+    assert response.parts[1].part_kind == "thinking" and response.parts[1].id == "redacted_content"
+    assert to_pydantic_ai.from_model_response(response).content == changed.content
+
+
 def test_pydantic_ai_paused_anthropic_turn_is_suspended() -> None:
     # pydantic-ai's AnthropicModel marks a `pause_turn` response `suspended` (it streamed
     # this recording so, with its web search tool on), and continues it on the next request.

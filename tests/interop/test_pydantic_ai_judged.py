@@ -1,7 +1,8 @@
 """`interop.pydantic_ai` judged by pydantic-ai's own models.
 
-pydantic-ai's `AnthropicModel`, `OpenAIChatModel`, `OpenAIResponsesModel` and `GoogleModel`
-each stream a real recording from `streamfold serve` and build their own `ModelResponse`.
+pydantic-ai's `AnthropicModel`, `OpenAIChatModel`, `OpenAIResponsesModel`, `GoogleModel` and
+`BedrockConverseModel` each stream a real recording from `streamfold serve` and build their
+own `ModelResponse`.
 For the same recording:
 
 (a) `to_model_response(fold_message(recording))` equals pydantic-ai's own response, but for
@@ -10,7 +11,8 @@ For the same recording:
 (b) the next request each model builds from a history holding ours equals the request it
     builds from a history holding its own (captured at the server's HTTP end): thinking
     with its signature, reasoning with its encrypted content and item id, Gemini's thought
-    signatures, tool calls and their results.
+    signatures, Bedrock's redacted reasoning, tool calls and their results;
+(c) `from_model_response` on pydantic-ai's own response gives the folded Message.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ pytest.importorskip("starlette")
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
 genai = pytest.importorskip("google.genai")
+botocore_session = pytest.importorskip("botocore.session")
 
 from pydantic_ai.exceptions import ModelAPIError  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
@@ -107,11 +110,33 @@ GEMINI = [
     "gemini/function-call-streamed-args.sse",
     "gemini/vertex-text-flex.sse",
 ]
+# The Converse stream names no model: each recording is asked of the model that made it,
+# as pydantic-ai's BedrockConverseModel decides by the model's name what it sends back
+# (a Claude model's thinking signatures and redacted reasoning; others' thinking as text).
+_CLAUDE = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+_NOVA = "amazon.nova-micro-v1:0"
+BEDROCK = {
+    "bedrock/text-nova-micro.eventstream": _NOVA,
+    "bedrock/text-nova-micro.ndjson": _NOVA,
+    "bedrock/text-then-tool-use-nova.eventstream": _NOVA,
+    "bedrock/text-then-tool-use-nova.ndjson": _NOVA,
+    "bedrock/tool-call.ndjson": _NOVA,
+    "bedrock/thinking-signature-claude.eventstream": _CLAUDE,
+    "bedrock/thinking-signature-claude.ndjson": _CLAUDE,
+    "bedrock/reasoning-signature.ndjson": _CLAUDE,
+    "bedrock/redacted-thinking-claude.eventstream": _CLAUDE,
+    "bedrock/redacted-thinking-claude.ndjson": _CLAUDE,
+    "bedrock/reasoning-empty-text-delta-gpt-oss.eventstream": "openai.gpt-oss-120b-1:0",
+    "bedrock/reasoning-empty-text-delta-gpt-oss.ndjson": "openai.gpt-oss-120b-1:0",
+    "bedrock/server-tool-code-execution-nova2.eventstream": "amazon.nova-2-lite-v1:0",
+    "bedrock/server-tool-code-execution-nova2.ndjson": "amazon.nova-2-lite-v1:0",
+}
 CASES = (
     [("anthropic", r) for r in ANTHROPIC]
     + [("chat", r) for r in CHAT]
     + [("responses", r) for r in RESPONSES]
     + [("google", r) for r in GEMINI]
+    + [("bedrock", r) for r in BEDROCK]
 )
 
 # Anthropic's web search and web fetch: the next request only is judged (the parts hold
@@ -145,6 +170,10 @@ DIFFERENCES = {
     "it in, as every other provider does, pydantic-ai copies xAI's",
     "Gemini streamed function call arguments": "pydantic-ai's GoogleModel reads a call whose "
     "arguments Gemini streams in pieces (partialArgs) as {}; streamfold keeps them",
+    "Bedrock model_name, canonical_system": "the Converse stream names no model: "
+    "BedrockConverseModel writes the one it asked for, and `anthropic` as a Claude model's "
+    "canonical system; streamfold writes neither, and BedrockConverseModel sends the "
+    "signatures back as it sends its own",
 }
 # Recordings pydantic-ai's models read nothing of: not judged here.
 #  - openai-responses/custom-tool-call.sse: OpenAIResponsesModel drops a custom tool call it
@@ -165,9 +194,12 @@ def _view(response: ModelResponse, kind: str, recording: str) -> dict[str, Any]:
     data["usage"] = {k: v for k, v in data["usage"].items() if k in _USAGE_FIELDS}
     if recording.startswith("xai/") and kind == "chat":
         data["usage"].pop("output_tokens")
+    if kind == "bedrock":
+        data.pop("model_name")
+        data.pop("canonical_system")
     for part, original in zip(data["parts"], response.parts, strict=True):
         part.pop("timestamp", None)
-        if part["part_kind"] == "tool-call":
+        if part["part_kind"] in ("tool-call", "builtin-tool-call"):
             part["args"] = original.args_as_dict()  # type: ignore[union-attr]
             if kind == "google":
                 part.pop("tool_call_id")
@@ -227,6 +259,8 @@ Closer = Callable[[], Awaitable[None]]
 
 def _model(kind: str, base_url: str, headers: dict[str, str]) -> tuple[Model, Closer]:
     """pydantic-ai's own model for `kind`, its SDK client pointed at the server."""
+    if kind == "bedrock":
+        return _bedrock(base_url, headers)
     if kind in ("chat", "responses"):
         from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
         from pydantic_ai.providers.openai import OpenAIProvider
@@ -265,6 +299,31 @@ def _model(kind: str, base_url: str, headers: dict[str, str]) -> tuple[Model, Cl
         gemini.close()
 
     return GoogleModel("gemini-2.5-pro", provider=GoogleProvider(client=gemini)), close
+
+
+def _bedrock(base_url: str, headers: dict[str, str]) -> tuple[Model, Closer]:
+    from pydantic_ai.models.bedrock import BedrockConverseModel
+    from pydantic_ai.providers.bedrock import BedrockProvider
+
+    client = botocore_session.get_session().create_client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=base_url,
+        aws_access_key_id="streamfold",
+        aws_secret_access_key="streamfold",
+    )
+
+    def add_headers(request: Any, **_: Any) -> None:
+        for name, value in headers.items():
+            request.headers[name] = value
+
+    client.meta.events.register("before-sign.bedrock-runtime.*", add_headers)
+    model_id = BEDROCK[headers["x-streamfold-recording"]]
+
+    async def close() -> None:
+        client.close()
+
+    return BedrockConverseModel(model_id, provider=BedrockProvider(bedrock_client=client)), close
 
 
 async def _stream(
@@ -451,3 +510,8 @@ async def test_pydantic_ais_own_response_reads_back(
     if recording not in _STREAMED_ARGS:
         assert calls == [(c.name, c.arguments) for c in folded.tool_calls]
     assert back.stop_reason == folded.stop_reason
+    if kind == "bedrock":
+        # Nova's code execution and Claude's redacted reasoning: the Converse blocks whole.
+        assert [p.options for p in back.content if p.type == "unsupported"] == [
+            p.options for p in folded.content if p.type == "unsupported"
+        ]

@@ -2,8 +2,8 @@
 
 `to_model_response(message)` gives the `ModelResponse` pydantic-ai's own model for the
 stream's API builds (`AnthropicModel`, `OpenAIChatModel`, `OpenAIResponsesModel`,
-`GoogleModel`), validated by pydantic-ai's type adapter, its parts in the streamed order, so
-that the model sends it back as it sends its own:
+`GoogleModel`, `BedrockConverseModel`), validated by pydantic-ai's type adapter, its parts
+in the streamed order, so that the model sends it back as it sends its own:
 - the provider named as pydantic-ai names it (`PROVIDER_NAMES`; `provider_name=` for
   another, such as `"google-cloud"` or `"azure"`), with its `canonical_system` where
   pydantic-ai writes one: pydantic-ai sends signatures and encrypted reasoning back only to
@@ -12,12 +12,14 @@ that the model sends it back as it sends its own:
   Gemini's thought signature in `provider_details`, citations as pydantic-ai's `citations`);
 - thinking: a `ThinkingPart` with its `signature` (a Responses reasoning item's encrypted
   content on its first part) and item `id`; redacted thinking as pydantic-ai's
-  `AnthropicModel` writes it (`id="redacted_thinking"`, the data as its signature);
+  `AnthropicModel` writes it (`id="redacted_thinking"`, the data as its signature), Bedrock's
+  as its `BedrockConverseModel` does (`id="redacted_content"`);
 - tool calls: `ToolCallPart` (arguments as a dict; the Responses item id as its `id`,
   Gemini's thought signature in `provider_details`);
 - tools the provider ran (server tools, built-in items, executed code): a
   `NativeToolCallPart` (the input as `args`) and its result a `NativeToolReturnPart`
-  (named after the call it answers), compaction a `CompactionPart`; any other opaque block
+  (named after the call it answers; Nova's code interpreter as `code_execution`, which
+  `BedrockConverseModel` sends back), compaction a `CompactionPart`; any other opaque block
   a `NativeToolCallPart` named after its type. The block itself is in `provider_details`,
   so it goes back whole;
 - usage as `RequestUsage` (reasoning tokens as `output_reasoning_tokens`), the finish
@@ -38,6 +40,8 @@ What a round trip (`from_model_response(to_model_response(message))`) loses:
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 try:
@@ -219,7 +223,8 @@ class _Writer:
         )
         options = dict(item.options)
         if item.type == "unsupported":
-            return _opaque(item, options, self.name, self.names)
+            nova = _nova_code(options, self.name) if self.api == "bedrock" else None
+            return nova or _opaque(item, options, self.name, self.names)
         if item.type == "thinking":
             return self._thinking(item, order, i)
         return self._text(item)
@@ -262,6 +267,10 @@ class _Writer:
                     "provider_name": owner, "provider_details": details}  # fmt: skip
         if self.api == "openai-chat":
             signature = None  # OpenRouter's, which pydantic-ai's OpenAIChatModel does not read
+        if self.api == "bedrock" and signature is None:
+            # BedrockConverseModel names the provider only on signed reasoning (gpt-oss's
+            # has none): there is nothing only it can read.
+            return {"part_kind": "thinking", "content": item.content or "", "id": item_id}
         return {"part_kind": "thinking", "content": item.content or "", "id": item_id,
                 "signature": signature, "provider_name": self.name}  # fmt: skip
 
@@ -335,6 +344,12 @@ def _opaque(
         data = block.get("data")
         return {"part_kind": "thinking", "content": "", "id": kind, "provider_name": provider,
                 "signature": data if isinstance(data, str) else None}  # fmt: skip
+    redacted = _bedrock_redacted(kind, block)
+    if redacted is not None:
+        # As pydantic-ai's BedrockConverseModel writes it: the blob's bytes as text, which
+        # it encodes back into the blob it sends.
+        return {"part_kind": "thinking", "content": "", "id": "redacted_content",
+                "provider_name": provider, "signature": redacted}  # fmt: skip
     if kind == "compaction":
         return {"part_kind": "compaction", "content": _str(block.get("content")), **common}
     result_of = block.get("tool_use_id", options.get("tool_use_id"))
@@ -355,6 +370,70 @@ def _opaque(
         call["tool_call_id"] = call_id
         names[call_id] = call["tool_name"]
     return call
+
+
+_NOVA_CODE = "nova_code_interpreter"
+_NOVA_RESULT = "nova_code_interpreter_result"
+_CODE_EXECUTION = "code_execution"  # pydantic-ai's CodeExecutionTool.kind
+
+
+def _nova_code(options: dict[str, Any], provider: str | None) -> dict[str, Any] | None:
+    """Nova's code interpreter call or result as pydantic-ai's BedrockConverseModel writes
+    it (which sends back only a `code_execution` part of its own provider); None for any
+    other block. The block itself is in the response's metadata."""
+    block = options.get("block")
+    block = block if isinstance(block, dict) else {}
+    use, result = block.get("toolUse"), block.get("toolResult")
+    common = {"tool_name": _CODE_EXECUTION, "provider_name": provider}
+    if isinstance(use, dict) and use.get("name") == _NOVA_CODE:
+        args, call_id = use.get("input"), use.get("toolUseId")
+        if isinstance(args, dict) and isinstance(call_id, str):
+            return {"part_kind": "builtin-tool-call", "args": args, "tool_call_id": call_id,
+                    **common}  # fmt: skip
+    if isinstance(result, dict) and result.get("type") == _NOVA_RESULT:
+        content, call_id = result.get("content"), result.get("toolUseId")
+        if isinstance(content, list) and isinstance(call_id, str):
+            first = content[0] if content and isinstance(content[0], dict) else {}
+            status = result.get("status")
+            return {"part_kind": "builtin-tool-return", "content": first.get("json"),
+                    "tool_call_id": call_id, "provider_details": {} if status is None
+                    else {"status": status}, **common}  # fmt: skip
+    return None
+
+
+def _nova_block(part: Any) -> ContentPart | None:
+    """pydantic-ai's BedrockConverseModel's code execution part as the Converse block it
+    read (the form the fold gives); None for any other part."""
+    if part.provider_name != "bedrock" or part.tool_name != _CODE_EXECUTION:
+        return None
+    call_id = part.tool_call_id
+    if part.part_kind == "builtin-tool-call":
+        use = {"name": _NOVA_CODE, "toolUseId": call_id, "type": "server_tool_use",
+               "input": part.args_as_dict()}  # fmt: skip
+        options = {"type": "server_tool_use", "id": call_id, "name": _NOVA_CODE,
+                   "block": {"toolUse": use}}  # fmt: skip
+        return ContentPart(type="unsupported", options=options)
+    result: dict[str, Any] = {"toolUseId": call_id, "type": _NOVA_RESULT,
+                              "content": [{"json": part.content}]}  # fmt: skip
+    status = (part.provider_details or {}).get("status")
+    if status is not None:
+        result["status"] = status
+    options = {"type": _NOVA_RESULT, "tool_use_id": call_id, "block": {"toolResult": result}}
+    return ContentPart(type="unsupported", options=options)
+
+
+def _bedrock_redacted(kind: str, block: dict[str, Any]) -> str | None:
+    """Bedrock's redacted reasoning as the text pydantic-ai keeps of it (boto3 hands the
+    blob over as bytes, which pydantic-ai decodes as UTF-8); None for a blob that is not
+    base64 of UTF-8 text, which goes as an opaque block."""
+    reasoning = block.get("reasoningContent")
+    data = reasoning.get("redactedContent") if isinstance(reasoning, dict) else None
+    if kind != "redactedContent" or not isinstance(data, str):
+        return None
+    try:
+        return base64.b64decode(data, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
 
 
 def _result_content(block: dict[str, Any]) -> Any:
@@ -529,9 +608,12 @@ def _saved(part: Any, keep: object) -> dict[str, Any] | None:
     if kind == "tool-call":
         return None
     if kind == "unsupported":
-        # Its block is read from the part itself, but for redacted thinking: pydantic-ai's
-        # form of it has no room for the block.
-        return keep if part.part_kind == "thinking" else None
+        # Its block is read from the part itself, but for redacted thinking and Nova's code
+        # execution: pydantic-ai's form of them has no room for the block.
+        native = part.part_kind in ("builtin-tool-call", "builtin-tool-return")
+        return keep if part.part_kind == "thinking" or native else None
+    if part.part_kind in ("builtin-tool-call", "builtin-tool-return"):
+        return None
     if (kind == "thinking") != (part.part_kind == "thinking"):
         return None
     return keep
@@ -555,6 +637,11 @@ def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
             status="complete",
             metadata=details,
         )
+    if saved is not None and saved.get("kind") == "unsupported":
+        options = dict_field("from_model_response", saved.get("options"), f"{_OURS}['parts']")
+        return ContentPart(type="unsupported", options=options)
+    if kind in ("builtin-tool-call", "builtin-tool-return"):
+        return _nova_block(part)
     if kind not in ("text", "thinking"):
         return None  # a part a provider's stream has no form for (a file, a native tool's)
     if saved is not None:
@@ -565,8 +652,6 @@ def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
                                described(cited))  # fmt: skip
         citations = _citations(cited)
         part_type = saved.get("kind")
-        if part_type == "unsupported":
-            return ContentPart(type="unsupported", options=options)
         if not isinstance(part_type, str):
             raise InteropError("from_model_response", f"{_OURS}['parts'] kind as a str",
                                described(part_type))  # fmt: skip
@@ -590,6 +675,11 @@ def _item(part: Any, keep: object = None) -> ContentPart | ToolCall | None:
         return ContentPart(
             type="unsupported", options={"type": "redacted_thinking", "block": block}
         )
+    if kind == "thinking" and part.id == "redacted_content" and part.signature is not None:
+        # Bedrock's, as its Converse stream sent it: the blob in base64.
+        blob = base64.b64encode(part.signature.encode("utf-8")).decode("ascii")
+        block = {"reasoningContent": {"redactedContent": blob}}
+        return ContentPart(type="unsupported", options={"type": "redactedContent", "block": block})
     if kind == "thinking":
         if part.signature is not None:
             # A Responses reasoning item's encrypted content, else a signature.
