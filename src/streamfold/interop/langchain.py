@@ -71,6 +71,12 @@ _LANGCHAIN_ERRORS = (TypeError, ValueError, KeyError, AttributeError)
 
 # The model_provider LangChain's own chat models write, by the provider streamfold folded.
 _PROVIDERS = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai"}
+# The model_provider of the chat models whose messages hold the standard blocks written here:
+# ChatGoogleGenerativeAI and ChatBedrockConverse replay a message as their own only under it
+# (a Gemini reasoning block goes back as a thought with its signature, not as answer text).
+_OWN_BLOCK_PROVIDERS = {"gemini": "google_genai", "bedrock": "bedrock_converse"}
+# Where langchain-google-genai keeps the function calls' thought signatures.
+_GEMINI_CALL_SIGNATURES = "__gemini_function_call_thought_signatures__"
 
 # A provider's finish reason as LangChain's chat models pass it on (OpenAI's or Anthropic's).
 _FINISH: dict[str, tuple[StopReason, Status]] = {**CHAT_FINISH, **ANTHROPIC_STOP}
@@ -84,7 +90,8 @@ def to_ai_message(message: Message) -> AIMessage:
     provider = _PROVIDERS.get(str(message.metadata.get("provider")))
     blocks = None if provider is None else _translated(message, provider, calls)
     if blocks is None:
-        provider, blocks = None, _own_blocks(message)
+        provider = _OWN_BLOCK_PROVIDERS.get(str(message.metadata.get("provider")))
+        blocks = _own_blocks(message)
     usage = message.usage
     meta = {k: v for k, v in message.metadata.items() if k not in ("id", "model")}
     response_metadata: dict[str, Any] = {
@@ -111,6 +118,10 @@ def to_ai_message(message: Message) -> AIMessage:
         "tool_calls": calls,
         "response_metadata": response_metadata,
     }
+    if provider == "google_genai":
+        signed = _call_signatures(message, calls)
+        if signed:
+            data["additional_kwargs"] = {_GEMINI_CALL_SIGNATURES: signed}
     message_id = message.metadata.get("id")
     if isinstance(message_id, str):
         data["id"] = message_id
@@ -120,6 +131,16 @@ def to_ai_message(message: Message) -> AIMessage:
         return AIMessage.model_validate(data)
     except ValidationError as exc:  # a value LangChain's model refuses
         raise InteropError("to_ai_message", "a Message LangChain can hold", str(exc)) from None
+
+
+def _call_signatures(message: Message, calls: list[dict[str, Any]]) -> dict[str, str]:
+    """Each Gemini function call's thought signature by its call id, where
+    ChatGoogleGenerativeAI keeps them (and reads them back: Gemini refuses a function call
+    of a thinking model sent back without its signature)."""
+    items = [item for item in message.stream_order() if isinstance(item, ToolCall)]
+    return {call["id"]: item.metadata["thought_signature"]
+            for item, call in zip(items, calls, strict=True)
+            if isinstance(item.metadata.get("thought_signature"), str)}  # fmt: skip
 
 
 def _tool_call(call: ToolCall, i: int) -> dict[str, Any]:
@@ -141,6 +162,8 @@ def _provider_metadata(message: Message, provider: str | None) -> dict[str, Any]
     raw = message.raw_stop_reason
     if provider == "anthropic":
         return {"stop_reason": raw, "stop_sequence": None}
+    if provider == "bedrock_converse":
+        return {"stopReason": raw}
     if message.metadata.get("provider") == "openai-responses":
         out: dict[str, Any] = {"status": raw} if raw is not None else {}
         if isinstance(message.metadata.get("id"), str):
@@ -394,9 +417,8 @@ def from_ai_message(message: AIMessage | dict[str, Any]) -> Message:
 def _read(message: AIMessage) -> Message:
     response = dict_field("from_ai_message", message.response_metadata, "response_metadata")
     ours = dict_field("from_ai_message", response.get("streamfold"), _OURS)
-    raw_stop = ours.get(
-        "raw_stop_reason", response.get("finish_reason", response.get("stop_reason"))
-    )
+    named = (response.get(k) for k in ("finish_reason", "stop_reason", "stopReason"))
+    raw_stop = ours.get("raw_stop_reason", next((v for v in named if v is not None), None))
     raw_stop = raw_stop if isinstance(raw_stop, str) else None
     unknown: tuple[StopReason | None, Status] = (None, "complete")
     stop_read, status_read = _FINISH.get(raw_stop or "", unknown)
