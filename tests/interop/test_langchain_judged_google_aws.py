@@ -64,11 +64,19 @@ DIFFERENCES: dict[str, str] = {
     "trailing newline": "ChatGoogleGenerativeAI strips the trailing newlines of a text part "
     "in a whole (non-streamed) answer, not in a streamed one; streamfold keeps the text as "
     "it streamed.",
-    "Gemini server tools": "Gemini's executed code and its result, and server tool calls "
-    "(file search), are held by ChatGoogleGenerativeAI as its own blocks "
-    "(executable_code, code_execution_result, a non_standard server_tool_call); streamfold "
-    "writes server_tool_call / non_standard blocks of its own, which ChatGoogleGenerativeAI "
-    "does not send back.",
+    "server tool extras": "streamfold's server tool blocks keep Gemini's part whole in "
+    "extras (type, block, id), for from_ai_message; ChatGoogleGenerativeAI sends no extras.",
+    "code execution ids": "ChatGoogleGenerativeAI's message here gives the executed code an "
+    "id of its own making (a uuid) and links no result to it; streamfold writes Gemini's "
+    "id on both. Neither goes into the next request.",
+    "Gemini file search": "a file search's toolCall and toolResponse parts: "
+    "ChatGoogleGenerativeAI holds the call as a non_standard block and sends it back as a "
+    "code execution result ('{}'), which it was not; streamfold writes them as "
+    "server_tool_call / server_tool_result blocks, which do not go back.",
+    "grounding citations": "streamfold writes Gemini's grounding supports as citations on "
+    "the text; ChatGoogleGenerativeAI's message has none (it reads groundingMetadata into "
+    "citations only for an answer held as one string). Citations do not go into the next "
+    "request.",
     "Nova thinking tags": "ChatBedrockConverse reads Nova's inline <thinking>...</thinking> "
     "text as a reasoning block (left out of the next request); streamfold keeps it as "
     "the text that streamed, marked as narration, and it goes back as text.",
@@ -82,15 +90,14 @@ DIFFERENCES: dict[str, str] = {
 
 REQUEST_DIFFERENCES: dict[str, str] = {
     "trailing newline": DIFFERENCES["trailing newline"],
-    "Gemini server tools": DIFFERENCES["Gemini server tools"],
+    "Gemini file search": DIFFERENCES["Gemini file search"],
     "Nova thinking tags": DIFFERENCES["Nova thinking tags"],
     "Bedrock server tools": DIFFERENCES["Bedrock server tools"],
 }
 
 # Recordings whose content differs in one of the named ways (and only there).
 CONTENT_DIFFERS: dict[str, str] = {
-    "gemini/code-execution.sse": "Gemini server tools",
-    "gemini/file-search-toolcall-toolresponse.sse": "Gemini server tools",
+    "gemini/file-search-toolcall-toolresponse.sse": "Gemini file search",
     "gemini/text-2.0-flash.sse": "trailing newline",
     "bedrock/text-then-tool-use-nova.ndjson": "Nova thinking tags",
     "bedrock/text-then-tool-use-nova.eventstream": "Nova thinking tags",
@@ -116,18 +123,31 @@ def _drop_zero_details(usage: dict[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
-def _plain_blocks(content: Any) -> Any:
-    """The blocks without streamfold's extras on text and tool calls (utterance markers,
-    tool call extras)."""
+_OUR_EXTRAS = {
+    "text": {"utterance", "utterance_inferred"},  # utterance markers
+    "tool_call": {"thought_signature", "generated_id"},  # tool call extras
+    "server_tool_call": {"type", "block", "id"},  # server tool extras
+    "server_tool_result": {"type", "block", "id"},
+}
+
+
+def _plain_blocks(content: Any, theirs: Any, gemini: bool) -> Any:
+    """Our blocks without streamfold's own extras, and with the library's own code
+    execution ids (code execution ids)."""
+    their_ids = [b["id"] for b in theirs if b.get("type") == "server_tool_call"]
     out = []
     for block in content:
         block = dict(block)
-        if block.get("type") in ("text", "tool_call"):
-            extras = {k: v for k, v in block.pop("extras", {}).items()
-                      if k not in ("utterance", "utterance_inferred", "thought_signature",
-                                   "generated_id")}  # fmt: skip
-            if extras:
-                block["extras"] = extras
+        drop = _OUR_EXTRAS.get(block["type"], set())
+        extras = {k: v for k, v in block.pop("extras", {}).items() if k not in drop}
+        if extras:
+            block["extras"] = extras
+        if block["type"] == "server_tool_call" and block["name"] == "code_interpreter":
+            block["id"] = their_ids.pop(0) if their_ids else block["id"]
+        if block["type"] == "server_tool_result" and "outcome" in extras:
+            block["tool_call_id"] = ""
+        if gemini and block["type"] == "text":  # grounding citations
+            block.pop("annotations", None)
         out.append(block)
     return out
 
@@ -144,7 +164,7 @@ def comparable(ours: AIMessage, theirs: AIMessage, rel: str) -> tuple[dict[str, 
         t["response_metadata"].pop("model_name", None)
     o["usage_metadata"] = _drop_zero_details(o["usage_metadata"])  # zero usage details
     t["usage_metadata"] = _drop_zero_details(t["usage_metadata"])
-    o["content"] = _plain_blocks(o["content"])  # utterance markers, tool call extras
+    o["content"] = _plain_blocks(o["content"], t["content"], rel.startswith("gemini/"))
     t["additional_kwargs"].pop("function_call", None)  # legacy function_call
     if rel in CONTENT_DIFFERS:  # the named content differences
         o["content"] = t["content"] = None
@@ -219,3 +239,62 @@ def test_ours_is_the_librarys_own_message_and_builds_its_next_request(
         mine[1] = their[1] = None
     assert mine == their
     assert from_ai_message(ours).content == fold_message(read(rel)).content
+
+
+# --- what goes back, named -------------------------------------------------------------------
+
+
+def _sent(base_url: str, rel: str) -> list[Any]:
+    """The answer's turn in the next request built from ours."""
+    message = to_ai_message(fold_message(read(rel)))
+    return list(request(chat_model(base_url, rel), message)[1]["parts"])
+
+
+def test_chatgooglegenerativeai_sends_each_function_call_with_its_signature(
+    base_url: str,
+) -> None:
+    # Gemini refuses a thinking model's function call sent back without its signature.
+    rel = "gemini/function-call-streamed-args.sse"
+    calls = fold_message(read(rel)).tool_calls
+    sent = [p for p in _sent(base_url, rel) if "function_call" in p]
+    assert [p["function_call"]["name"] for p in sent] == [c.name for c in calls]
+    signature = calls[0].metadata["thought_signature"]
+    assert sent[0]["thought_signature"] == signature.replace("+", "-").replace("/", "_")
+    assert "thought_signature" not in sent[1]  # the second call came unsigned
+
+
+def test_chatgooglegenerativeai_sends_no_thought_back_as_answer_text(base_url: str) -> None:
+    rel = "gemini/thought-parts-signature.sse"
+    message = fold_message(read(rel))
+    thought = next(p for p in message.content if p.type == "thinking")
+    sent = _sent(base_url, rel)
+    assert all(thought.content not in p.get("text", "") for p in sent)
+    assert [p["text"] for p in sent if p.get("text")] == [
+        p.content for p in message.content if p.type == "text" and p.content
+    ]
+
+
+def test_chatgooglegenerativeai_sends_the_executed_code_and_its_result_back(
+    base_url: str,
+) -> None:
+    rel = "gemini/code-execution.sse"
+    sent = _sent(base_url, rel)
+    assert [next(iter(p)) for p in sent[:2]] == ["executable_code", "code_execution_result"]
+    assert sent[1]["code_execution_result"]["output"] == "-428330955.97745\n"
+
+
+def test_serves_whole_gemini_answer_counts_the_thoughts_once(base_url: str) -> None:
+    # Gemini's candidates count leaves the thoughts out; its total holds them once.
+    rel = "gemini/thought-parts-signature.sse"
+    usage = fold_message(read(rel)).usage
+    assert usage is not None and usage.reasoning_tokens
+    theirs = chat_model(base_url, rel).invoke([HumanMessage("hi")])
+    assert isinstance(theirs, AIMessage) and theirs.usage_metadata is not None
+    assert theirs.usage_metadata["total_tokens"] == usage.raw["totalTokenCount"]
+    assert theirs.usage_metadata["output_tokens"] == usage.output_tokens
+
+
+def test_the_docs_page_lists_every_difference() -> None:
+    page = (TESTS.parent / "docs" / "adapters" / "langchain.md").read_text()
+    for name in [*DIFFERENCES, *REQUEST_DIFFERENCES]:
+        assert name in page, name

@@ -91,7 +91,7 @@ def to_ai_message(message: Message) -> AIMessage:
     blocks = None if provider is None else _translated(message, provider, calls)
     if blocks is None:
         provider = _OWN_BLOCK_PROVIDERS.get(str(message.metadata.get("provider")))
-        blocks = _own_blocks(message)
+        blocks = _own_blocks(message, gemini=provider == "google_genai")
     usage = message.usage
     meta = {k: v for k, v in message.metadata.items() if k not in ("id", "model")}
     response_metadata: dict[str, Any] = {
@@ -289,7 +289,7 @@ def _uncarried(message: Message) -> list[ContentPart]:
     return [p for p in message.content if p.type == "thinking"]
 
 
-def _own_blocks(message: Message) -> list[dict[str, Any]]:
+def _own_blocks(message: Message, *, gemini: bool = False) -> list[dict[str, Any]]:
     """Standard blocks written here, for a provider with no LangChain translator here."""
     blocks: list[dict[str, Any]] = []
     for i, item in enumerate(message.stream_order()):
@@ -298,9 +298,43 @@ def _own_blocks(message: Message) -> list[dict[str, Any]]:
             if item.metadata:
                 call["extras"] = dict(item.metadata)
             blocks.append(call)
+        elif gemini and item.type == "unsupported":
+            blocks.append(_gemini_block(item))
         else:
             blocks.append(_own_block(item))
     return blocks
+
+
+def _gemini_block(part: ContentPart) -> dict[str, Any]:
+    """A Gemini part of its own kind as ChatGoogleGenerativeAI holds it: executed code and
+    its result as the server tool blocks langchain-core's google_genai translator writes
+    (they go back as Gemini's executableCode and codeExecutionResult parts); any other
+    (a file search's toolCall, toolResponse) as a server tool block, which goes nowhere,
+    where a `non_standard` one would be sent back raw and refused by ChatGoogleGenerativeAI.
+    """
+    options = dict(part.options)
+    kind, block = options.get("type"), options.get("block")
+    inner = block.get(str(kind)) if isinstance(block, dict) else None
+    inner = inner if isinstance(inner, dict) else {}
+    call_id = options.get("id", inner.get("id", ""))
+    call_id = call_id if isinstance(call_id, str) else ""
+    if kind == "executableCode":
+        code, language = inner.get("code", ""), inner.get("language", "")
+        return {"type": "server_tool_call", "id": call_id, "name": "code_interpreter",
+                "args": {"code": code, "language": language}, "extras": options}  # fmt: skip
+    if kind in ("codeExecutionResult", "toolResponse"):
+        ok = inner.get("outcome", "OUTCOME_OK") == "OUTCOME_OK"
+        extras: dict[str, Any] = {**options}
+        output: Any = inner.get("output", "") if kind == "codeExecutionResult" else inner
+        if kind == "codeExecutionResult":
+            # The keys ChatGoogleGenerativeAI reads to send the result back.
+            extras |= {"block_type": "code_execution_result", "outcome": 1 if ok else 2}
+        return {"type": "server_tool_result", "tool_call_id": call_id,
+                "status": "success" if ok else "error", "output": output,
+                "extras": extras}  # fmt: skip
+    name = inner.get("toolType", kind)
+    return {"type": "server_tool_call", "id": call_id, "args": {}, "extras": options,
+            "name": name if isinstance(name, str) else str(kind)}  # fmt: skip
 
 
 def _usage_metadata(usage: Usage) -> dict[str, Any]:
