@@ -15,7 +15,6 @@ whole answer. For the same recording:
 
 from __future__ import annotations
 
-import copy
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -152,7 +151,9 @@ def _plain_blocks(content: Any, theirs: Any, gemini: bool) -> Any:
     return out
 
 
-def comparable(ours: AIMessage, theirs: AIMessage, rel: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def comparable(
+    ours: AIMessage, theirs: AIMessage, rel: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Both messages' JSON with the listed differences taken out (and only those)."""
     o, t = ours.model_dump(mode="json"), theirs.model_dump(mode="json")
     o["response_metadata"].pop("streamfold")  # streamfold record
