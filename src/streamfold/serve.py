@@ -330,7 +330,9 @@ def gemini_response(message: Message, model: str) -> dict[str, Any]:
             "promptTokenCount": tokens(usage.input_tokens),
             # A Usage's output counts the thoughts; Gemini's candidates count leaves them
             # out (they come as thoughtsTokenCount) and its total holds them once.
-            "candidatesTokenCount": tokens(usage.output_tokens) - tokens(usage.reasoning_tokens),
+            "candidatesTokenCount": max(
+                0, tokens(usage.output_tokens) - tokens(usage.reasoning_tokens)
+            ),
             "totalTokenCount": usage.total_tokens,
         }
         if usage.reasoning_tokens:
