@@ -80,7 +80,8 @@ DIFFERENCES: dict[str, str] = {
     "text as a reasoning block (left out of the next request); streamfold keeps it as "
     "the text that streamed, marked as narration, and it goes back as text.",
     "Bedrock server tools": "ChatBedrockConverse holds a Nova server tool's use and result "
-    "as Anthropic-like non_standard blocks and sends them back as toolUse/toolResult; "
+    "as Anthropic-like non_standard blocks and sends them back as toolUse/toolResult "
+    "without the type that marks them as the server's; "
     "streamfold's server_tool_call / non_standard blocks are left out of the next request.",
     "redacted reasoning": "ChatBedrockConverse reads a redacted reasoning block as a "
     "reasoning block holding the redacted bytes in extras; streamfold keeps the block "
@@ -361,3 +362,16 @@ def test_the_docs_page_lists_every_stream_difference() -> None:
     page = (TESTS.parent / "docs" / "adapters" / "langchain.md").read_text()
     for name in [*STREAM_DIFFERENCES, *STREAM_LOSES, *STREAM_NOT_READ]:
         assert name in page, name
+
+
+def test_from_ai_message_reads_the_stop_reason_chatbedrockconverse_writes(base_url: str) -> None:
+    rel = "bedrock/tool-call.ndjson"
+    theirs = chat_model(base_url, rel).invoke([HumanMessage("hi")])
+    assert isinstance(theirs, AIMessage)
+    folded = fold_message(read(rel))
+    read_back = from_ai_message(theirs)
+    assert (read_back.raw_stop_reason, read_back.stop_reason) == (
+        folded.raw_stop_reason,
+        folded.stop_reason,
+    )
+    assert to_ai_message(folded).response_metadata["stopReason"] == folded.raw_stop_reason
