@@ -12,7 +12,13 @@ model builds from the same answer, so that it goes back as history as the model'
   reasoning items keep their id and encrypted content, message items their `phase`;
 - a message from another provider: standard blocks written here (text with citations,
   `reasoning` with its signature in `extras`, `tool_call`, `server_tool_call` /
-  `server_tool_result`, other opaque blocks as `non_standard`), without `model_provider`;
+  `server_tool_result`, other opaque blocks as `non_standard`). From Gemini and Bedrock's
+  Converse API under the `model_provider` their LangChain chat models write
+  (`"google_genai"`, `"bedrock_converse"`), which replay the message as their own only
+  under it: Gemini's executed code and its result as langchain-core's google_genai
+  translator writes them, the function calls' thought signatures in `additional_kwargs`
+  where `ChatGoogleGenerativeAI` reads them; Bedrock's stop reason as `stopReason`.
+  From any other provider, without `model_provider`;
 - tool calls also in `tool_calls`; usage in `usage_metadata` (cache reads and writes,
   reasoning tokens in its details), the model in `model_name`, the message id in `id`.
 `response_metadata["streamfold"]` keeps the status, stop reason, raw usage, metadata and
