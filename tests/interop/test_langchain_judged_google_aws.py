@@ -36,7 +36,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from streamfold.serve import create_app  # noqa: E402
 
-pytestmark = [pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning"),
+    # langchain-google-genai's own note on a code execution answer.
+    pytest.mark.filterwarnings("ignore:(?s).*Output may vary each run:UserWarning"),
+]
 
 # --- what differs, and why (docs/adapters/langchain.md mirrors these) -----------------------
 
