@@ -328,8 +328,12 @@ def gemini_response(message: Message, model: str) -> dict[str, Any]:
         usage = message.usage
         meta: dict[str, Any] = {
             "promptTokenCount": tokens(usage.input_tokens),
-            "candidatesTokenCount": tokens(usage.output_tokens),
-            "totalTokenCount": usage.total_tokens + tokens(usage.reasoning_tokens),
+            # A Usage's output counts the thoughts; Gemini's candidates count leaves them
+            # out (they come as thoughtsTokenCount) and its total holds them once.
+            "candidatesTokenCount": max(
+                0, tokens(usage.output_tokens) - tokens(usage.reasoning_tokens)
+            ),
+            "totalTokenCount": usage.total_tokens,
         }
         if usage.reasoning_tokens:
             meta["thoughtsTokenCount"] = usage.reasoning_tokens

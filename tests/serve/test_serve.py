@@ -351,7 +351,12 @@ def _gemini_check(sdk: Any, direct: Message) -> None:
     assert calls == [(c.name, c.arguments) for c in direct.tool_calls]
     assert direct.usage is not None
     assert sdk.usage_metadata.prompt_token_count == direct.usage.input_tokens
-    assert sdk.usage_metadata.candidates_token_count == direct.usage.output_tokens
+    # Gemini's candidates count leaves the thoughts out (a Usage's output counts them), and
+    # its total counts them once: the recording's own numbers.
+    thoughts = direct.usage.reasoning_tokens or 0
+    assert sdk.usage_metadata.candidates_token_count == direct.usage.output_tokens - thoughts
+    assert (sdk.usage_metadata.thoughts_token_count or 0) == thoughts
+    assert sdk.usage_metadata.total_token_count == direct.usage.raw["totalTokenCount"]
 
 
 @needs["gemini"]

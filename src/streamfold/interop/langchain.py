@@ -12,7 +12,13 @@ model builds from the same answer, so that it goes back as history as the model'
   reasoning items keep their id and encrypted content, message items their `phase`;
 - a message from another provider: standard blocks written here (text with citations,
   `reasoning` with its signature in `extras`, `tool_call`, `server_tool_call` /
-  `server_tool_result`, other opaque blocks as `non_standard`), without `model_provider`;
+  `server_tool_result`, other opaque blocks as `non_standard`). From Gemini and Bedrock's
+  Converse API under the `model_provider` their LangChain chat models write
+  (`"google_genai"`, `"bedrock_converse"`), which replay the message as their own only
+  under it: Gemini's executed code and its result as langchain-core's google_genai
+  translator writes them, the function calls' thought signatures in `additional_kwargs`
+  where `ChatGoogleGenerativeAI` reads them; Bedrock's stop reason as `stopReason`.
+  From any other provider, without `model_provider`;
 - tool calls also in `tool_calls`; usage in `usage_metadata` (cache reads and writes,
   reasoning tokens in its details), the model in `model_name`, the message id in `id`.
 `response_metadata["streamfold"]` keeps the status, stop reason, raw usage, metadata and
@@ -71,6 +77,12 @@ _LANGCHAIN_ERRORS = (TypeError, ValueError, KeyError, AttributeError)
 
 # The model_provider LangChain's own chat models write, by the provider streamfold folded.
 _PROVIDERS = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai"}
+# The model_provider of the chat models whose messages hold the standard blocks written here:
+# ChatGoogleGenerativeAI and ChatBedrockConverse replay a message as their own only under it
+# (a Gemini reasoning block goes back as a thought with its signature, not as answer text).
+_OWN_BLOCK_PROVIDERS = {"gemini": "google_genai", "bedrock": "bedrock_converse"}
+# Where langchain-google-genai keeps the function calls' thought signatures.
+_GEMINI_CALL_SIGNATURES = "__gemini_function_call_thought_signatures__"
 
 # A provider's finish reason as LangChain's chat models pass it on (OpenAI's or Anthropic's).
 _FINISH: dict[str, tuple[StopReason, Status]] = {**CHAT_FINISH, **ANTHROPIC_STOP}
@@ -84,7 +96,8 @@ def to_ai_message(message: Message) -> AIMessage:
     provider = _PROVIDERS.get(str(message.metadata.get("provider")))
     blocks = None if provider is None else _translated(message, provider, calls)
     if blocks is None:
-        provider, blocks = None, _own_blocks(message)
+        provider = _OWN_BLOCK_PROVIDERS.get(str(message.metadata.get("provider")))
+        blocks = _own_blocks(message, gemini=provider == "google_genai")
     usage = message.usage
     meta = {k: v for k, v in message.metadata.items() if k not in ("id", "model")}
     response_metadata: dict[str, Any] = {
@@ -111,6 +124,10 @@ def to_ai_message(message: Message) -> AIMessage:
         "tool_calls": calls,
         "response_metadata": response_metadata,
     }
+    if provider == "google_genai":
+        signed = _call_signatures(message, calls)
+        if signed:
+            data["additional_kwargs"] = {_GEMINI_CALL_SIGNATURES: signed}
     message_id = message.metadata.get("id")
     if isinstance(message_id, str):
         data["id"] = message_id
@@ -120,6 +137,16 @@ def to_ai_message(message: Message) -> AIMessage:
         return AIMessage.model_validate(data)
     except ValidationError as exc:  # a value LangChain's model refuses
         raise InteropError("to_ai_message", "a Message LangChain can hold", str(exc)) from None
+
+
+def _call_signatures(message: Message, calls: list[dict[str, Any]]) -> dict[str, str]:
+    """Each Gemini function call's thought signature by its call id, where
+    ChatGoogleGenerativeAI keeps them (and reads them back: Gemini refuses a function call
+    of a thinking model sent back without its signature)."""
+    items = [item for item in message.stream_order() if isinstance(item, ToolCall)]
+    return {call["id"]: item.metadata["thought_signature"]
+            for item, call in zip(items, calls, strict=True)
+            if isinstance(item.metadata.get("thought_signature"), str)}  # fmt: skip
 
 
 def _tool_call(call: ToolCall, i: int) -> dict[str, Any]:
@@ -141,6 +168,8 @@ def _provider_metadata(message: Message, provider: str | None) -> dict[str, Any]
     raw = message.raw_stop_reason
     if provider == "anthropic":
         return {"stop_reason": raw, "stop_sequence": None}
+    if provider == "bedrock_converse":
+        return {"stopReason": raw}
     if message.metadata.get("provider") == "openai-responses":
         out: dict[str, Any] = {"status": raw} if raw is not None else {}
         if isinstance(message.metadata.get("id"), str):
@@ -266,7 +295,7 @@ def _uncarried(message: Message) -> list[ContentPart]:
     return [p for p in message.content if p.type == "thinking"]
 
 
-def _own_blocks(message: Message) -> list[dict[str, Any]]:
+def _own_blocks(message: Message, *, gemini: bool = False) -> list[dict[str, Any]]:
     """Standard blocks written here, for a provider with no LangChain translator here."""
     blocks: list[dict[str, Any]] = []
     for i, item in enumerate(message.stream_order()):
@@ -275,9 +304,43 @@ def _own_blocks(message: Message) -> list[dict[str, Any]]:
             if item.metadata:
                 call["extras"] = dict(item.metadata)
             blocks.append(call)
+        elif gemini and item.type == "unsupported":
+            blocks.append(_gemini_block(item))
         else:
             blocks.append(_own_block(item))
     return blocks
+
+
+def _gemini_block(part: ContentPart) -> dict[str, Any]:
+    """A Gemini part of its own kind as ChatGoogleGenerativeAI holds it: executed code and
+    its result as the server tool blocks langchain-core's google_genai translator writes
+    (they go back as Gemini's executableCode and codeExecutionResult parts); any other
+    (a file search's toolCall, toolResponse) as a server tool block, which goes nowhere,
+    where a `non_standard` one would be sent back raw and refused by ChatGoogleGenerativeAI.
+    """
+    options = dict(part.options)
+    kind, block = options.get("type"), options.get("block")
+    inner = block.get(str(kind)) if isinstance(block, dict) else None
+    inner = inner if isinstance(inner, dict) else {}
+    call_id = options.get("id", inner.get("id", ""))
+    call_id = call_id if isinstance(call_id, str) else ""
+    if kind == "executableCode":
+        code, language = inner.get("code", ""), inner.get("language", "")
+        return {"type": "server_tool_call", "id": call_id, "name": "code_interpreter",
+                "args": {"code": code, "language": language}, "extras": options}  # fmt: skip
+    if kind in ("codeExecutionResult", "toolResponse"):
+        ok = inner.get("outcome", "OUTCOME_OK") == "OUTCOME_OK"
+        extras: dict[str, Any] = {**options}
+        output: Any = inner.get("output", "") if kind == "codeExecutionResult" else inner
+        if kind == "codeExecutionResult":
+            # The keys ChatGoogleGenerativeAI reads to send the result back.
+            extras |= {"block_type": "code_execution_result", "outcome": 1 if ok else 2}
+        return {"type": "server_tool_result", "tool_call_id": call_id,
+                "status": "success" if ok else "error", "output": output,
+                "extras": extras}  # fmt: skip
+    name = inner.get("toolType", kind)
+    return {"type": "server_tool_call", "id": call_id, "args": {}, "extras": options,
+            "name": name if isinstance(name, str) else str(kind)}  # fmt: skip
 
 
 def _usage_metadata(usage: Usage) -> dict[str, Any]:
@@ -394,9 +457,8 @@ def from_ai_message(message: AIMessage | dict[str, Any]) -> Message:
 def _read(message: AIMessage) -> Message:
     response = dict_field("from_ai_message", message.response_metadata, "response_metadata")
     ours = dict_field("from_ai_message", response.get("streamfold"), _OURS)
-    raw_stop = ours.get(
-        "raw_stop_reason", response.get("finish_reason", response.get("stop_reason"))
-    )
+    named = (response.get(k) for k in ("finish_reason", "stop_reason", "stopReason"))
+    raw_stop = ours.get("raw_stop_reason", next((v for v in named if v is not None), None))
     raw_stop = raw_stop if isinstance(raw_stop, str) else None
     unknown: tuple[StopReason | None, Status] = (None, "complete")
     stop_read, status_read = _FINISH.get(raw_stop or "", unknown)
