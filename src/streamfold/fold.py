@@ -839,9 +839,15 @@ class StreamFolder:
         # A frame the stream never terminated. Whole, it counts (a last SSE event without
         # its blank line); cut mid-JSON, the stream was truncated, not corrupted: drop it
         # and let the message end incomplete.
+        # A server's error line in plain text counts whole (llama.cpp's `error:` field may
+        # hold any text); one cut before or inside its JSON was truncated like any other.
         data = frame.data if isinstance(frame, SSEEvent) else frame
-        server_error = isinstance(frame, SSEEvent) and frame.event == "error"
-        if isinstance(data, bytes) and data != b"[DONE]" and not server_error:
+        server_text = (
+            isinstance(frame, SSEEvent)
+            and frame.event == "error"
+            and frame.data.strip()[:1] not in (b"", b"{", b"[")
+        )
+        if isinstance(data, bytes) and data != b"[DONE]" and not server_text:
             try:
                 jiter.from_json(data, allow_inf_nan=False)
             except ValueError:

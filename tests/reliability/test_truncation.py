@@ -258,3 +258,29 @@ def test_cut_inside_an_event(rel: str, data: st.DataObject) -> None:
     after = ref.steps[min(k + 1, len(ref.steps) - 1)]
     message = fold_prefix(raw[:cut], ref.provider)
     check_cut(message, ref, before, after, f"{rel} cut at byte {cut}")
+
+
+ERROR_EVENTS = [
+    rel
+    for rel in ALL
+    if rel.endswith(".sse") and re.search(rb"^(event: error|error:)", read(rel), re.MULTILINE)
+]
+
+
+@pytest.mark.parametrize("rel", ERROR_EVENTS)
+def test_a_cut_inside_a_server_error_event_reads_as_any_cut(rel: str) -> None:
+    # A stream cut after `event: error` (or inside an `error:` line's JSON) was cut, not
+    # failed: the message ends incomplete, as at a cut anywhere else. Every byte of the
+    # event that names the error.
+    ref = reference(rel)
+    raw = read(rel)
+    start = re.search(rb"^(event: error|error:)", raw, re.MULTILINE)
+    assert start is not None
+    end = raw.index(b"\n\n", start.start())
+    offsets = [s.offset for s in ref.steps]
+    for cut in range(start.start(), end + 1):
+        k = bisect.bisect_right(offsets, cut) - 1
+        before = ref.steps[k]
+        after = ref.steps[min(k + 1, len(ref.steps) - 1)]
+        message = fold_prefix(raw[:cut], ref.provider)
+        check_cut(message, ref, before, after, f"{rel} cut at byte {cut}")
