@@ -34,3 +34,25 @@ def serve_in_thread(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def bedrock_client(base_url: str, headers: dict[str, str] | None = None) -> Any:
+    """botocore's bedrock-runtime client (boto3's, without boto3) at a serve, with dummy
+    credentials; `headers` go on every request (`x-streamfold-recording` picks one)."""
+    from botocore.session import get_session
+
+    client = get_session().create_client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=base_url,
+        aws_access_key_id="streamfold",
+        aws_secret_access_key="streamfold",
+    )
+    if headers:
+
+        def add_headers(request: Any, **_: Any) -> None:
+            for name, value in headers.items():
+                request.headers[name] = value
+
+        client.meta.events.register("before-sign.bedrock-runtime.*", add_headers)
+    return client

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from langchain_support import drop_zero_details, history, streamed
 from server_support import serve_in_thread
 from support import REAL, TESTS, read, recordings
 
@@ -33,7 +34,7 @@ pytest.importorskip("uvicorn")
 langchain_anthropic = pytest.importorskip("langchain_anthropic")
 langchain_openai = pytest.importorskip("langchain_openai")
 from langchain_core.language_models import BaseChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 
 from streamfold.serve import create_app  # noqa: E402
 
@@ -98,19 +99,6 @@ ENVELOPE = {"id", "model", "created_at", "object", "service_tier", "system_finge
             "metadata", "status"}  # fmt: skip
 
 
-def _drop_zero_details(usage: dict[str, Any] | None) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    out = dict(usage)
-    for key in ("input_token_details", "output_token_details"):
-        details = {k: v for k, v in (out.get(key) or {}).items() if v != 0}
-        if details:
-            out[key] = details
-        else:
-            out.pop(key, None)
-    return out
-
-
 _OPAQUE = {"server_tool_call", "server_tool_result", "non_standard"}
 
 
@@ -166,13 +154,13 @@ def comparable(
         if key in t["response_metadata"] and key not in o["response_metadata"]:
             del t["response_metadata"][key]
     # zero usage details
-    o["usage_metadata"] = _drop_zero_details(o["usage_metadata"])
-    t["usage_metadata"] = _drop_zero_details(t["usage_metadata"])
+    o["usage_metadata"] = drop_zero_details(o["usage_metadata"])
+    t["usage_metadata"] = drop_zero_details(t["usage_metadata"])
     # reasoning tokens
     theirs_usage = t["usage_metadata"] or {}
     if kind == "anthropic" and o["usage_metadata"] and "output_token_details" not in theirs_usage:
         o["usage_metadata"].get("output_token_details", {}).pop("reasoning", None)
-        o["usage_metadata"] = _drop_zero_details(o["usage_metadata"])
+        o["usage_metadata"] = drop_zero_details(o["usage_metadata"])
     # chat reasoning
     if kind == "chat":
         o["content"] = [b for b in o["content"] if b.get("type") != "reasoning"]
@@ -225,13 +213,6 @@ def chat_model(kind: str, base_url: str, rec: str) -> BaseChatModel:
         model="gpt-test", base_url=f"{base_url}/v1", api_key="test", default_headers=pick,
         max_retries=0, output_version="v1", use_responses_api=kind == "responses",
     )  # fmt: skip
-
-
-def history(ai: AIMessage) -> list[BaseMessage]:
-    """The next turn's input: the question, the answer, a result for each tool call."""
-    results = [ToolMessage(f"result of {c['name']}", tool_call_id=c["id"] or "")
-               for c in ai.tool_calls]  # fmt: skip
-    return [HumanMessage("hi"), ai, *results]
 
 
 def request(model: BaseChatModel, ai: AIMessage) -> dict[str, Any]:
@@ -352,16 +333,6 @@ STREAM_NOT_READ: dict[str, str] = {
     "openai-responses/reasoning-encrypted-parallel-function-calls.sse": "LangChain's stream "
     "accumulation raises TypeError merging the response metadata.",
 }
-
-
-def streamed(model: BaseChatModel) -> AIMessage:
-    """The chat model's own message, accumulated from its stream as LangChain does."""
-    chunks = list(model.stream([HumanMessage("hi")]))
-    whole = chunks[0]
-    for chunk in chunks[1:]:
-        whole = whole + chunk  # type: ignore[operator]
-    data = whole.model_dump(exclude={"type", "tool_call_chunks", "chunk_position"})
-    return AIMessage.model_validate(data)
 
 
 def _normal_stream_request(payload: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Each recording is served by `streamfold serve`: `ChatGoogleGenerativeAI` reads the Gemini
 recordings through the google-genai client pointed at serve (`base_url`), and
-`ChatBedrockConverse` the Bedrock ones through a boto3 client whose `endpoint_url` is serve
+`ChatBedrockConverse` the Bedrock ones through a botocore client whose `endpoint_url` is serve
 (dummy credentials). Both build their own `AIMessage` (`output_version="v1"`) from serve's
 whole answer. For the same recording:
 (a) `to_ai_message(fold_message(recording))` equals the library's message, except for the
@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from server_support import serve_in_thread
+from langchain_support import drop_zero_details, history, streamed
+from server_support import bedrock_client, serve_in_thread
 from support import EVENTSTREAMS, REAL, TESTS, read, recordings
 
 from streamfold import fold_message
@@ -29,10 +30,10 @@ from streamfold.interop.langchain import from_ai_message, to_ai_message
 pytest.importorskip("uvicorn")
 google_genai = pytest.importorskip("langchain_google_genai")
 langchain_aws = pytest.importorskip("langchain_aws")
-boto3 = pytest.importorskip("boto3")
+pytest.importorskip("botocore.session")
 from langchain_aws.chat_models.bedrock_converse import _messages_to_bedrock  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 
 from streamfold.serve import create_app  # noqa: E402
 
@@ -114,19 +115,6 @@ CONTENT_DIFFERS: dict[str, str] = {
 ENVELOPE = {"safety_ratings", "ResponseMetadata", "metrics"}
 
 
-def _drop_zero_details(usage: dict[str, Any] | None) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    out = dict(usage)
-    for key in ("input_token_details", "output_token_details"):
-        details = {k: v for k, v in (out.get(key) or {}).items() if v != 0}
-        if details:
-            out[key] = details
-        else:
-            out.pop(key, None)
-    return out
-
-
 _OUR_EXTRAS = {
     "text": {"utterance", "utterance_inferred"},  # utterance markers
     "tool_call": {"thought_signature", "generated_id"},  # tool call extras
@@ -168,8 +156,8 @@ def comparable(
         t["response_metadata"].pop(key, None)
     if "model_name" not in o["response_metadata"]:  # requested model
         t["response_metadata"].pop("model_name", None)
-    o["usage_metadata"] = _drop_zero_details(o["usage_metadata"])  # zero usage details
-    t["usage_metadata"] = _drop_zero_details(t["usage_metadata"])
+    o["usage_metadata"] = drop_zero_details(o["usage_metadata"])  # zero usage details
+    t["usage_metadata"] = drop_zero_details(t["usage_metadata"])
     o["content"] = _plain_blocks(o["content"], t["content"], rel.startswith("gemini/"))
     t["additional_kwargs"].pop("function_call", None)  # legacy function_call
     if rel in CONTENT_DIFFERS:  # the named content differences
@@ -192,24 +180,11 @@ def chat_model(base_url: str, rel: str) -> BaseChatModel:
             model="gemini-test", google_api_key="test", base_url=base_url, max_retries=0,
             additional_headers={"x-streamfold-recording": rel}, output_version="v1",
         )  # fmt: skip
-    client = boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=base_url,
-                          aws_access_key_id="test", aws_secret_access_key="test")  # fmt: skip
-
-    def pick(request: Any, **_: Any) -> None:
-        request.headers["x-streamfold-recording"] = rel
-
-    client.meta.events.register("before-sign.bedrock-runtime.*", pick)
+    client = bedrock_client(base_url, {"x-streamfold-recording": rel})
     return langchain_aws.ChatBedrockConverse(
         model="amazon.nova-micro-v1:0", client=client, region_name="us-east-1",
         output_version="v1",
     )  # fmt: skip
-
-
-def history(ai: AIMessage) -> list[BaseMessage]:
-    """The next turn's input: the question, the answer, a result for each tool call."""
-    results = [ToolMessage(f"result of {c['name']}", tool_call_id=c["id"] or "")
-               for c in ai.tool_calls]  # fmt: skip
-    return [HumanMessage("hi"), ai, *results]
 
 
 def request(model: BaseChatModel, ai: AIMessage) -> list[Any]:
@@ -335,16 +310,6 @@ STREAM_NOT_READ: dict[str, str] = {
     "raises KeyError('input') on a Nova server tool's use.",
     "bedrock/server-tool-code-execution-nova2.eventstream": "the same.",
 }
-
-
-def streamed(model: BaseChatModel) -> AIMessage:
-    """The chat model's own message, accumulated from its stream as LangChain does."""
-    chunks = list(model.stream([HumanMessage("hi")]))
-    whole = chunks[0]
-    for chunk in chunks[1:]:
-        whole = whole + chunk  # type: ignore[operator]
-    data = whole.model_dump(exclude={"type", "tool_call_chunks", "chunk_position"})
-    return AIMessage.model_validate(data)
 
 
 @pytest.mark.parametrize("rel", [r for r in CASES if r not in STREAM_NOT_READ])

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from server_support import serve_in_thread
+from server_support import bedrock_client, serve_in_thread
 from support import REAL
 
 from streamfold import fold_message
@@ -37,7 +37,7 @@ pytest.importorskip("starlette")
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
 genai = pytest.importorskip("google.genai")
-botocore_session = pytest.importorskip("botocore.session")
+pytest.importorskip("botocore.session")
 
 from pydantic_ai.exceptions import ModelAPIError  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
@@ -305,19 +305,7 @@ def _bedrock(base_url: str, headers: dict[str, str]) -> tuple[Model, Closer]:
     from pydantic_ai.models.bedrock import BedrockConverseModel
     from pydantic_ai.providers.bedrock import BedrockProvider
 
-    client = botocore_session.get_session().create_client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url=base_url,
-        aws_access_key_id="streamfold",
-        aws_secret_access_key="streamfold",
-    )
-
-    def add_headers(request: Any, **_: Any) -> None:
-        for name, value in headers.items():
-            request.headers[name] = value
-
-    client.meta.events.register("before-sign.bedrock-runtime.*", add_headers)
+    client = bedrock_client(base_url, headers)
     model_id = BEDROCK[headers["x-streamfold-recording"]]
 
     async def close() -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -28,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import ALL_RECORDINGS, read
 
-from reliability.test_fuzz import Chooser, HypothesisChooser, check_limits
+from reliability.test_fuzz import Chooser, HypothesisChooser, _get, _paths, check_limits
 from streamfold import Limits, Message, StateError, StreamFolder, StreamfoldError
 
 EXAMPLES = int(os.environ.get("STREAMFOLD_STATE_FUZZ_EXAMPLES", "150"))
@@ -51,24 +50,6 @@ def _saved(rel: str, cut_eighths: int) -> str:
     except StreamfoldError:
         pass  # the fold refused the recording under the small limits: its state as it is
     return json.dumps(folder.save_state())
-
-
-def _places(node: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    # Iterative in effect: a saved state is at most a few dozen levels deep.
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield (*path, key)
-            yield from _places(value, (*path, key))
-    elif isinstance(node, list):
-        for n, value in enumerate(node):
-            yield (*path, n)
-            yield from _places(value, (*path, n))
-
-
-def _at(state: Any, path: tuple[Any, ...]) -> Any:
-    for step in path:
-        state = state[step]
-    return state
 
 
 def _deep(depth: int) -> Any:
@@ -101,20 +82,20 @@ def _hostile(c: Chooser) -> Any:
 
 def mutate_state(state: dict[str, Any], c: Chooser) -> tuple[Any, list[str]]:
     """One mutation of a saved state (changed in place, or a new value to restore)."""
-    places = list(_places(state))
+    places = _paths(state)
     how = c.integer(0, 5)
     if how == 0:  # a string grown past the limits
-        strings = [p for p in places if isinstance(_at(state, p), str)] or places
+        strings = [p for p in places if isinstance(_get(state, p), str)] or places
         place = c.choice(strings)
         grown = "z" * c.choice([2_001, 4_001, 40_000])
-        _at(state, place[:-1])[place[-1]] = grown
+        _get(state, place[:-1])[place[-1]] = grown
         return state, [f"grow {place}"]
     if how == 1:  # a member repeated, as it is or made invalid
-        containers = [p for p in places if isinstance(_at(state, p), list | dict)]
+        containers = [p for p in places if isinstance(_get(state, p), list | dict)]
         if not containers:
             return state, ["none"]
         place = c.choice(containers)
-        node = _at(state, place)
+        node = _get(state, place)
         times = c.choice([65, 1_000, 200_000])
         bad = c.boolean()
         if isinstance(node, list):
@@ -126,12 +107,12 @@ def mutate_state(state: dict[str, Any], c: Chooser) -> tuple[Any, list[str]]:
         return state, [f"repeat {place} x{times} bad={bad}"]
     if how == 2:  # any value replaced by a hostile one
         place = c.choice(places)
-        _at(state, place[:-1])[place[-1]] = _hostile(c)
+        _get(state, place[:-1])[place[-1]] = _hostile(c)
         return state, [f"replace {place}"]
     if how == 3:  # a count or limit bumped
-        numbers = [p for p in places if type(_at(state, p)) is int] or places
+        numbers = [p for p in places if type(_get(state, p)) is int] or places
         place = c.choice(numbers)
-        _at(state, place[:-1])[place[-1]] = c.choice([0, 1, 64, 65, 10**6, 2**62])
+        _get(state, place[:-1])[place[-1]] = c.choice([0, 1, 64, 65, 10**6, 2**62])
         return state, [f"number {place}"]
     if how == 4:  # skipped names or repairs added
         acc = state["folder"]["accumulator"]

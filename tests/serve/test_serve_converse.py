@@ -8,17 +8,17 @@ from typing import Any
 
 import httpx
 import pytest
-from server_support import serve_in_thread
+from server_support import bedrock_client, serve_in_thread
 from support import REAL, read
 
 from streamfold import Message, fold_message
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("starlette")
-botocore_session = pytest.importorskip("botocore.session")
-from botocore.exceptions import ClientError  # noqa: E402
+pytest.importorskip("botocore.session")
+from botocore.exceptions import ClientError
 
-from streamfold.serve import create_app  # noqa: E402
+from streamfold.serve import create_app
 
 MODEL = "amazon.nova-micro-v1:0"
 QUESTION = [{"role": "user", "content": [{"text": "What is the temperature in Paris?"}]}]
@@ -39,20 +39,9 @@ def base_url() -> Iterator[str]:
 
 
 def _client(base_url: str, recording: str | None = None) -> Any:
-    client = botocore_session.get_session().create_client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url=base_url,
-        aws_access_key_id="streamfold",
-        aws_secret_access_key="streamfold",
+    return bedrock_client(
+        base_url, None if recording is None else {"x-streamfold-recording": recording}
     )
-    if recording is not None:
-
-        def pick(request: Any, **_: Any) -> None:
-            request.headers["x-streamfold-recording"] = recording
-
-        client.meta.events.register("before-sign.bedrock-runtime.*", pick)
-    return client
 
 
 def _same(via: Message, direct: Message) -> None:

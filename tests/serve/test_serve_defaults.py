@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_support import serve_in_thread
+from server_support import bedrock_client, serve_in_thread
 from support import read
 
 pytest.importorskip("uvicorn")
@@ -65,15 +65,7 @@ def test_gemini_reads_text_by_default(bundled: str) -> None:
 
 
 def test_bedrock_invoke_reads_text_by_default(bundled: str) -> None:
-    from botocore.session import get_session
-
-    client = get_session().create_client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url=bundled,
-        aws_access_key_id="streamfold",
-        aws_secret_access_key="streamfold",
-    )
+    client = bedrock_client(bundled)
     body = {
         "anthropic_version": "bedrock-2023-05-31",
         "max_tokens": 9,

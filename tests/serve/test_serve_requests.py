@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from server_support import serve_in_thread
+from server_support import bedrock_client, serve_in_thread
 from support import REAL
 
 pytest.importorskip("uvicorn")
@@ -263,15 +263,8 @@ def test_the_beta_types_are_used_when_the_request_asks_for_a_beta(base_url: str)
 
 def test_bedrock_invoke_refuses_with_bedrocks_error(base_url: str) -> None:
     from botocore.exceptions import ClientError
-    from botocore.session import get_session
 
-    client = get_session().create_client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url=base_url,
-        aws_access_key_id="streamfold",
-        aws_secret_access_key="streamfold",
-    )
+    client = bedrock_client(base_url)
     body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 9}
     bad = _turns([{"type": "text", "text": "Let me see."}], [RESULT])
     for call in (client.invoke_model, client.invoke_model_with_response_stream):
