@@ -74,7 +74,9 @@ _STREAM_TYPES = {
 def check_record_mode(function: str, mode: Any) -> RecordMode:
     """`mode` if it is "none", "new" or "all"; UsageError saying so if not."""
     if mode not in RECORD_MODES or not isinstance(mode, str):
-        raise UsageError(f'{function}: record: expected "none", "new" or "all", got {describe(mode)}')
+        raise UsageError(
+            f'{function}: record: expected "none", "new" or "all", got {describe(mode)}'
+        )
     return mode  # type: ignore[no-any-return]
 
 
@@ -231,9 +233,12 @@ def _texts(content: Any, kinds: tuple[str, ...] = ("text", "input_text")) -> lis
         for block in content:
             if isinstance(block, str):
                 out.append(block)
-            elif isinstance(block, dict) and isinstance(block.get("text"), str):
-                if block.get("type", "text") in kinds:
-                    out.append(block["text"])
+            elif (
+                isinstance(block, dict)
+                and isinstance(block.get("text"), str)
+                and block.get("type", "text") in kinds
+            ):
+                out.append(block["text"])
     return out
 
 
