@@ -77,7 +77,7 @@ def check_record_mode(function: str, mode: Any) -> RecordMode:
         raise UsageError(
             f'{function}: record: expected "none", "new" or "all", got {describe(mode)}'
         )
-    return mode  # type: ignore[no-any-return]
+    return mode  # type: ignore[return-value]
 
 
 # --- redaction -------------------------------------------------------------------------
@@ -399,6 +399,28 @@ class Recorder:
         stream = _stream_class(_module_of(request), asynchronous=True)(tape, response.stream)
         return self._as_callers(request, response, stream=stream)
 
+    # -- a transport's life: the upstream's ----------------------------------------------
+
+    def close(self) -> None:
+        """Close the upstream transport (its connections)."""
+        self.upstream.close()
+
+    async def aclose(self) -> None:
+        """Close the async upstream transport."""
+        await self.upstream.aclose()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Recorder:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     # -- the pieces ---------------------------------------------------------------------
 
     def _outgoing(self, request: Any, content: bytes) -> Any:
@@ -540,21 +562,20 @@ class _SyncTape:
     def __init__(self, tape: _Tape, upstream: Any) -> None:
         self.tape = tape
         self.upstream = upstream
-        self.done = False
+        # One iteration of the upstream, shared by the caller's reads and by `close`,
+        # which reads the rest (a transport's stream cannot be iterated twice).
+        self.chunks: Iterator[bytes] = iter(upstream)
 
     def __iter__(self) -> Iterator[bytes]:
-        for chunk in self.upstream:
+        for chunk in self.chunks:
             self.tape.add(chunk)
             yield chunk
-        self.done = True
 
     def close(self) -> None:
         try:
-            if not self.done:
-                # The caller stopped early: the rest is read, so the recording is whole.
-                for chunk in self.upstream:
-                    self.tape.add(chunk)
-                self.done = True
+            # The caller may have stopped early: the rest is read, so the recording is whole.
+            for chunk in self.chunks:
+                self.tape.add(chunk)
         finally:
             self.upstream.close()
         self.tape.finish()
@@ -566,20 +587,17 @@ class _AsyncTape:
     def __init__(self, tape: _Tape, upstream: Any) -> None:
         self.tape = tape
         self.upstream = upstream
-        self.done = False
+        self.chunks: AsyncIterator[bytes] = upstream.__aiter__()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self.upstream:
+        async for chunk in self.chunks:
             self.tape.add(chunk)
             yield chunk
-        self.done = True
 
     async def aclose(self) -> None:
         try:
-            if not self.done:
-                async for chunk in self.upstream:
-                    self.tape.add(chunk)
-                self.done = True
+            async for chunk in self.chunks:
+                self.tape.add(chunk)
         finally:
             await self.upstream.aclose()
         self.tape.finish()

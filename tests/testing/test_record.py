@@ -1,0 +1,333 @@
+"""Record on miss: requests forwarded to a real `streamfold serve` by the official SDKs'
+clients, their answers kept as recordings with timing, and no secret in any byte written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from server_support import serve_in_thread
+from support import REAL
+
+from streamfold import UsageError, fold_message, load_recording
+from streamfold.record import load_timing
+from streamfold.testing.record import RecordedTurn, Recorder, request_facts
+
+pytest.importorskip("uvicorn")
+openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
+httpx2 = pytest.importorskip("httpx2")
+from streamfold.serve import create_app  # noqa: E402
+
+CHAT = REAL / "openai-chat" / "tool-call-single-mini.sse"
+MESSAGES = REAL / "anthropic" / "text-basic.sse"
+# The timing the upstream paces the chat recording by: the first chunk after 0.3 s, then
+# one every 0.01 s (written below): what the recorded arrival times must show again.
+FIRST_BYTE_S = 0.3
+GAP_S = 0.01
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real serve whose chat recording has timing, paced at speed 1."""
+    directory = tmp_path_factory.mktemp("upstream")
+    (directory / "chat").mkdir()
+    (directory / "messages").mkdir()
+    shutil.copy(CHAT, directory / "chat" / CHAT.name)
+    shutil.copy(MESSAGES, directory / "messages" / MESSAGES.name)
+    data = CHAT.read_bytes()
+    cuts = [i + 2 for i in range(len(data)) if data[i : i + 2] == b"\n\n"]
+    marks = [[cut, round(FIRST_BYTE_S + n * GAP_S, 6)] for n, cut in enumerate(cuts)]
+    assert marks[-1][0] == len(data)
+    (directory / "chat" / (CHAT.name + ".timing.json")).write_text(
+        json.dumps({"version": 1, "chunks": marks})
+    )
+    with serve_in_thread(create_app(directory, speed=1)) as url:
+        yield url
+
+
+def _written(directory: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*") if p.is_file()
+    }
+
+
+def test_a_streamed_answer_reaches_the_caller_as_it_arrives_and_is_recorded(
+    upstream: str, tmp_path: Path
+) -> None:
+    turns: list[RecordedTurn] = []
+    recorder = Recorder(httpx.HTTPTransport(), tmp_path, on_turn=turns.append)
+    client = openai.OpenAI(
+        api_key="test", base_url=upstream + "/v1", http_client=httpx.Client(transport=recorder)
+    )
+    with client:
+        _ask_and_read(client, turns, tmp_path)
+
+
+def _ask_and_read(client: Any, turns: list[RecordedTurn], tmp_path: Path) -> None:
+    sent = time.monotonic()
+    stream = client.chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {}}}],
+        stream=True,
+    )
+    chunks = iter(stream)
+    next(chunks)
+    first = time.monotonic() - sent
+    # The caller reads the first chunk while the rest is still on its way: nothing written.
+    assert _written(tmp_path) == {}
+    for _ in chunks:
+        pass
+    total = time.monotonic() - sent
+    data = CHAT.read_bytes()
+    events = data.count(b"\n\n")
+    assert first >= FIRST_BYTE_S
+    assert total >= FIRST_BYTE_S + (events - 1) * GAP_S
+
+    [turn] = turns
+    assert turn.file.name == "001-chat.sse"
+    assert turn.file.read_bytes() == data  # the upstream's bytes, as they came
+    assert turn.match == {
+        "endpoint": "chat",
+        "model": "gpt-4o-mini",
+        "user": "Weather in Paris?",
+        "tools": ["get_weather"],
+    }
+    # The arrival times: the first chunk after the upstream's 0.3 s, the last after all of
+    # its gaps; the offsets cover the file.
+    timing = load_timing(turn.file)
+    assert timing is not None
+    assert timing[-1][0] == len(data)
+    assert FIRST_BYTE_S <= timing[0][1] < first + 0.05
+    assert timing[-1][1] >= FIRST_BYTE_S + (events - 1) * GAP_S
+    assert [s for _, s in timing] == sorted(s for _, s in timing)
+    # It is a recording streamfold reads, folding to the upstream's Message.
+    assert fold_message(load_recording(turn.file)) == fold_message(load_recording(CHAT))
+    assert turn.as_dict(turn.file.parent)["recording"] == "001-chat.sse"
+
+
+def test_a_non_streamed_answer_is_kept_as_its_json(upstream: str, tmp_path: Path) -> None:
+    recorder = Recorder(httpx.HTTPTransport(), tmp_path)
+    client = openai.OpenAI(
+        api_key="test", base_url=upstream + "/v1", http_client=httpx.Client(transport=recorder)
+    )
+    with client:
+        completion = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Weather?"}]
+        )
+    [turn] = recorder.turns
+    assert turn.file.name == "001-chat.json" and not turn.stream
+    assert json.loads(turn.file.read_bytes()) == completion.model_dump(
+        mode="json", exclude_unset=True
+    )
+    assert turn.as_dict(tmp_path)["response"] == "001-chat.json"
+
+
+async def test_an_async_httpx2_client_records_through_an_async_upstream(
+    upstream: str, tmp_path: Path
+) -> None:
+    recorder = Recorder(httpx2.AsyncHTTPTransport(), tmp_path)
+    async with httpx2.AsyncClient(transport=recorder) as http:
+        client = anthropic.AsyncAnthropic(api_key="test", base_url=upstream, http_client=http)
+        async with client.messages.stream(
+            model="claude-haiku-4-5",
+            max_tokens=50,
+            messages=[{"role": "user", "content": "A list, please"}],
+        ) as stream:
+            message = await stream.get_final_message()
+    [turn] = recorder.turns
+    assert turn.file.read_bytes() == MESSAGES.read_bytes()
+    assert turn.match == {
+        "endpoint": "messages",
+        "model": "claude-haiku-4-5",
+        "user": "A list, please",
+    }
+    assert fold_message(load_recording(turn.file)).text == message.content[0].text
+
+
+def test_a_caller_that_stops_early_still_leaves_the_whole_answer(
+    upstream: str, tmp_path: Path
+) -> None:
+    recorder = Recorder(httpx.HTTPTransport(), tmp_path)
+    with (
+        httpx.Client(transport=recorder) as http,
+        http.stream(
+            "POST",
+            upstream + "/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True},
+        ) as response,
+    ):
+        next(response.iter_raw())
+    [turn] = recorder.turns
+    assert turn.file.read_bytes() == CHAT.read_bytes()
+
+
+def test_an_error_answer_passes_through_unrecorded(upstream: str, tmp_path: Path) -> None:
+    recorder = Recorder(httpx.HTTPTransport(), tmp_path)
+    client = openai.OpenAI(
+        api_key="test",
+        base_url=upstream + "/v1",
+        http_client=httpx.Client(transport=recorder),
+        max_retries=0,
+    )
+    with client, pytest.raises(openai.BadRequestError, match="messages"):
+        client.chat.completions.create(model="m", messages=[{"role": "nobody", "content": "x"}])
+    assert recorder.turns == [] and _written(tmp_path) == {}
+
+
+# Each secret, in each place a key travels; and each again in the prompt, where only
+# masking by value can catch it.
+SECRETS = {
+    "authorization": "sk-openai-0001-secret",
+    "x-api-key": "sk-ant-0002-secret",
+    "api-key": "azure-0003-secret",
+    "x-goog-api-key": "goog-0004-secret",
+    "cookie": "session-0005-secret",
+    "x-org-token": "org-0006-secret",  # a header the caller names
+    "key": "goog-0007-query-secret",  # Gemini's ?key=
+    "account_pin": "pin-0008-body-secret",  # a body field the caller names
+}
+
+
+def test_no_secret_reaches_any_byte_written(upstream: str, tmp_path: Path) -> None:
+    turns: list[dict[str, Any]] = []
+    recorder = Recorder(
+        httpx.HTTPTransport(),
+        tmp_path,
+        redact=["X-Org-Token", "account_pin"],
+        on_turn=lambda turn: turns.append(turn.as_dict(tmp_path)),
+    )
+    client = openai.OpenAI(
+        api_key=SECRETS["authorization"],
+        base_url=upstream + "/v1",
+        http_client=httpx.Client(transport=recorder),
+        default_headers={
+            "x-api-key": SECRETS["x-api-key"],
+            "api-key": SECRETS["api-key"],
+            "x-goog-api-key": SECRETS["x-goog-api-key"],
+            "cookie": f"session={SECRETS['cookie']}; theme=dark",
+            "x-org-token": SECRETS["x-org-token"],
+        },
+        default_query={"key": SECRETS["key"]},
+    )
+    prompt = "Remember these: " + " ".join(SECRETS.values())
+    with client:
+        for stream in (True, False):
+            answer = client.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=[{"role": "user", "content": prompt}],
+                stream=stream,
+                extra_body={"metadata": {"account_pin": SECRETS["account_pin"]}},
+            )
+            if stream:
+                for _ in answer:  # type: ignore[union-attr]
+                    pass
+    assert len(turns) == 2
+    (tmp_path / "turns.json").write_text(json.dumps(turns))
+    written = _written(tmp_path)
+    assert set(written) >= {"001-chat.sse", "001-chat.sse.timing.json", "002-chat.json"}
+    leaks = [
+        (name, where)
+        for name, secret in SECRETS.items()
+        for where, data in written.items()
+        if secret.encode() in data
+    ]
+    assert leaks == []
+    # What the turn keeps of the request: the body, named field redacted, prompt masked.
+    body = turns[0]["request"]["body"]
+    assert body["metadata"] == {"account_pin": "<redacted>"}
+    assert "Remember these: *" in body["messages"][0]["content"]
+    assert turns[0]["request"]["headers"] == {}
+
+
+def test_the_facts_a_turn_matches_on_from_each_api() -> None:
+    anthropic_body = {
+        "model": "claude",
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "tu_1", "name": "w"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1"}]},
+        ],
+        "tools": [{"name": "w", "input_schema": {}}],
+    }
+    assert request_facts("/v1/messages", anthropic_body) == {
+        "endpoint": "messages",
+        "model": "claude",
+        "user": "Weather in Paris?",
+        "tool_results": ["tu_1"],
+        "tools": ["w"],
+    }
+    gemini_body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "Hi"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "w", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "w", "response": {}}}]},
+        ],
+        "tools": [{"functionDeclarations": [{"name": "w"}]}],
+    }
+    assert request_facts("/v1beta/models/gemini-2.5-flash:streamGenerateContent", gemini_body) == {
+        "endpoint": "gemini",
+        "model": "gemini-2.5-flash",
+        "user": "Hi",
+        "tool_results": ["w"],
+        "tools": ["w"],
+    }
+    responses_body = {
+        "model": "gpt-5",
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+            {"type": "function_call", "call_id": "c1", "name": "w", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        ],
+        "tools": [{"type": "function", "name": "w"}],
+    }
+    assert request_facts("/v1/responses", responses_body) == {
+        "endpoint": "responses",
+        "model": "gpt-5",
+        "user": "Hi",
+        "tool_results": ["c1"],
+        "tools": ["w"],
+    }
+    converse_body = {
+        "messages": [
+            {"role": "user", "content": [{"text": "Hi"}]},
+            {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t9", "name": "w"}}]},
+            {"role": "user", "content": [{"toolResult": {"toolUseId": "t9", "content": []}}]},
+        ],
+        "toolConfig": {"tools": [{"toolSpec": {"name": "w"}}]},
+    }
+    assert request_facts("/model/amazon.nova-micro-v1:0/converse-stream", converse_body) == {
+        "endpoint": "converse",
+        "model": "amazon.nova-micro-v1:0",
+        "user": "Hi",
+        "tool_results": ["t9"],
+        "tools": ["w"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("upstream", "redact", "expected"),
+    [
+        ("https://api.openai.com", None, "upstream: expected an httpx or httpx2 transport"),
+        (None, None, r"upstream: expected an httpx or httpx2 transport \(.*\), got null"),
+        ("transport", "authorization", "redact: expected a list of header or field names"),
+        ("transport", [""], r"redact: expected names \(non-empty str\), got str ''"),
+    ],
+)
+def test_wrong_arguments_are_refused_with_what_was_expected(
+    upstream: Any, redact: Any, expected: str, tmp_path: Path
+) -> None:
+    with contextlib.ExitStack() as stack:
+        if upstream == "transport":
+            upstream = stack.enter_context(httpx.HTTPTransport())
+        with pytest.raises(UsageError, match=expected):
+            Recorder(upstream, tmp_path, redact=redact)
