@@ -314,6 +314,79 @@ def _tool_names(endpoint: str, body: dict[str, Any]) -> list[str]:
     return names
 
 
+# --- the scenario file ---------------------------------------------------------------
+
+_USER_CHARS = 200  # of the last user message a recorded turn matches (a substring: its start)
+
+
+def turn_entry(turn: RecordedTurn, scenario_dir: Path, number: int) -> dict[str, Any]:
+    """A recorded turn as a scenario file's turn: its name, what it matches (the API, the
+    model, the start of the last user message, the tool result it carries or that it
+    carries none, the tools offered) and the recording that answers it."""
+    facts = turn.match
+    match: dict[str, Any] = {"api": facts["endpoint"]}
+    if "model" in facts:
+        match["model"] = facts["model"]
+    if "user" in facts:
+        match["user"] = facts["user"][:_USER_CHARS]
+    results = facts.get("tool_results") or []
+    # A follow-up carries the same user message as the request before it: what tells them
+    # apart is the tool result (its call id: two calls of one tool differ by it).
+    match["tool_result"] = results[-1] if results else False
+    if "tools" in facts:
+        match["tools"] = facts["tools"]
+    return {
+        "name": f"recorded {number}",
+        "match": match,
+        "recording": turn.file.relative_to(scenario_dir).as_posix(),
+    }
+
+
+def append_turn(path: Path, entry: dict[str, Any], *, replace: bool = False) -> None:
+    """Add a turn to a scenario file (TOML, or JSON by its suffix), creating the file if
+    absent; `replace`: the file's turns are dropped first (a re-recording)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".json":
+        data: dict[str, Any] = {"turns": []}
+        if path.exists() and not replace:
+            data = json.loads(path.read_bytes())
+        data.setdefault("turns", []).append(entry)
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        return
+    text = "" if replace or not path.exists() else path.read_text(encoding="utf-8")
+    if text and not text.endswith("\n"):
+        text += "\n"
+    path.write_text(text + ("\n" if text else "") + toml_turn(entry), encoding="utf-8")
+
+
+def toml_turn(entry: dict[str, Any]) -> str:
+    """One `[[turns]]` table in TOML: scalars first, then `[turns.<table>]` for the dicts."""
+    lines = ["[[turns]]"]
+    tables = []
+    for key, value in entry.items():
+        if isinstance(value, dict):
+            tables.append((key, value))
+        else:
+            lines.append(f"{key} = {_toml_value(value)}")
+    for key, table in tables:
+        lines.append(f"[turns.{key}]")
+        lines.extend(f"{name} = {_toml_value(value)}" for name, value in table.items())
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    if isinstance(value, str):
+        # A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007F")
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    raise UsageError(f"toml_turn: expected str, bool, number or list, got {describe(value)}")
+
+
 # --- the recorder ------------------------------------------------------------------------
 
 
@@ -351,16 +424,27 @@ class Recorder:
         *,
         redact: Any = None,
         on_turn: Callable[[RecordedTurn], None] | None = None,
+        async_upstream: Any = None,
         function: str = "Recorder",
     ) -> None:
         self.library = _library_of(function, upstream)
         self.upstream = upstream
+        self.async_library = _library_of(function, async_upstream or upstream)
+        self.async_upstream = async_upstream or upstream
         self.directory = Path(directory)
         self.redaction = Redaction.of(function, redact)
         self.on_turn = on_turn
         self.turns: list[RecordedTurn] = []
         self._lock = threading.Lock()
         self._next = _first_free(self.directory)
+
+    def restart(self) -> None:
+        """Number the answers from 1 again, the ones of an earlier recording removed: a
+        re-recording (`record="all"`) leaves no stale file behind."""
+        with self._lock:
+            for path in self.directory.glob("[0-9][0-9][0-9]-*"):
+                path.unlink()
+            self._next = 1
 
     # -- sync ---------------------------------------------------------------------------
 
@@ -374,7 +458,7 @@ class Recorder:
             )
         content = request.read()
         started = time.monotonic()
-        response = self.upstream.handle_request(self._outgoing(request, content))
+        response = self.upstream.handle_request(self._outgoing(request, content, self.library))
         if not 200 <= response.status_code < 300:
             return self._as_callers(request, response, content=response.read())
         tape = _Tape(self, request, content, response, started)
@@ -385,14 +469,16 @@ class Recorder:
 
     async def handle_async_request(self, request: Any) -> Any:
         """The async `handle_request`, for an async client and an async upstream."""
-        if not hasattr(self.upstream, "handle_async_request"):
+        upstream = self.async_upstream
+        if not hasattr(upstream, "handle_async_request"):
             raise UsageError(
                 "record: expected an async upstream transport for an async client "
-                f"(httpx.AsyncHTTPTransport), got {type(self.upstream).__name__}"
+                f"(httpx.AsyncHTTPTransport), got {type(upstream).__name__}"
             )
         content = await request.aread()
         started = time.monotonic()
-        response = await self.upstream.handle_async_request(self._outgoing(request, content))
+        outgoing = self._outgoing(request, content, self.async_library)
+        response = await upstream.handle_async_request(outgoing)
         if not 200 <= response.status_code < 300:
             return self._as_callers(request, response, content=await response.aread())
         tape = _Tape(self, request, content, response, started)
@@ -403,11 +489,13 @@ class Recorder:
 
     def close(self) -> None:
         """Close the upstream transport (its connections)."""
-        self.upstream.close()
+        if hasattr(self.upstream, "close"):
+            self.upstream.close()
 
     async def aclose(self) -> None:
         """Close the async upstream transport."""
-        await self.upstream.aclose()
+        if hasattr(self.async_upstream, "aclose"):
+            await self.async_upstream.aclose()
 
     def __enter__(self) -> Recorder:
         return self
@@ -423,14 +511,12 @@ class Recorder:
 
     # -- the pieces ---------------------------------------------------------------------
 
-    def _outgoing(self, request: Any, content: bytes) -> Any:
+    def _outgoing(self, request: Any, content: bytes, library: Any) -> Any:
         """The request as the upstream's library builds it; asking for the bytes as
         sent (no compression), since the recording is the stream's own bytes."""
         headers = [(k, v) for k, v in request.headers.items() if k.lower() != "accept-encoding"]
         headers.append(("accept-encoding", "identity"))
-        return self.library.Request(
-            request.method, str(request.url), headers=headers, content=content
-        )
+        return library.Request(request.method, str(request.url), headers=headers, content=content)
 
     def _as_callers(
         self, request: Any, response: Any, *, stream: Any = None, content: bytes | None = None
@@ -603,6 +689,115 @@ class _AsyncTape:
         self.tape.finish()
 
 
+# --- the hook in the replay transports ----------------------------------------------------
+
+
+class RecordHook:
+    """Record on miss for the replay transports of one scenario: the recorder they share
+    (one numbering of the files, one scenario file), and what they forward.
+
+    A transport with a hook forwards every request (`mode="all"`) or those no turn answers
+    (`mode="new"`); each answer recorded becomes a turn of the scenario, in memory (it
+    answers the same request again in this run, and counts as used) and in its file.
+    """
+
+    def __init__(
+        self,
+        scenario: Any,
+        path: str | Path | None,
+        mode: Any,
+        *,
+        upstream: Any = None,
+        async_upstream: Any = None,
+        redact: Any = None,
+    ) -> None:
+        self.mode = check_record_mode("record", mode)
+        self.scenario = scenario
+        self.path = Path(path) if path is not None else None
+        base = self.path.parent / self.path.stem if self.path is not None else None
+        directory = base if base is not None else Path(scenario.root) / "recorded"
+        if upstream is None and async_upstream is None:
+            import httpx
+
+            upstream, async_upstream = httpx.HTTPTransport(), httpx.AsyncHTTPTransport()
+        self.recorder = Recorder(
+            upstream if upstream is not None else async_upstream,
+            directory,
+            redact=redact,
+            on_turn=self._add,
+            async_upstream=async_upstream,
+            function="record",
+        )
+        self._fresh = self.mode == "all"  # the first answer replaces the file's turns
+        self._lock = threading.Lock()
+
+    def forward(self, transport: Any, request: Any, miss: Any = None) -> Any:
+        """Answer `request` from upstream, recorded (a `miss` it settles is forgotten)."""
+        self._settle(transport, miss)
+        return self.recorder.handle_request(request)
+
+    async def aforward(self, transport: Any, request: Any, miss: Any = None) -> Any:
+        """The async `forward`."""
+        self._settle(transport, miss)
+        return await self.recorder.handle_async_request(request)
+
+    def _settle(self, transport: Any, miss: Any) -> None:
+        if miss is not None:
+            misses = transport.misses
+            if miss in misses:
+                misses.remove(miss)
+
+    def _add(self, turn: RecordedTurn) -> None:
+        from .scenario import Turn
+
+        with self._lock:
+            scenario = self.scenario
+            root = self.path.parent if self.path is not None else Path(scenario.root)
+            entry = turn_entry(turn, root, len(scenario.turns) + 1)
+            if self.path is not None:
+                append_turn(self.path, entry, replace=self._fresh)
+            self._fresh = False
+            with scenario._lock:
+                scenario.turns.append(Turn.model_validate(entry))
+                scenario.used.append(1)
+
+    def close(self) -> None:
+        """Close the upstream transports."""
+        recorder = self.recorder
+        if recorder.upstream is not recorder.async_upstream:
+            recorder.close()
+
+    async def aclose(self) -> None:
+        """Close the async upstream transport."""
+        await self.recorder.aclose()
+
+
+def attach_recorder(
+    transports: Any,
+    path: str | Path | None,
+    mode: Any,
+    *,
+    upstream: Any = None,
+    async_upstream: Any = None,
+    redact: Any = None,
+) -> RecordHook:
+    """Give replay transports (one, or a sync and an async one sharing a scenario) one
+    `RecordHook`: they forward what `mode` says to `upstream` (default: the real API,
+    through `httpx.HTTPTransport()` / `httpx.AsyncHTTPTransport()`)."""
+    group = list(transports) if isinstance(transports, list | tuple) else [transports]
+    scenario = group[0].scenario
+    hook = RecordHook(
+        scenario, path, mode, upstream=upstream, async_upstream=async_upstream, redact=redact
+    )
+    if hook.mode == "all":
+        hook.recorder.restart()
+    for transport in group:
+        transport.recording = hook
+        # A miss comes back as a reply the hook can take over, not as an exception.
+        transport.replayer.on_miss = "respond"
+    return hook
+
+
 _STREAM_CLASSES: dict[tuple[str, bool], type] = {}
 
 
@@ -619,6 +814,11 @@ def _stream_class(library: Any, *, asynchronous: bool) -> type:
 
 
 __all__ = [
+    "RecordHook",
+    "append_turn",
+    "attach_recorder",
+    "toml_turn",
+    "turn_entry",
     "RECORD_MODES",
     "SECRET_HEADERS",
     "SECRET_QUERY",
