@@ -814,20 +814,20 @@ def _stream_class(library: Any, *, asynchronous: bool) -> type:
 
 
 __all__ = [
-    "RecordHook",
-    "append_turn",
-    "attach_recorder",
-    "toml_turn",
-    "turn_entry",
     "RECORD_MODES",
     "SECRET_HEADERS",
     "SECRET_QUERY",
+    "RecordHook",
     "RecordMode",
     "RecordedTurn",
     "Recorder",
     "Redaction",
+    "append_turn",
+    "attach_recorder",
     "check_record_mode",
     "endpoint_of",
     "mask",
     "request_facts",
+    "toml_turn",
+    "turn_entry",
 ]
