@@ -19,7 +19,7 @@ from support import REAL
 
 from streamfold import UsageError, fold_message, load_recording
 from streamfold.record import load_timing
-from streamfold.testing.record import RecordedTurn, Recorder, request_facts
+from streamfold.testing.record import RecordedTurn, Recorder, match_of, read_api_request
 
 pytest.importorskip("uvicorn")
 openai = pytest.importorskip("openai")
@@ -97,9 +97,10 @@ def _ask_and_read(client: Any, turns: list[RecordedTurn], tmp_path: Path) -> Non
     assert turn.file.name == "001-chat.sse"
     assert turn.file.read_bytes() == data  # the upstream's bytes, as they came
     assert turn.match == {
-        "endpoint": "chat",
+        "api": "chat",
         "model": "gpt-4o-mini",
         "user": "Weather in Paris?",
+        "tool_result": False,
         "tools": ["get_weather"],
     }
     # The arrival times: the first chunk after the upstream's 0.3 s, the last after all of
@@ -112,10 +113,11 @@ def _ask_and_read(client: Any, turns: list[RecordedTurn], tmp_path: Path) -> Non
     assert [s for _, s in timing] == sorted(s for _, s in timing)
     # It is a recording streamfold reads, folding to the upstream's Message.
     assert fold_message(load_recording(turn.file)) == fold_message(load_recording(CHAT))
-    assert turn.as_dict(turn.file.parent)["recording"] == "001-chat.sse"
 
 
-def test_a_non_streamed_answer_is_kept_as_its_json(upstream: str, tmp_path: Path) -> None:
+def test_a_plain_request_is_recorded_as_a_stream_and_answered_folded(
+    upstream: str, tmp_path: Path
+) -> None:
     recorder = Recorder(httpx.HTTPTransport(), tmp_path)
     client = openai.OpenAI(
         api_key="test", base_url=upstream + "/v1", http_client=httpx.Client(transport=recorder)
@@ -125,11 +127,17 @@ def test_a_non_streamed_answer_is_kept_as_its_json(upstream: str, tmp_path: Path
             model="gpt-4o-mini", messages=[{"role": "user", "content": "Weather?"}]
         )
     [turn] = recorder.turns
-    assert turn.file.name == "001-chat.json" and not turn.stream
-    assert json.loads(turn.file.read_bytes()) == completion.model_dump(
-        mode="json", exclude_unset=True
-    )
-    assert turn.as_dict(tmp_path)["response"] == "001-chat.json"
+    # The upstream was asked for its stream: the recording is that stream, timed.
+    assert turn.file.name == "001-chat.sse"
+    assert turn.file.read_bytes() == CHAT.read_bytes()
+    assert load_timing(turn.file) is not None
+    # The caller got the plain answer: the stream folded, as a replay answers it.
+    expected = fold_message(load_recording(CHAT))
+    [call] = completion.choices[0].message.tool_calls or []
+    assert call.function.name == expected.tool_calls[0].name
+    assert json.loads(call.function.arguments) == expected.tool_calls[0].arguments
+    assert completion.usage is not None
+    assert completion.usage.completion_tokens == expected.usage.output_tokens
 
 
 async def test_an_async_httpx2_client_records_through_an_async_upstream(
@@ -147,9 +155,10 @@ async def test_an_async_httpx2_client_records_through_an_async_upstream(
     [turn] = recorder.turns
     assert turn.file.read_bytes() == MESSAGES.read_bytes()
     assert turn.match == {
-        "endpoint": "messages",
+        "api": "messages",
         "model": "claude-haiku-4-5",
         "user": "A list, please",
+        "tool_result": False,
     }
     assert fold_message(load_recording(turn.file)).text == message.content[0].text
 
@@ -204,7 +213,7 @@ def test_no_secret_reaches_any_byte_written(upstream: str, tmp_path: Path) -> No
         httpx.HTTPTransport(),
         tmp_path,
         redact=["X-Org-Token", "account_pin"],
-        on_turn=lambda turn: turns.append(turn.as_dict(tmp_path)),
+        on_turn=lambda turn: turns.append({"match": turn.match, "request": turn.request}),
     )
     client = openai.OpenAI(
         api_key=SECRETS["authorization"],
@@ -234,7 +243,7 @@ def test_no_secret_reaches_any_byte_written(upstream: str, tmp_path: Path) -> No
     assert len(turns) == 2
     (tmp_path / "turns.json").write_text(json.dumps(turns))
     written = _written(tmp_path)
-    assert set(written) >= {"001-chat.sse", "001-chat.sse.timing.json", "002-chat.json"}
+    assert set(written) >= {"001-chat.sse", "001-chat.sse.timing.json", "002-chat.sse"}
     leaks = [
         (name, where)
         for name, secret in SECRETS.items()
@@ -246,10 +255,11 @@ def test_no_secret_reaches_any_byte_written(upstream: str, tmp_path: Path) -> No
     body = turns[0]["request"]["body"]
     assert body["metadata"] == {"account_pin": "<redacted>"}
     assert "Remember these: *" in body["messages"][0]["content"]
+    assert turns[0]["match"]["user"].startswith("Remember these: *")
     assert turns[0]["request"]["headers"] == {}
 
 
-def test_the_facts_a_turn_matches_on_from_each_api() -> None:
+def test_what_a_recorded_turn_matches_from_each_api() -> None:
     anthropic_body = {
         "model": "claude",
         "messages": [
@@ -259,11 +269,11 @@ def test_the_facts_a_turn_matches_on_from_each_api() -> None:
         ],
         "tools": [{"name": "w", "input_schema": {}}],
     }
-    assert request_facts("/v1/messages", anthropic_body) == {
-        "endpoint": "messages",
+    assert _match("/v1/messages", anthropic_body) == {
+        "api": "messages",
         "model": "claude",
         "user": "Weather in Paris?",
-        "tool_results": ["tu_1"],
+        "tool_result": "tu_1",
         "tools": ["w"],
     }
     gemini_body = {
@@ -274,11 +284,11 @@ def test_the_facts_a_turn_matches_on_from_each_api() -> None:
         ],
         "tools": [{"functionDeclarations": [{"name": "w"}]}],
     }
-    assert request_facts("/v1beta/models/gemini-2.5-flash:streamGenerateContent", gemini_body) == {
-        "endpoint": "gemini",
+    assert _match("/v1beta/models/gemini-2.5-flash:streamGenerateContent", gemini_body) == {
+        "api": "gemini",
         "model": "gemini-2.5-flash",
         "user": "Hi",
-        "tool_results": ["w"],
+        "tool_result": "w",
         "tools": ["w"],
     }
     responses_body = {
@@ -290,11 +300,11 @@ def test_the_facts_a_turn_matches_on_from_each_api() -> None:
         ],
         "tools": [{"type": "function", "name": "w"}],
     }
-    assert request_facts("/v1/responses", responses_body) == {
-        "endpoint": "responses",
+    assert _match("/v1/responses", responses_body) == {
+        "api": "responses",
         "model": "gpt-5",
         "user": "Hi",
-        "tool_results": ["c1"],
+        "tool_result": "c1",
         "tools": ["w"],
     }
     converse_body = {
@@ -305,13 +315,19 @@ def test_the_facts_a_turn_matches_on_from_each_api() -> None:
         ],
         "toolConfig": {"tools": [{"toolSpec": {"name": "w"}}]},
     }
-    assert request_facts("/model/amazon.nova-micro-v1:0/converse-stream", converse_body) == {
-        "endpoint": "converse",
+    assert _match("/model/amazon.nova-micro-v1:0/converse-stream", converse_body) == {
+        "api": "converse",
         "model": "amazon.nova-micro-v1:0",
         "user": "Hi",
-        "tool_results": ["t9"],
+        "tool_result": "t9",
         "tools": ["w"],
     }
+
+
+def _match(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = read_api_request(path, body)
+    assert request is not None
+    return match_of(request)
 
 
 @pytest.mark.parametrize(

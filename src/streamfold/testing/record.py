@@ -1,18 +1,25 @@
 """Record on miss: a request no turn answers goes to the real API, and its answer is kept.
 
 A replay transport given `record="new"` forwards a request that matches no turn of its
-scenario to an upstream (any httpx or httpx2 transport: `httpx.HTTPTransport()` reaches
-the real API); with `record="all"` it forwards every request. The answer streams back to
-the caller as it arrives, and when it ends it is written beside the scenario file:
+scenario to an upstream (any httpx or httpx2 transport; by default
+`httpx.HTTPTransport()`, the real API at the URL the client asked); with `record="all"`
+it forwards every request. The answer streams back to the caller as it arrives, and when
+it ends it is written beside the scenario file, in streamfold's recording format
+(`streamfold.record`):
 
-    <scenario dir>/<scenario stem>/<n>-<endpoint>.sse            the bytes, as they arrived
-    <scenario dir>/<scenario stem>/<n>-<endpoint>.sse.timing.json  when each chunk arrived
-    <scenario dir>/<scenario stem>/<n>-<endpoint>.json           a non-streamed answer
+    scenarios/weather.toml                              the scenario: a turn is appended
+    scenarios/weather/001-chat.sse                      the answer's bytes, as they came
+    scenarios/weather/001-chat.sse.timing.json          when each chunk arrived
 
-(streamfold's own recording format: `streamfold.record`), and a turn that names it, with
-what the request said that a turn matches on (endpoint, model, the last user message,
-the tool results it carries, the tools it offers), is appended to the scenario. The next
-run replays it without a network.
+The turn matches the request on its API, model, the start of its last user message, the
+tool result it carries (by call id) or that it carries none, and the tools it offers. The
+next run replays it without a network. `record="all"` re-records: the scenario file's
+turns are replaced and the earlier answers' files removed.
+
+A request that does not ask to stream is asked upstream as a stream (the same body with
+`"stream": true`; Gemini's `:streamGenerateContent?alt=sse`), so the recording is the
+API's own stream with its timing; the caller gets it folded into the API's
+non-streaming shape, as a replay of the recording answers it.
 
 Secrets never reach a file: the headers `authorization`, `proxy-authorization`,
 `x-api-key`, `api-key`, `x-goog-api-key`, `cookie` and `set-cookie`, the query parameter
@@ -27,8 +34,8 @@ the day is no fixture; the next run asks again.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
@@ -39,6 +46,10 @@ from typing import Any, Literal
 from ..arguments import describe
 from ..errors import UsageError
 from ..record import TIMING_VERSION, timing_path
+from ..recording import detect_recording
+from ..web.replay_api import ApiError, folded_answer, route
+from .requests import read_request
+from .scenario import ApiRequest
 
 RecordMode = Literal["none", "new", "all"]
 RECORD_MODES: tuple[RecordMode, ...] = ("none", "new", "all")
@@ -179,139 +190,44 @@ def mask(data: bytes, secrets: list[str]) -> bytes:
 
 # --- what a turn matches on ---------------------------------------------------------------
 
-_GEMINI_MODEL = re.compile(r"/models/([^/:]+):")
-_BEDROCK_MODEL = re.compile(r"/model/([^/]+)/")
 
-
-def endpoint_of(path: str) -> str:
-    """The API a request path calls, by serve's routing names (chat, responses, messages,
-    gemini, invoke, converse), or the path itself for another."""
-    if path.endswith("/chat/completions"):
-        return "chat"
-    if path.endswith("/responses"):
-        return "responses"
-    if path.endswith("/messages"):
-        return "messages"
-    if ":streamGenerateContent" in path or ":generateContent" in path:
-        return "gemini"
-    if path.endswith(("/invoke", "/invoke-with-response-stream")):
-        return "invoke"
-    if path.endswith(("/converse", "/converse-stream")):
-        return "converse"
-    return path
-
-
-def request_facts(path: str, body: Any) -> dict[str, Any]:
-    """What a turn matches on, read from a request: endpoint, model, the last user
-    message's text, the ids (or names) of the tool calls whose results it carries, and
-    the names of the tools it offers. Absent facts are left out."""
-    endpoint = endpoint_of(path)
-    facts: dict[str, Any] = {"endpoint": endpoint}
+def read_api_request(path: str, body: Any) -> ApiRequest | None:
+    """The request as a turn matches it (`streamfold.testing.read_request`), None for a
+    path of no API a replay answers."""
+    try:
+        routed = route(path)
+    except ApiError:
+        routed = None
+    if routed is None:
+        return None
+    api, forced, path_model = routed
     body = body if isinstance(body, dict) else {}
-    model = body.get("model")
-    found = _GEMINI_MODEL.search(path) or _BEDROCK_MODEL.search(path)
-    if found is not None:
-        model = found.group(1)
-    if isinstance(model, str):
-        facts["model"] = model
-    user, results = _conversation(endpoint, body)
-    if user is not None:
-        facts["user"] = user
-    if results:
-        facts["tool_results"] = results
-    tools = _tool_names(endpoint, body)
-    if tools:
-        facts["tools"] = tools
-    return facts
+    stream = forced if forced is not None else body.get("stream") is True
+    return read_request(api, body, model=path_model, stream=stream)
 
 
-def _texts(content: Any, kinds: tuple[str, ...] = ("text", "input_text")) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    out: list[str] = []
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, str):
-                out.append(block)
-            elif (
-                isinstance(block, dict)
-                and isinstance(block.get("text"), str)
-                and block.get("type", "text") in kinds
-            ):
-                out.append(block["text"])
-    return out
+# A request that does not ask to stream is asked upstream as a stream: the recording is
+# then the API's own stream, with its timing, and the caller gets that stream folded in
+# the API's non-streaming shape: what a replay of the recording answers it.
+_STREAM_PATHS = {
+    ":generateContent": ":streamGenerateContent",
+    "/invoke": "/invoke-with-response-stream",
+    "/converse": "/converse-stream",
+}
 
 
-def _conversation(endpoint: str, body: dict[str, Any]) -> tuple[str | None, list[str]]:
-    """The last user text, and the tool results that follow the last model turn."""
-    user: str | None = None
-    results: list[str] = []
-    if endpoint == "responses":
-        items = body.get("input")
-        if isinstance(items, str):
-            return items, []
-        for item in items if isinstance(items, list) else []:
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "function_call_output":
-                results.append(str(item.get("call_id")))
-            elif item.get("role") == "user":
-                texts = _texts(item.get("content"))
-                if texts:
-                    user, results = "\n".join(texts), []
-            elif item.get("role") == "assistant" or item.get("type") == "function_call":
-                results = []
-        return user, results
-    key = "contents" if endpoint == "gemini" else "messages"
-    messages = body.get(key)
-    for message in messages if isinstance(messages, list) else []:
-        if not isinstance(message, dict):
-            continue
-        role = message.get("role")
-        if role in ("assistant", "model"):
-            results = []
-            continue
-        if endpoint == "chat" and role == "tool":
-            results.append(str(message.get("tool_call_id")))
-            continue
-        if role != "user":
-            continue
-        content = message.get("parts" if endpoint == "gemini" else "content")
-        texts = _texts(content)
-        if texts:
-            user = "\n".join(texts)
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "tool_result":
-                results.append(str(block.get("tool_use_id")))
-            elif isinstance(block.get("functionResponse"), dict):
-                response = block["functionResponse"]
-                results.append(str(response.get("id") or response.get("name")))
-            elif isinstance(block.get("toolResult"), dict):
-                results.append(str(block["toolResult"].get("toolUseId")))
-    return user, results
-
-
-def _tool_names(endpoint: str, body: dict[str, Any]) -> list[str]:
-    tools = body.get("tools")
-    if endpoint == "converse":
-        config = body.get("toolConfig")
-        tools = config.get("tools") if isinstance(config, dict) else None
-    names: list[str] = []
-    for tool in tools if isinstance(tools, list) else []:
-        if not isinstance(tool, dict):
-            continue
-        if endpoint == "gemini":
-            declarations = tool.get("functionDeclarations") or tool.get("function_declarations")
-            for declaration in declarations if isinstance(declarations, list) else []:
-                if isinstance(declaration, dict) and isinstance(declaration.get("name"), str):
-                    names.append(declaration["name"])
-            continue
-        spec = tool.get("function") or tool.get("toolSpec") or tool
-        if isinstance(spec, dict) and isinstance(spec.get("name"), str):
-            names.append(spec["name"])
-    return names
+def as_streaming(url: str, path: str, body: Any) -> tuple[str, Any]:
+    """The URL and body of `body`'s request asking for a stream instead."""
+    for plain, streamed in _STREAM_PATHS.items():
+        if path.endswith(plain):
+            url = url.replace(path, path[: -len(plain)] + streamed, 1)
+            if plain == ":generateContent":
+                url += ("&" if "?" in url else "?") + "alt=sse"
+            return url, body
+    body = {**body, "stream": True}
+    if path.endswith("/chat/completions") and "stream_options" not in body:
+        body["stream_options"] = {"include_usage": True}  # the usage, as a plain answer has
+    return url, body
 
 
 # --- the scenario file ---------------------------------------------------------------
@@ -320,26 +236,30 @@ _USER_CHARS = 200  # of the last user message a recorded turn matches (a substri
 
 
 def turn_entry(turn: RecordedTurn, scenario_dir: Path, number: int) -> dict[str, Any]:
-    """A recorded turn as a scenario file's turn: its name, what it matches (the API, the
-    model, the start of the last user message, the tool result it carries or that it
-    carries none, the tools offered) and the recording that answers it."""
-    facts = turn.match
-    match: dict[str, Any] = {"api": facts["endpoint"]}
-    if "model" in facts:
-        match["model"] = facts["model"]
-    if "user" in facts:
-        match["user"] = facts["user"][:_USER_CHARS]
-    results = facts.get("tool_results") or []
-    # A follow-up carries the same user message as the request before it: what tells them
-    # apart is the tool result (its call id: two calls of one tool differ by it).
-    match["tool_result"] = results[-1] if results else False
-    if "tools" in facts:
-        match["tools"] = facts["tools"]
+    """A recorded turn as a scenario file's turn: its name, what it matches and the
+    recording (relative to the scenario's directory) that answers it."""
     return {
         "name": f"recorded {number}",
-        "match": match,
+        "match": turn.match,
         "recording": turn.file.relative_to(scenario_dir).as_posix(),
     }
+
+
+def match_of(request: ApiRequest) -> dict[str, Any]:
+    """What a recorded turn matches: the API, the model, the start of the last user
+    message, the tool result the request carries (or that it carries none), the tools."""
+    match: dict[str, Any] = {"api": request.api}
+    if request.model:
+        match["model"] = request.model
+    if request.last_user:
+        match["user"] = request.last_user[:_USER_CHARS]
+    # A follow-up carries the same user message as the request before it: the tool result
+    # tells them apart (by its call id, when it has one: two calls of one tool differ).
+    last = request.tool_results[-1] if request.tool_results else None
+    match["tool_result"] = (last.call_id or last.name or True) if last is not None else False
+    if request.tools:
+        match["tools"] = list(request.tools)
+    return match
 
 
 def append_turn(path: Path, entry: dict[str, Any], *, replace: bool = False) -> None:
@@ -392,21 +312,12 @@ def _toml_value(value: Any) -> str:
 
 @dataclass
 class RecordedTurn:
-    """A turn recorded from upstream: what it matches on and the file that answers it."""
+    """A turn recorded from upstream: what it matches (a `Match`'s fields), the recording
+    that answers it, and the request as written down (secrets redacted and masked)."""
 
     match: dict[str, Any]
     file: Path
-    stream: bool
     request: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self, base: Path) -> dict[str, Any]:
-        """The turn as a scenario file holds it (the file relative to `base`)."""
-        key = "recording" if self.stream else "response"
-        return {
-            "match": self.match,
-            key: self.file.relative_to(base).as_posix(),
-            "request": self.request,
-        }
 
 
 class Recorder:
@@ -457,13 +368,17 @@ class Recorder:
                 f"(httpx.HTTPTransport), got {type(self.upstream).__name__}"
             )
         content = request.read()
-        started = time.monotonic()
-        response = self.upstream.handle_request(self._outgoing(request, content, self.library))
-        if not 200 <= response.status_code < 300:
+        tape = _Tape(self, request, content)
+        response = self.upstream.handle_request(tape.outgoing(self.library))
+        if not tape.records(response):
             return self._as_callers(request, response, content=response.read())
-        tape = _Tape(self, request, content, response, started)
         stream = _stream_class(_module_of(request), asynchronous=False)(tape, response.stream)
-        return self._as_callers(request, response, stream=stream)
+        if tape.streamed:
+            return self._as_callers(request, response, stream=stream)
+        with contextlib.closing(stream):
+            for _ in stream:
+                pass  # the whole stream, folded below into the API's plain answer
+        return self._as_callers(request, response, content=tape.plain_answer())
 
     # -- async --------------------------------------------------------------------------
 
@@ -476,14 +391,19 @@ class Recorder:
                 f"(httpx.AsyncHTTPTransport), got {type(upstream).__name__}"
             )
         content = await request.aread()
-        started = time.monotonic()
-        outgoing = self._outgoing(request, content, self.async_library)
-        response = await upstream.handle_async_request(outgoing)
-        if not 200 <= response.status_code < 300:
+        tape = _Tape(self, request, content)
+        response = await upstream.handle_async_request(tape.outgoing(self.async_library))
+        if not tape.records(response):
             return self._as_callers(request, response, content=await response.aread())
-        tape = _Tape(self, request, content, response, started)
         stream = _stream_class(_module_of(request), asynchronous=True)(tape, response.stream)
-        return self._as_callers(request, response, stream=stream)
+        if tape.streamed:
+            return self._as_callers(request, response, stream=stream)
+        try:
+            async for _ in stream:
+                pass
+        finally:
+            await stream.aclose()
+        return self._as_callers(request, response, content=tape.plain_answer())
 
     # -- a transport's life: the upstream's ----------------------------------------------
 
@@ -511,33 +431,27 @@ class Recorder:
 
     # -- the pieces ---------------------------------------------------------------------
 
-    def _outgoing(self, request: Any, content: bytes, library: Any) -> Any:
-        """The request as the upstream's library builds it; asking for the bytes as
-        sent (no compression), since the recording is the stream's own bytes."""
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() != "accept-encoding"]
-        headers.append(("accept-encoding", "identity"))
-        return library.Request(request.method, str(request.url), headers=headers, content=content)
-
     def _as_callers(
         self, request: Any, response: Any, *, stream: Any = None, content: bytes | None = None
     ) -> Any:
         """The upstream response in the caller's library: streaming through `stream`, or
-        its whole `content` (an error answer, read at once)."""
+        its whole `content` (an error answer, or a stream folded into a plain answer)."""
         library = _module_of(request)
-        headers = [
-            (k, v)
-            for k, v in response.headers.multi_items()
-            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-        ]
+        dropped: tuple[str, ...] = ("content-encoding", "content-length", "transfer-encoding")
+        if stream is None and 200 <= response.status_code < 300:
+            dropped = (*dropped, "content-type")  # (a JSON answer made from a stream)
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
         if stream is None:
+            if 200 <= response.status_code < 300:
+                headers.append(("content-type", "application/json"))
             return library.Response(response.status_code, headers=headers, content=content)
         return library.Response(response.status_code, headers=headers, stream=stream)
 
-    def _claim(self, endpoint: str, suffix: str) -> Path:
+    def _claim(self, api: str, suffix: str) -> Path:
         with self._lock:
             number = self._next
             self._next += 1
-        return self.directory / f"{number:03d}-{endpoint}{suffix}"
+        return self.directory / f"{number:03d}-{api}{suffix}"
 
     def _recorded(self, turn: RecordedTurn) -> None:
         with self._lock:
@@ -577,28 +491,53 @@ def _library_of(function: str, upstream: Any) -> Any:
 class _Tape:
     """One answer being recorded: its chunks and their arrival times, written at the end."""
 
-    def __init__(
-        self, recorder: Recorder, request: Any, content: bytes, response: Any, started: float
-    ) -> None:
+    def __init__(self, recorder: Recorder, request: Any, content: bytes) -> None:
         self.recorder = recorder
-        self.started = started
+        self.request = request
         self.chunks: list[bytes] = []
         self.marks: list[list[float]] = []
         self.offset = 0
         self.written = False
-        redaction = recorder.redaction
-        headers = dict(request.headers.items())
-        query = dict(request.url.params.multi_items())
+        self.path = request.url.path
         try:
             body: Any = json.loads(content) if content else None
         except ValueError:
             body = None
-        self.secrets = redaction.secrets(headers, query, body)
-        self.path = request.url.path
         self.body = body
-        self.headers = {k.lower(): v for k, v in headers.items() if k.lower() in _KEPT_HEADERS}
+        self.content = content
+        headers = dict(request.headers.items())
+        query = dict(request.url.params.multi_items())
+        self.secrets = recorder.redaction.secrets(headers, query, body)
+        self.api_request = read_api_request(self.path, body)
+        # A plain request is asked as a stream (see `as_streaming`); the caller gets it
+        # folded.
+        self.streamed = self.api_request is None or self.api_request.stream
+        self.format: str | None = None
+        self.started = 0.0
+
+    def outgoing(self, library: Any) -> Any:
+        """The request as the upstream's library builds it: asking for a stream, and for
+        the bytes as sent (no compression: the recording is the stream's own bytes)."""
+        url, content = str(self.request.url), self.content
+        if not self.streamed and isinstance(self.body, dict):
+            url, body = as_streaming(url, self.path, self.body)
+            content = json.dumps(body).encode()
+        dropped = ("accept-encoding", "content-length")
+        headers = [(k, v) for k, v in self.request.headers.items() if k.lower() not in dropped]
+        headers.append(("accept-encoding", "identity"))
+        self.started = time.monotonic()
+        return library.Request(self.request.method, url, headers=headers, content=content)
+
+    def records(self, response: Any) -> bool:
+        """Whether the upstream's answer is recorded: a stream of an API a replay answers,
+        with a success status (an error, a 429 of the day, is no fixture)."""
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         self.format = _STREAM_TYPES.get(kind)
+        return (
+            200 <= response.status_code < 300
+            and self.api_request is not None
+            and self.format is not None
+        )
 
     def add(self, chunk: bytes) -> None:
         if not chunk:
@@ -607,32 +546,43 @@ class _Tape:
         self.offset += len(chunk)
         self.marks.append([self.offset, round(time.monotonic() - self.started, 6)])
 
+    def plain_answer(self) -> bytes:
+        """The recorded stream folded into the API's non-streaming answer (as a replay
+        of the recording answers it)."""
+        request = self.api_request
+        assert request is not None
+        data = b"".join(self.chunks)
+        _, provider = detect_recording(data)
+        model = request.model or "streamfold"
+        try:
+            answer = folded_answer(request.api, provider or "", data, self.path, model)
+        except ApiError as exc:
+            raise UsageError(f"record: the answer of {self.path} does not fold: {exc}") from None
+        return json.dumps(answer).encode()
+
     def finish(self) -> None:
         """Write the answer and tell the recorder of its turn (once)."""
         if self.written:
             return
         self.written = True
+        request = self.api_request
+        assert request is not None and self.format is not None
         recorder = self.recorder
-        redaction = recorder.redaction
-        facts = request_facts(self.path, self.body)
         data = mask(b"".join(self.chunks), self.secrets)
-        suffix = f".{self.format}" if self.format else ".json"
-        file = recorder._claim(str(facts["endpoint"]).strip("/").replace("/", "-"), suffix)
+        file = recorder._claim(request.api, f".{self.format}")
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_bytes(data)
-        if self.format is not None:
-            sidecar = {"version": TIMING_VERSION, "chunks": self.marks}
-            timing_path(file).write_bytes(mask(json.dumps(sidecar).encode() + b"\n", self.secrets))
-        facts = _masked_json(facts, self.secrets)
-        request = {
-            "method": "POST",
-            "path": mask(self.path.encode(), self.secrets).decode(),
-            "headers": _masked_json(self.headers, self.secrets),
-        }
+        sidecar = {"version": TIMING_VERSION, "chunks": self.marks}
+        timing_path(file).write_bytes(json.dumps(sidecar).encode() + b"\n")
+        kept = {k.lower(): v for k, v in self.request.headers.items() if k.lower() in _KEPT_HEADERS}
+        written: dict[str, Any] = {"method": "POST", "path": self.path, "headers": kept}
         if self.body is not None:
-            request["body"] = _masked_json(redaction.body(self.body), self.secrets)
-        turn = RecordedTurn(match=facts, file=file, stream=self.format is not None, request={})
-        turn.request = request
+            written["body"] = recorder.redaction.body(self.body)
+        turn = RecordedTurn(
+            match=_masked_json(match_of(request), self.secrets),
+            file=file,
+            request=_masked_json(written, self.secrets),
+        )
         recorder._recorded(turn)
 
 
@@ -823,11 +773,12 @@ __all__ = [
     "Recorder",
     "Redaction",
     "append_turn",
+    "as_streaming",
     "attach_recorder",
     "check_record_mode",
-    "endpoint_of",
     "mask",
-    "request_facts",
+    "match_of",
+    "read_api_request",
     "toml_turn",
     "turn_entry",
 ]
