@@ -8,6 +8,7 @@ import contextlib
 import json
 import shutil
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from support import REAL
 
 from streamfold import UsageError, fold_message, load_recording
 from streamfold.record import load_timing
+from streamfold.testing import AsyncReplayTransport, ReplayTransport, Scenario
 from streamfold.testing.record import RecordedTurn, Recorder, match_of, read_api_request
 
 pytest.importorskip("uvicorn")
@@ -347,3 +349,110 @@ def test_wrong_arguments_are_refused_with_what_was_expected(
             upstream = stack.enter_context(httpx.HTTPTransport())
         with pytest.raises(UsageError, match=expected):
             Recorder(upstream, tmp_path, redact=redact)
+
+
+# --- through the replay transports ------------------------------------------------------
+
+HAND_WRITTEN = """\
+# A turn written by hand: a greeting answered from the scenario itself.
+[[turns]]
+name = "greeting"
+match = { api = "chat", user = "hello" }
+message = { text = "Hello from the scenario." }
+"""
+
+
+def _weather(client: Any, stream: bool) -> Any:
+    return client.chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {}}}],
+        stream=stream,
+    )
+
+
+def _hello(client: Any) -> str:
+    completion = client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hello there"}]
+    )
+    return str(completion.choices[0].message.content)
+
+
+def test_a_miss_is_recorded_as_a_turn_and_replayed_without_the_upstream(
+    upstream: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "weather.toml"
+    path.write_text(HAND_WRITTEN)
+    transport = ReplayTransport(Scenario.load(path), speed=0, record="new")
+    client = openai.OpenAI(
+        api_key="test", base_url=upstream + "/v1", http_client=httpx.Client(transport=transport)
+    )
+    with client:
+        assert _hello(client) == "Hello from the scenario."  # a turn answers: not forwarded
+        recorded = [chunk.model_dump() for chunk in _weather(client, stream=True)]
+        # Asked again in the same run, the recorded turn answers it.
+        again = [chunk.model_dump() for chunk in _weather(client, stream=True)]
+    transport.recording.close()  # type: ignore[union-attr]
+    assert again == recorded
+    assert transport.misses == []
+    assert [n for n in transport.scenario.used] == [1, 2]  # type: ignore[union-attr]
+
+    # The file keeps the hand-written turn as it was, and the recorded one after it.
+    text = path.read_text()
+    assert text.startswith(HAND_WRITTEN)
+    turns = tomllib.loads(text)["turns"]
+    assert turns[1] == {
+        "name": "recorded 2",
+        "match": {
+            "api": "chat",
+            "model": "gpt-4o-mini",
+            "user": "Weather in Paris?",
+            "tool_result": False,
+            "tools": ["get_weather"],
+        },
+        "recording": "weather/001-chat.sse",
+    }
+    assert (tmp_path / "weather" / "001-chat.sse").read_bytes() == CHAT.read_bytes()
+
+    # The next run: no upstream at all (a port nothing listens on), every answer replayed.
+    replay = ReplayTransport(Scenario.load(path), speed=0)
+    offline = openai.OpenAI(
+        api_key="test",
+        base_url="http://127.0.0.1:9/v1",
+        http_client=httpx.Client(transport=replay),
+        max_retries=0,
+    )
+    with offline:
+        assert _hello(offline) == "Hello from the scenario."
+        assert [chunk.model_dump() for chunk in _weather(offline, stream=True)] == recorded
+        plain = _weather(offline, stream=False)
+    assert replay.misses == []
+    expected = fold_message(load_recording(CHAT)).tool_calls[0].name
+    assert plain.choices[0].message.tool_calls[0].function.name == expected
+
+
+async def test_record_all_re_records_the_scenario(upstream: str, tmp_path: Path) -> None:
+    path = tmp_path / "again.toml"
+    path.write_text(HAND_WRITTEN)
+    (tmp_path / "again").mkdir()
+    (tmp_path / "again" / "007-chat.sse").write_bytes(b"stale")
+    transport = AsyncReplayTransport(Scenario.load(path), speed=0, record="all")
+    async with httpx2.AsyncClient(transport=transport) as http:
+        client = openai.AsyncOpenAI(api_key="test", base_url=upstream + "/v1", http_client=http)
+        completion = await client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hello there"}]
+        )
+    await transport.recording.aclose()  # type: ignore[union-attr]
+    # Forwarded although a turn matched: the upstream's answer, not the scenario's.
+    assert completion.choices[0].message.tool_calls is not None
+    turns = tomllib.loads(path.read_text())["turns"]
+    assert [turn["name"] for turn in turns] == ["recorded 1"]
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == [
+        "001-chat.sse",
+        "001-chat.sse.timing.json",
+    ]
+
+
+def test_a_record_mode_that_is_none_of_the_three_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r'record: expected "none", "new" or "all", got str'):
+        ReplayTransport(Scenario([]), record="yes")  # type: ignore[arg-type]
