@@ -679,6 +679,7 @@ class RecordHook:
             function="record",
         )
         self._fresh = self.mode == "all"  # the first answer replaces the file's turns
+        self._count = 0 if self._fresh else len(scenario.turns)  # the file's turns
         self._lock = threading.Lock()
 
     def forward(self, transport: Any, request: Any, miss: Any = None) -> Any:
@@ -703,7 +704,8 @@ class RecordHook:
         with self._lock:
             scenario = self.scenario
             root = self.path.parent if self.path is not None else Path(scenario.root)
-            entry = turn_entry(turn, root, len(scenario.turns) + 1)
+            self._count += 1
+            entry = turn_entry(turn, root, self._count)
             if self.path is not None:
                 append_turn(self.path, entry, replace=self._fresh)
             self._fresh = False
