@@ -205,16 +205,20 @@ def streamfold_replay(request: pytest.FixtureRequest) -> Iterator[StreamfoldRepl
     settings = {"speed": options.get("speed", 0), "faults": options.get("faults")}
     transport = ReplayTransport(scenario, **settings)
     async_transport = AsyncReplayTransport(scenario, **settings)
+    hook = None
     if record != "none":
-        redact = options.get("redact")
-        attach_recorder(transport, path, record, redact=redact)
-        attach_recorder(async_transport, path, record, redact=redact)
+        # One hook for both transports: one numbering of the files, one scenario file.
+        hook = attach_recorder(
+            [transport, async_transport], path, record, redact=options.get("redact")
+        )
     replay = StreamfoldReplay(path, scenario, transport, async_transport, record, fail_on_unused)
     item.stash[_REPLAY] = replay
     try:
         yield replay
     finally:
         replay._close()
+        if hook is not None:
+            hook.close()
 
 
 _REPLAY = pytest.StashKey[StreamfoldReplay]()

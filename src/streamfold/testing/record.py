@@ -714,10 +714,17 @@ class RecordHook:
                 scenario.used.append(1)
 
     def close(self) -> None:
-        """Close the upstream transports."""
+        """Close the upstream transports (the async one in an event loop of its own)."""
         recorder = self.recorder
         if recorder.upstream is not recorder.async_upstream:
             recorder.close()
+        if hasattr(recorder.async_upstream, "aclose"):
+            import anyio
+
+            try:
+                anyio.run(recorder.aclose)
+            except RuntimeError:
+                pass  # (its connections belonged to a loop already closed: nothing left)
 
     async def aclose(self) -> None:
         """Close the async upstream transport."""
