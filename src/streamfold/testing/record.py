@@ -721,10 +721,9 @@ class RecordHook:
         if hasattr(recorder.async_upstream, "aclose"):
             import anyio
 
-            try:
+            # (RuntimeError: its connections belonged to a loop already closed: none left)
+            with contextlib.suppress(RuntimeError):
                 anyio.run(recorder.aclose)
-            except RuntimeError:
-                pass  # (its connections belonged to a loop already closed: nothing left)
 
     async def aclose(self) -> None:
         """Close the async upstream transport."""
