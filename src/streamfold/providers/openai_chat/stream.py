@@ -75,15 +75,24 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
             else:
                 writer.drop(position, part_kind(item), "a Chat Completions stream has no field for it")
     out = [sse(chunk) for chunk in chunks]
-    if message.status == "error":
-        out.append(error_event(*_error_of(message)))
-        return out
     if message.status in ("incomplete", "cancelled"):
         return out  # cut: no finish_reason, no [DONE]
-    out.append(sse(_chunk(head, {}, _finish_word(writer))))
+    if message.status != "error" or (writer.native and message.raw_stop_reason):
+        extra: dict[str, Any] = {}
+        native_finish = message.metadata.get("native_finish_reason")
+        if writer.native and native_finish is not None:
+            extra["native_finish_reason"] = native_finish
+        out.append(sse(_chunk(head, {}, _finish_word(writer), **extra)))
     usage = _usage(writer)
     if usage is not None:
         out.append(sse({**head, "choices": [], "usage": usage}))
+    if message.status == "error":
+        raw_error = message.metadata.get("provider_error")
+        if writer.native and isinstance(raw_error, dict):
+            out.append(sse({"error": raw_error}))  # the server's own error object
+        else:
+            out.append(error_event(*_error_of(message)))
+        return out
     out.append(b"data: [DONE]\n\n")
     return out
 
@@ -110,11 +119,19 @@ def _head(writer: StreamWriter) -> dict[str, Any]:
         for name in _META_FIELDS:
             if message.metadata.get(name) is not None:
                 head[name] = message.metadata[name]
+        upstream = message.metadata.get("upstream_provider")
+        if isinstance(upstream, str):
+            head["provider"] = upstream  # OpenRouter's name for the upstream provider
+        if isinstance(message.metadata.get("x_groq"), dict):
+            head["x_groq"] = message.metadata["x_groq"]
     return head
 
 
-def _chunk(head: dict[str, Any], delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+def _chunk(
+    head: dict[str, Any], delta: dict[str, Any], finish: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish, **extra}
+    return {**head, "choices": [choice]}
 
 
 def _finish_word(writer: StreamWriter) -> str:
