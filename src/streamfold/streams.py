@@ -10,9 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-
-from .errors import UsageError
 from .arguments import check_bool, describe
+from .errors import UsageError
 from .message import Message
 from .providers import canonical_provider
 from .providers.streaming import StreamWriter

@@ -162,6 +162,7 @@ def _block(
         if kind == "toolResult" and isinstance(body, dict):
             head = {k: v for k, v in body.items() if k != "content"}
             start = {"contentBlockIndex": index, "start": {"toolResult": head}}
-            return [("contentBlockStart", start), _delta(index, {"toolResult": body.get("content", [])})]
+            content = _delta(index, {"toolResult": body.get("content", [])})
+            return [("contentBlockStart", start), content]
     writer.drop(position, part_kind(item), "a ConverseStream has no block for it")
     return []

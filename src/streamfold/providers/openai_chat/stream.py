@@ -73,7 +73,8 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
             elif block is not None and kind == "executed_tool":
                 chunks.append(_chunk(head, {"executed_tools": [block]}))
             else:
-                writer.drop(position, part_kind(item), "a Chat Completions stream has no field for it")
+                reason = "a Chat Completions stream has no field for it"
+                writer.drop(position, part_kind(item), reason)
     out = [sse(chunk) for chunk in chunks]
     if message.status in ("incomplete", "cancelled"):
         return out  # cut: no finish_reason, no [DONE]

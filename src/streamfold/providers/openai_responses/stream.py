@@ -24,8 +24,8 @@ from typing import Any
 from ...message import Message, ToolCall
 from ...parts import ContentPart, utterance, utterance_inferred
 from ..streaming import StreamWriter, arguments_text, own_block, part_kind, sse
-from .decode import _RESPONSE_METADATA
-from .encode import CLIENT_CALL_INPUTS, call_item
+from .decode import _RESPONSE_METADATA, CLIENT_CALL_INPUTS
+from .encode import call_item
 
 _STATUS = {
     "complete": "completed",
