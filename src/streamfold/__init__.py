@@ -87,6 +87,7 @@ from .providers import (
 )
 from .providers.messagedelta import events_to_deltas
 from .recording import Recording, load_recording
+from .streams import to_stream
 from .timing import PartTiming, StreamTiming
 from .ui import (
     UI_MESSAGE_STREAM_HEADERS,
@@ -190,6 +191,7 @@ __all__ = [
     "registered_providers",
     "set_option_on_last_part",
     "to_message",
+    "to_stream",
     "to_ui_message_stream",
     "unregister_provider",
     "utterance",

@@ -71,26 +71,34 @@ from .web.guard import (
     plain_error,
     read_json,
 )
-from .web.replay_api import SSE_TYPE as _SSE_TYPE
 
 # The routing, checks and answers are the replay core's (streamfold.testing's transports
-# answer from it too); these names stay importable from here.
+# answer from it too); its public names stay importable from here (see __all__).
 from .web.replay_api import (
+    API_PROVIDER,
+    ENCODERS,
+    RECORDING_HEADER,
     Api,
     ApiError,
     Entry,
     Library,
     _gemini_frames,
+    anthropic_message,
+    chat_completion,
     check_body,
     converse_data,
+    converse_response,
     error_body,
     find_entry,
     folded_answer,
+    gemini_response,
     invoke_data,
     is_beta,
     read_entry,
+    response_object,
     wanted_recording,
 )
+from .web.replay_api import SSE_TYPE as _SSE_TYPE
 
 
 class ReplayServer:
@@ -367,3 +375,24 @@ def run_server(
             "add --allow-host NAME for each name clients use to reach this machine"
         )
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+__all__ = [
+    "API_PROVIDER",
+    "ENCODERS",
+    "RECORDING_HEADER",
+    "Api",
+    "ApiError",
+    "Entry",
+    "Library",
+    "ReplayServer",
+    "anthropic_message",
+    "chat_completion",
+    "converse_response",
+    "create_app",
+    "error_body",
+    "gemini_response",
+    "response_object",
+    "run_server",
+    "served_hosts",
+]

@@ -8,6 +8,7 @@ scenario, from a recordings directory as `serve` chooses.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ from ..framing import StreamFormat
 from ..message import Message
 from ..record import EVENT_INTERVAL, load_timing, schedule, split_frames
 from ..recording import bundled_recordings, detect_recording
+from ..streams import to_stream
 from ..web import DemoRecording
 from ..web.replay_api import (
     API_PROVIDER,
@@ -338,16 +340,9 @@ def _status_reply(api: Api, faults: Faults) -> Reply:
 def _message_stream(message: Message, provider: str, model: str) -> tuple[bytes, StreamFormat]:
     """A Message as the provider's own stream bytes (`streamfold.to_stream`)."""
     try:
-        from .. import to_stream  # type: ignore[attr-defined]
-    except ImportError:
-        raise ApiError(
-            500,
-            "a turn's message streams through streamfold.to_stream, which this streamfold "
-            "has not; answer with a recording, or a non-streaming request",
-            "scenario",
-        ) from None
-    chunks = to_stream(message, provider=provider)
-    data = b"".join(chunks)
+        data = b"".join(to_stream(message, provider, model=model))
+    except StreamfoldError as exc:
+        raise ApiError(500, f"a turn's message does not stream: {exc}", "scenario") from None
     format, _ = detect_recording(data)
     return data, format or "sse"
 
@@ -432,7 +427,8 @@ def _apply_cut(chunks: list[Chunk], faults: Faults, provider: str) -> tuple[list
 def _error_frame(provider: str, kind: str) -> bytes:
     """The provider's mid-stream error event (`streamfold.testing.faults`)."""
     try:
-        from . import faults as provider_faults  # type: ignore[attr-defined]
+        # By name: the provider error frames are written beside this module, apart.
+        provider_faults: Any = importlib.import_module("streamfold.testing.faults")
     except ImportError:
         raise ApiError(
             500,
@@ -440,9 +436,11 @@ def _error_frame(provider: str, kind: str) -> bytes:
             "scenario",
         ) from None
     try:
-        frame: bytes = provider_faults.error_frame(provider, kind)
+        frame = provider_faults.error_frame(provider, kind)
     except StreamfoldError as exc:
         raise ApiError(500, f"error_frame {kind!r}: {exc}", "scenario") from None
+    if not isinstance(frame, bytes):
+        raise ApiError(500, f"error_frame {kind!r}: expected bytes, got {type(frame).__name__}")
     return frame
 
 
