@@ -18,13 +18,14 @@ recordings (`ReplayTransport(recordings="dir")`), as `serve` answers: the record
 by the `x-streamfold-recording` header, else the API's default.
 
 A request no turn matches is a miss (`NoTurnMatched`). With `on_miss="respond"` (the
-default) the SDK gets a 404 in the API's own error shape with the miss's message and
-`x-should-retry: false` (the openai and anthropic SDKs do not retry it), so the test fails
-at once with the message; the miss is also kept in `transport.misses`, and
-`transport.check()` raises the first one (for a test whose app swallows errors). With
-`on_miss="raise"` the transport raises `NoTurnMatched` itself: the SDKs wrap an exception
-from a transport in their connection error and retry it, so use it with `max_retries=0`
-(the error is the `__cause__`) or with plain httpx.
+default) the SDK gets a 404 in the API's own error shape holding the miss's message (the
+request, and the nearest turns with why each did not match), with `x-should-retry: false`:
+no SDK retries it, so the test fails at once with the message in the SDK's error. The miss
+is also kept in `transport.misses`, and `transport.check()` raises the first one: for a
+test whose app swallows errors. With `on_miss="raise"` the transport raises
+`NoTurnMatched` itself: the openai SDK and plain httpx let it through as it is; the
+anthropic SDK wraps any transport exception in `APIConnectionError` (the miss its
+`__cause__`) and retries it, so use `max_retries=0` there.
 
 Waits (recorded pacing, `Faults.stall`, `ttft`, `tokens_per_second`) are divided by
 `speed` (0: none at all); the sync transport sleeps with `time.sleep`, the async one with
