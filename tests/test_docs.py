@@ -68,6 +68,13 @@ def _block(key: str) -> str:
 AS_IN_THE_README = ["index.md: import httpx", "relay.md: from streamfold.relay import Relay"]
 
 
+# The test files of docs/testing.md: pytest runs them (tests/testing/test_testing_page.py).
+TESTING_PAGE = [
+    f"testing.md: # {name}"
+    for name in ("test_weather.py", "test_frameworks.py", "test_claude.py", "test_retry.py")
+] + ["testing.md: # test_cut.py"]
+
+
 def test_every_python_block_is_run_or_says_why_not() -> None:
     # A new example needs a test below, or a `<!-- not run: ... -->` line with a reason.
     runnable = sorted(key for key, (_, not_run) in BLOCKS.items() if not_run is None)
@@ -90,6 +97,8 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             "providers/index.md: class LineChat(streamfold.Decoder):",
             "providers/streamfold.md: CP = streamfold.ContentPart",
             "relay.md: # app.py",
+            # tests/testing/test_testing_page.py runs these, with their scenario files.
+            *TESTING_PAGE,
         ]
     )
     assert all(reason.strip() for _, reason in BLOCKS.values() if reason is not None)
