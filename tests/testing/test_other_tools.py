@@ -70,7 +70,7 @@ def test_a_vcrpy_cassette_of_an_sse_answer_keeps_one_string_and_no_timing(
     assert direct_first < paced_s
     # Recording: vcrpy reads the whole answer before the client sees a byte of it.
     with vcr.use_cassette(str(cassette), record_mode="once", serializer="json"):
-        live, live_first, live_s = _read(url)
+        live, live_first, _ = _read(url)
     assert len(live) == 1
     assert live_first >= paced_s
 
@@ -121,6 +121,6 @@ def test_respx_answers_an_httpx_client_but_not_the_sdks_own_httpx2_one() -> None
         ) as through_httpx:
             answer = through_httpx.chat.completions.create(**ask)  # type: ignore[call-overload]
             assert answer.choices[0].message.content == "hi"
-        with openai.OpenAI(api_key="t", base_url=base_url, max_retries=0) as default:
-            with pytest.raises(openai.APIConnectionError):
-                default.chat.completions.create(**ask)  # type: ignore[call-overload]
+        default = openai.OpenAI(api_key="t", base_url=base_url, max_retries=0)
+        with default, pytest.raises(openai.APIConnectionError):
+            default.chat.completions.create(**ask)  # type: ignore[call-overload]
