@@ -209,18 +209,11 @@ SECRETS = {
 }
 
 
-def test_no_secret_reaches_any_byte_written(upstream: str, tmp_path: Path) -> None:
-    turns: list[dict[str, Any]] = []
-    recorder = Recorder(
-        httpx.HTTPTransport(),
-        tmp_path,
-        redact=["X-Org-Token", "account_pin"],
-        on_turn=lambda turn: turns.append({"match": turn.match, "request": turn.request}),
-    )
-    client = openai.OpenAI(
+def _secret_client(base_url: str, transport: Any) -> Any:
+    return openai.OpenAI(
         api_key=SECRETS["authorization"],
-        base_url=upstream + "/v1",
-        http_client=httpx.Client(transport=recorder),
+        base_url=base_url,
+        http_client=httpx.Client(transport=transport),
         default_headers={
             "x-api-key": SECRETS["x-api-key"],
             "api-key": SECRETS["api-key"],
@@ -230,7 +223,31 @@ def test_no_secret_reaches_any_byte_written(upstream: str, tmp_path: Path) -> No
         },
         default_query={"key": SECRETS["key"]},
     )
-    prompt = "Remember these: " + " ".join(SECRETS.values())
+
+
+def _leaks(directory: Path) -> list[tuple[str, str]]:
+    """Which secret is in which file written under `directory`."""
+    return [
+        (name, where)
+        for name, secret in SECRETS.items()
+        for where, data in _written(directory).items()
+        if secret.encode() in data
+    ]
+
+
+PROMPT = "Remember these: " + " ".join(SECRETS.values())
+
+
+def test_no_secret_reaches_any_byte_written(upstream: str, tmp_path: Path) -> None:
+    path = tmp_path / "secrets.toml"
+    path.write_text(HAND_WRITTEN)
+    transport = ReplayTransport(
+        Scenario.load(path), speed=0, record="new", redact=["X-Org-Token", "account_pin"]
+    )
+    assert transport.recording is not None
+    turns = transport.recording.recorder.turns
+    client = _secret_client(upstream + "/v1", transport)
+    prompt = PROMPT
     with client:
         for stream in (True, False):
             answer = client.chat.completions.create(
@@ -242,23 +259,73 @@ def test_no_secret_reaches_any_byte_written(upstream: str, tmp_path: Path) -> No
             if stream:
                 for _ in answer:  # type: ignore[union-attr]
                     pass
+    transport.recording.close()
     assert len(turns) == 2
-    (tmp_path / "turns.json").write_text(json.dumps(turns))
     written = _written(tmp_path)
-    assert set(written) >= {"001-chat.sse", "001-chat.sse.timing.json", "002-chat.sse"}
-    leaks = [
-        (name, where)
-        for name, secret in SECRETS.items()
-        for where, data in written.items()
-        if secret.encode() in data
-    ]
-    assert leaks == []
-    # What the turn keeps of the request: the body, named field redacted, prompt masked.
-    body = turns[0]["request"]["body"]
-    assert body["metadata"] == {"account_pin": "<redacted>"}
-    assert "Remember these: *" in body["messages"][0]["content"]
-    assert turns[0]["match"]["user"].startswith("Remember these: *")
-    assert turns[0]["request"]["headers"] == {}
+    assert set(written) == {
+        "secrets.toml",
+        "secrets/001-chat.sse",
+        "secrets/001-chat.sse.timing.json",
+        "secrets/002-chat.sse",
+        "secrets/002-chat.sse.timing.json",
+    }
+    assert _leaks(tmp_path) == []
+    # The turn matches the prompt masked; what it keeps of the request, redacted too.
+    recorded = tomllib.loads(path.read_text())["turns"][1]
+    assert recorded["match"]["user"].startswith("Remember these: *")
+    request = turns[0].request
+    assert request["body"]["metadata"] == {"account_pin": "<redacted>"}
+    assert request["headers"] == {}
+
+
+async def _echoing_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A server that repeats the request's key and prompt in its streamed answer (as a
+    careless proxy or a model asked to repeat them would)."""
+    assert scope["type"] == "http"
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+    said = json.loads(body)["messages"][0]["content"] + " " + headers["authorization"]
+    chunk = {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": said}}],
+    }
+    end = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    start = {"type": "http.response.start", "status": 200}
+    await send({**start, "headers": [(b"content-type", b"text/event-stream")]})
+    for event in (chunk, end):
+        data = f"data: {json.dumps(event)}\n\n".encode()
+        await send({"type": "http.response.body", "body": data, "more_body": True})
+    await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+
+def test_a_secret_the_upstream_echoes_is_masked_in_the_recording(tmp_path: Path) -> None:
+    path = tmp_path / "echo.toml"
+    transport = ReplayTransport(Scenario([], root=tmp_path, name=str(path)), record="new")
+    prompt = "Repeat my key: " + SECRETS["x-api-key"]
+    with serve_in_thread(_echoing_app) as url, _secret_client(url + "/v1", transport) as client:
+        stream = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": prompt}], stream=True
+        )
+        said = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert transport.recording is not None
+    transport.recording.close()
+    # The app got the answer as it was sent; the file has the secrets masked, by as many
+    # bytes: the timing's offsets still end at the file's end.
+    assert said == f"{prompt} Bearer {SECRETS['authorization']}"
+    assert _leaks(tmp_path) == []
+    recording = tmp_path / "echo" / "001-chat.sse"
+    # (the header's whole value is masked: "Bearer <key>")
+    assert b"*" * len(f"Bearer {SECRETS['authorization']}") in recording.read_bytes()
+    timing = load_timing(recording)
+    assert timing is not None and timing[-1][0] == len(recording.read_bytes())
 
 
 def test_what_a_recorded_turn_matches_from_each_api() -> None:
