@@ -403,6 +403,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--speed", type=_speed, default=1.0, help="pacing, as for replay")
     sp.add_argument("--redis", default=None, help="Redis URL: resumable replays on the demo page")
     sp.add_argument(
+        "--scenario",
+        default=None,
+        metavar="FILE",
+        help="answer the API requests from this scenario's turns (TOML or JSON; see "
+        "streamfold.testing): matched on the request, with their faults",
+    )
+    sp.add_argument(
         "--max-body",
         type=_byte_count,
         default=None,
@@ -518,6 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 redis_url=args.redis,
                 max_body=DEFAULT_MAX_BODY if args.max_body is None else args.max_body,
                 allow_hosts=args.allow_host,
+                scenario=args.scenario,
             )
             return EXIT_OK
         parser.print_help()

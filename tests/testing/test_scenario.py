@@ -331,6 +331,7 @@ def test_a_recording_of_another_api_is_a_500_naming_the_turn() -> None:
     with pytest.raises(openai.InternalServerError) as caught:
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
     assert re.search(
-        r"s\.toml: 'anthropic/text-basic\.sse' is a anthropic stream", str(caught.value)
+        r"s\.toml: 'anthropic/text-basic\.sse' holds anthropic events; a request to 'chat'",
+        str(caught.value),
     )
     assert fold_message((REAL / "anthropic/text-basic.sse").read_bytes(), "anthropic").text

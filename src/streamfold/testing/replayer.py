@@ -127,6 +127,7 @@ class Replayer:
         faults: Faults | str | None = None,
         on_miss: Literal["respond", "raise"] = "respond",
         check_requests: bool = True,
+        library: Library | None = None,
     ) -> None:
         if isinstance(scenario, str | Path):
             scenario = Scenario.load(scenario)
@@ -134,11 +135,11 @@ class Replayer:
             raise UsageError(
                 f"scenario: expected a Scenario or a scenario file's path, got {scenario!r:.80}"
             )
-        if scenario is not None and recordings is not None:
+        if scenario is not None and (recordings is not None or library is not None):
             raise UsageError("expected a scenario or a recordings directory, got both")
         self.scenario = scenario
-        self.library: Library | None = None
-        if scenario is None:
+        self.library = library
+        if scenario is None and library is None:
             self.library = Library(recordings if recordings is not None else bundled_recordings())
         if isinstance(faults, str):
             faults = Faults.parse(faults)
@@ -278,7 +279,7 @@ class Replayer:
         if provider not in wanted:
             raise ApiError(
                 500,
-                f"{self.scenario.name}: {turn.recording!r} is a {provider} stream; "
+                f"{self.scenario.name}: {turn.recording!r} holds {provider} events; "
                 f"a request to {api!r} reads {' or '.join(wanted)} streams",
                 "scenario",
             )
