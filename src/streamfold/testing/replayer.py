@@ -322,6 +322,29 @@ class Replayer:
         return Reply(200, headers, chunks, drop=drop)
 
 
+def faulted_chunks(
+    data: bytes,
+    format: StreamFormat,
+    provider: str,
+    faults: Faults,
+    *,
+    timing: list[tuple[int, float]] | None = None,
+) -> tuple[list[Chunk], bool]:
+    """A recorded stream's chunks with `faults` played (cut, stall, pacing, the provider's
+    error event; waits at speed 1), and whether the connection then drops. UsageError for
+    a status fault (an HTTP answer, not a stream's: `serve` and the transports play it)."""
+    if faults.status is not None:
+        raise UsageError(
+            f"faults: status {faults.status} is an HTTP answer before any stream; expected "
+            "stream faults here (cut_after_events, cut_after_bytes, stall, ttft, ...)"
+        )
+    try:
+        chunks = _paced_chunks(data, format, timing, None, faults)
+        return _apply_cut(chunks, faults, provider)
+    except ApiError as exc:
+        raise UsageError(exc.message) from None
+
+
 def _status_reply(api: Api, faults: Faults) -> Reply:
     assert faults.status is not None
     status = faults.status
@@ -445,4 +468,4 @@ def _error_frame(provider: str, kind: str) -> bytes:
     return frame
 
 
-__all__ = ["FAULT_HEADER", "Chunk", "Replayer", "Reply", "WireRequest"]
+__all__ = ["FAULT_HEADER", "Chunk", "Replayer", "Reply", "WireRequest", "faulted_chunks"]
