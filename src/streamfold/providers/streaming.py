@@ -24,7 +24,9 @@ class StreamWriter:
 
     `native` is True when the message was folded from the target provider (or built by
     hand): then the provider's own fields the fold kept (raw usage, raw stop reason, opaque
-    blocks, response metadata) are written back as they came.
+    blocks, response metadata) are written back as they came. `events_of` names the
+    provider whose events the stream carries when it is not `provider` (Claude's on
+    Bedrock's invoke stream: anthropic).
     """
 
     message: Message
@@ -32,10 +34,11 @@ class StreamWriter:
     model: str
     piece: int
     strict: bool
+    events_of: str | None = None
     native: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self.native = not foreign(self.message, self.provider)
+        self.native = not foreign(self.message, self.events_of or self.provider)
 
     def drop(self, position: int | None, what: str, reason: str) -> None:
         """A part (or a field of one) the stream cannot carry: a ReplayWarning naming it, and
