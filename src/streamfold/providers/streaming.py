@@ -99,16 +99,22 @@ def counts(usage: Usage | None) -> tuple[int, int]:
     return usage.input_tokens or 0, usage.output_tokens or 0
 
 
+# JSON as ASCII, non-ASCII characters escaped: readers that split lines with
+# str.splitlines (httpx's iter_lines: the ollama and google-genai clients) also split at
+# U+0085, U+2028 and the other Unicode line breaks, and a raw one in a text would cut
+# its event in two.
+
+
 def sse(data: Any, event: str | None = None) -> bytes:
-    """One SSE event (`event:` line when named), its data as compact JSON."""
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    """One SSE event (`event:` line when named), its data as compact ASCII JSON."""
+    body = json.dumps(data, separators=(",", ":"))
     head = f"event: {event}\n" if event is not None else ""
     return f"{head}data: {body}\n\n".encode()
 
 
 def ndjson(data: Any) -> bytes:
-    """One NDJSON line."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    """One NDJSON line (ASCII JSON)."""
+    return json.dumps(data, separators=(",", ":")).encode() + b"\n"
 
 
 def eventstream_event(event_type: str, payload: Any) -> bytes:
