@@ -327,6 +327,34 @@ def test_a_stream_cut_after_events_breaks_the_openai_sdks_iteration() -> None:
     assert len(seen) == 3
 
 
+def test_anthropics_overloaded_error_event_mid_stream_is_the_sdks_error() -> None:
+    faults = Faults(cut_after_events=3, error_frame="overloaded_error", error_message="busy")
+    scenario = _scenario(Turn(recording="anthropic/text-basic.sse", faults=faults))
+    client = _anthropic(ReplayTransport(scenario, speed=0))
+    events = []
+    with (
+        pytest.raises(anthropic.APIStatusError) as caught,
+        client.messages.stream(model="c", max_tokens=9, messages=USER) as stream,
+    ):
+        events.extend(stream)
+    assert caught.value.body == {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "busy"},
+    }
+    # message_start, content_block_start, then a ping (the SDK yields it not): the error.
+    assert [event.type for event in events] == ["message_start", "content_block_start"]
+
+
+def test_a_responses_failed_event_folds_as_the_providers_error() -> None:
+    faults = Faults(cut_after_events=4, error_frame="response.failed")
+    scenario = _scenario(Turn(recording="openai-responses/text.sse", faults=faults))
+    with httpx.Client(transport=ReplayTransport(scenario, speed=0)) as client:
+        body = {"model": "m", "input": "x", "stream": True}
+        data = client.post("http://r/v1/responses", json=body).content
+    assert data.count(b"response.failed") == 2  # its event name and its type
+    assert fold_message(data, "openai-responses").status == "error"
+
+
 def test_a_stream_ended_short_folds_as_incomplete() -> None:
     recorded = MESSAGES_TEXT.read_bytes()
     cut = len(b"".join(split_frames(recorded, "sse")[:4])) + 10  # inside the fifth event

@@ -8,7 +8,6 @@ scenario, from a recordings directory as `serve` chooses.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 from collections.abc import Mapping
@@ -44,6 +43,7 @@ from ..web.replay_api import (
     route,
     wanted_recording,
 )
+from .faults import fail_after
 from .requests import read_request
 from .scenario import Faults, NoTurnMatched, Scenario, ScenarioError, Turn
 
@@ -443,29 +443,20 @@ def _apply_cut(chunks: list[Chunk], faults: Faults, provider: str) -> tuple[list
         chunks = kept
     if faults.error_frame is not None:
         # The provider's own error event ends the stream: the server closed it cleanly.
-        chunks = [*chunks, Chunk(0.0, _error_frame(provider, faults.error_frame))]
+        chunks = [*chunks, Chunk(0.0, _error_frame(chunks, provider, faults))]
         return chunks, False
     return chunks, cut and faults.cut == "drop"
 
 
-def _error_frame(provider: str, kind: str) -> bytes:
-    """The provider's mid-stream error event (`streamfold.testing.faults`)."""
+def _error_frame(chunks: list[Chunk], provider: str, faults: Faults) -> bytes:
+    """The provider's own mid-stream error event after `chunks` (a Responses one numbered
+    after the last event sent), from `streamfold.testing.faults`."""
+    kind = faults.error_frame or None
     try:
-        # By name: the provider error frames are written beside this module, apart.
-        provider_faults: Any = importlib.import_module("streamfold.testing.faults")
-    except ImportError:
-        raise ApiError(
-            500,
-            "error_frame needs streamfold.testing.faults, which this streamfold has not",
-            "scenario",
-        ) from None
-    try:
-        frame = provider_faults.error_frame(provider, kind)
+        sent = [chunk.data for chunk in chunks]
+        return fail_after(sent, len(sent), provider, kind, faults.error_message)[-1]
     except StreamfoldError as exc:
         raise ApiError(500, f"error_frame {kind!r}: {exc}", "scenario") from None
-    if not isinstance(frame, bytes):
-        raise ApiError(500, f"error_frame {kind!r}: expected bytes, got {type(frame).__name__}")
-    return frame
 
 
 __all__ = ["FAULT_HEADER", "Chunk", "Replayer", "Reply", "WireRequest", "faulted_chunks"]

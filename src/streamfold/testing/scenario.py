@@ -245,8 +245,11 @@ class Faults(_Closed):
     cut_after_events / cut_after_bytes: the stream stops after that many events (or bytes);
       `cut` says how: "drop" (the connection breaks: the HTTP client raises) or "end" (the
       body ends cleanly, short: the fold reads an incomplete message).
-    error_frame: the provider's own mid-stream error event sent where the stream is cut
-      ("overloaded", "server_error", ...; see `streamfold.testing.faults`), then the end.
+    error_frame: the provider's own mid-stream error event, sent where the stream is cut
+      (with `cut_after_events`), then the stream ends: its kind, as
+      `streamfold.testing.faults.ERROR_FORMS` names them ("overloaded_error" for Anthropic,
+      "error" or "response.failed" for Responses, "UNAVAILABLE" for Gemini, ...; "" for
+      the provider's first), with `error_message` as its text.
     stall: seconds of silence after `stall_after_events` events.
     ttft: seconds before the first byte; tokens_per_second: one event a token, evenly
       spaced (both replace the recording's own timing, which is used otherwise).
