@@ -194,6 +194,8 @@ class Replayer:
             reply = self._turn_reply(request, api, stream, model, turn, faults)
         else:
             reply = self._library_reply(request, api, stream, model, faults)
+        if faults is not None and reply.status == 200 and not stream:
+            reply = _whole_body_faults(reply, faults)
         reply.turn = turn_n
         if turn_n is not None:
             reply.headers["x-streamfold-turn"] = str(turn_n)
@@ -343,6 +345,20 @@ def faulted_chunks(
         return _apply_cut(chunks, faults, provider)
     except ApiError as exc:
         raise UsageError(exc.message) from None
+
+
+def _whole_body_faults(reply: Reply, faults: Faults) -> Reply:
+    """A non-streaming answer's faults: it comes after `ttft` and `stall` seconds (the
+    whole generation's wait), and `cut_after_bytes` cuts its JSON (the connection drops,
+    or the body ends short with `cut="end"`)."""
+    wait = (faults.ttft or 0.0) + (faults.stall or 0.0)
+    body = reply.body()
+    cut = faults.cut_after_bytes is not None and faults.cut_after_bytes < len(body)
+    if cut:
+        body = body[: faults.cut_after_bytes]
+    reply.chunks = [Chunk(wait, body)]
+    reply.drop = cut and faults.cut == "drop"
+    return reply
 
 
 def _status_reply(api: Api, faults: Faults) -> Reply:

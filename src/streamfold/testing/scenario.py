@@ -253,6 +253,9 @@ class Faults(_Closed):
     stall: seconds of silence after `stall_after_events` events.
     ttft: seconds before the first byte; tokens_per_second: one event a token, evenly
       spaced (both replace the recording's own timing, which is used otherwise).
+
+    A non-streaming answer (one JSON body) waits `ttft` + `stall` seconds, and
+    `cut_after_bytes` cuts its body; the event faults are a stream's alone.
     """
 
     status: int | None = Field(default=None, ge=400, le=599)
