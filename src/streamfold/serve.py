@@ -31,6 +31,13 @@ an app whose follow-up request is broken gets the API's 400 here too; otherwise 
 prompt is ignored: the answer is the recording. Errors use each API's error body and
 status code.
 
+With a scenario (`streamfold serve --scenario app.toml`, see `streamfold.testing`), its
+turns answer instead: each request is matched on its API, model, index, last user message,
+tool results and tools, and a request no turn matches gets a 404 naming the nearest turns.
+Faults are asked for per request by the `x-streamfold-fault` header or the `fault` query
+parameter (`status=429,retry_after=1`, `cut_after_events=3`, `stall=2`, `ttft=0.5`, ...;
+see `streamfold.testing.Faults`), or written on a scenario's turn.
+
 Every request passes `streamfold.web.guard.RequestGuard` first: JSON bodies only (415), at
 most `max_body` bytes (413), and, by default, only loopback Host names (403), so a web
 page elsewhere can neither post to it nor reach it by rebinding its DNS name.
@@ -61,6 +68,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "streamfold serve needs starlette and uvicorn: pip install 'streamfold[serve]'"
     ) from exc
 
+from .testing.replayer import FAULT_HEADER, Replayer, Reply, WireRequest
+from .testing.scenario import Scenario
 from .web import _paced
 from .web.api_requests import prepare as prepare_request_checks
 from .web.guard import (
@@ -102,11 +111,50 @@ from .web.replay_api import SSE_TYPE as _SSE_TYPE
 
 
 class ReplayServer:
-    """The replay server's state: the recordings and the pacing."""
+    """The replay server's state: the recordings (or a scenario) and the pacing."""
 
-    def __init__(self, directory: str | Path | None = None, *, speed: float = 1.0) -> None:
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        *,
+        speed: float = 1.0,
+        scenario: str | Path | Scenario | None = None,
+    ) -> None:
         self.library = Library(directory if directory is not None else bundled_recordings())
         self.speed = check_speed(speed)
+        # A scenario answers every API request; else a request asking for faults goes
+        # through the same replay core, its recordings the library's.
+        self.replayer = (
+            Replayer(scenario) if scenario is not None else Replayer(library=self.library)
+        )
+
+    @property
+    def scenario(self) -> Scenario | None:
+        """The scenario answering (None: the recordings directory)."""
+        return self.replayer.scenario
+
+    def _replays(self, request: Request) -> bool:
+        return self.replayer.scenario is not None or bool(
+            request.headers.get(FAULT_HEADER) or request.query_params.get("fault")
+        )
+
+    async def _replay(self, request: Request) -> Response:
+        """Answer from the replay core (a scenario's turn, faults), paced as `speed` says."""
+        raw = await request.body()
+        wire = WireRequest(
+            method=request.method,
+            path=request.url.path,
+            query=dict(request.query_params),
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body=raw,
+        )
+        # In a worker thread: the request checks take a while on a big body (see _body).
+        reply = await anyio.to_thread.run_sync(self.replayer.answer, wire)
+        if not _streams(reply):
+            return Response(reply.body(), reply.status, headers=reply.headers)
+        return StreamingResponse(
+            _reply_chunks(reply, self.speed), reply.status, headers=reply.headers
+        )
 
     async def _body(self, request: Request, api: Api) -> dict[str, Any]:
         try:
@@ -138,7 +186,9 @@ class ReplayServer:
         yield b"]"
 
     async def handle(self, request: Request, api: Api, stream: bool | None = None) -> Response:
-        """Answer one API request from a recording."""
+        """Answer one API request from a recording (or the scenario's turn)."""
+        if self._replays(request):
+            return await self._replay(request)
         try:
             body = await self._body(request, api)
             entry = self._entry(request, api)
@@ -236,6 +286,25 @@ class ReplayServer:
         return JSONResponse({"recordings": by_provider})
 
 
+def _streams(reply: Reply) -> bool:
+    """True if a reply is a stream (sent paced, chunk by chunk), not one JSON body."""
+    kind = reply.headers.get("content-type", "")
+    return reply.drop or len(reply.chunks) > 1 or not kind.startswith("application/json")
+
+
+async def _reply_chunks(reply: Reply, speed: float) -> AsyncIterator[bytes]:
+    """A reply's chunks, each after its wait (divided by `speed`; 0: none); a dropped
+    connection ends the response unfinished (the client reads an incomplete body)."""
+    for chunk in reply.chunks:
+        wait = chunk.wait / speed if speed else 0.0
+        if wait > 0:
+            await anyio.sleep(wait)
+        if chunk.data:
+            yield chunk.data
+    if reply.drop:
+        raise ConnectionAbortedError(f"streamfold replay: cut after {reply.sent_description()}")
+
+
 def _api_of(path: str) -> Api | None:
     """The API of a request path (the routes below), None for the demo and relay routes."""
     if path in ("/v1/chat/completions", "/chat/completions"):
@@ -266,13 +335,15 @@ def create_app(
     redis_url: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     allowed_hosts: Collection[str] | None = LOOPBACK_HOSTS,
+    scenario: str | Path | Scenario | None = None,
 ) -> Starlette:
     """The replay server as a Starlette app (recordings from `directory`, default bundled).
 
     Request bodies are refused past `max_body` bytes; only requests whose Host header
-    names one of `allowed_hosts` are served (None: any host).
+    names one of `allowed_hosts` are served (None: any host). With a `scenario` (a
+    `streamfold.testing.Scenario` or its file), its turns answer the API requests.
     """
-    server = ReplayServer(directory, speed=speed)
+    server = ReplayServer(directory, speed=speed, scenario=scenario)
     prepare_request_checks()  # once per process; a first request then answers at once
     routes = [
         Route("/v1/chat/completions", server.chat, methods=["POST"]),
@@ -352,8 +423,9 @@ def run_server(
     redis_url: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     allow_hosts: Collection[str] = (),
+    scenario: str | Path | None = None,
 ) -> None:
-    """Serve recordings with uvicorn until interrupted."""
+    """Serve recordings (or a scenario's turns) with uvicorn until interrupted."""
     import uvicorn
 
     app = create_app(
@@ -362,6 +434,7 @@ def run_server(
         redis_url=redis_url,
         max_body=max_body,
         allowed_hosts=served_hosts(host, allow_hosts),
+        scenario=scenario,
     )
     library: Library = app.state.replay.library
     counts: dict[str, int] = {}

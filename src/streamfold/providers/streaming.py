@@ -24,7 +24,9 @@ class StreamWriter:
 
     `native` is True when the message was folded from the target provider (or built by
     hand): then the provider's own fields the fold kept (raw usage, raw stop reason, opaque
-    blocks, response metadata) are written back as they came.
+    blocks, response metadata) are written back as they came. `events_of` names the
+    provider whose events the stream carries when it is not `provider` (Claude's on
+    Bedrock's invoke stream: anthropic).
     """
 
     message: Message
@@ -32,10 +34,11 @@ class StreamWriter:
     model: str
     piece: int
     strict: bool
+    events_of: str | None = None
     native: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self.native = not foreign(self.message, self.provider)
+        self.native = not foreign(self.message, self.events_of or self.provider)
 
     def drop(self, position: int | None, what: str, reason: str) -> None:
         """A part (or a field of one) the stream cannot carry: a ReplayWarning naming it, and
@@ -96,16 +99,22 @@ def counts(usage: Usage | None) -> tuple[int, int]:
     return usage.input_tokens or 0, usage.output_tokens or 0
 
 
+# JSON as ASCII, non-ASCII characters escaped: readers that split lines with
+# str.splitlines (httpx's iter_lines: the ollama and google-genai clients) also split at
+# U+0085, U+2028 and the other Unicode line breaks, and a raw one in a text would cut
+# its event in two.
+
+
 def sse(data: Any, event: str | None = None) -> bytes:
-    """One SSE event (`event:` line when named), its data as compact JSON."""
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    """One SSE event (`event:` line when named), its data as compact ASCII JSON."""
+    body = json.dumps(data, separators=(",", ":"))
     head = f"event: {event}\n" if event is not None else ""
     return f"{head}data: {body}\n\n".encode()
 
 
 def ndjson(data: Any) -> bytes:
-    """One NDJSON line."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    """One NDJSON line (ASCII JSON)."""
+    return json.dumps(data, separators=(",", ":")).encode() + b"\n"
 
 
 def eventstream_event(event_type: str, payload: Any) -> bytes:

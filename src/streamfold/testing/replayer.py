@@ -8,7 +8,6 @@ scenario, from a recordings directory as `serve` chooses.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 from collections.abc import Mapping
@@ -44,6 +43,7 @@ from ..web.replay_api import (
     route,
     wanted_recording,
 )
+from .faults import fail_after
 from .requests import read_request
 from .scenario import Faults, NoTurnMatched, Scenario, ScenarioError, Turn
 
@@ -127,6 +127,7 @@ class Replayer:
         faults: Faults | str | None = None,
         on_miss: Literal["respond", "raise"] = "respond",
         check_requests: bool = True,
+        library: Library | None = None,
     ) -> None:
         if isinstance(scenario, str | Path):
             scenario = Scenario.load(scenario)
@@ -134,11 +135,11 @@ class Replayer:
             raise UsageError(
                 f"scenario: expected a Scenario or a scenario file's path, got {scenario!r:.80}"
             )
-        if scenario is not None and recordings is not None:
+        if scenario is not None and (recordings is not None or library is not None):
             raise UsageError("expected a scenario or a recordings directory, got both")
         self.scenario = scenario
-        self.library: Library | None = None
-        if scenario is None:
+        self.library = library
+        if scenario is None and library is None:
             self.library = Library(recordings if recordings is not None else bundled_recordings())
         if isinstance(faults, str):
             faults = Faults.parse(faults)
@@ -193,6 +194,8 @@ class Replayer:
             reply = self._turn_reply(request, api, stream, model, turn, faults)
         else:
             reply = self._library_reply(request, api, stream, model, faults)
+        if faults is not None and reply.status == 200 and not stream:
+            reply = _whole_body_faults(reply, faults)
         reply.turn = turn_n
         if turn_n is not None:
             reply.headers["x-streamfold-turn"] = str(turn_n)
@@ -278,7 +281,7 @@ class Replayer:
         if provider not in wanted:
             raise ApiError(
                 500,
-                f"{self.scenario.name}: {turn.recording!r} is a {provider} stream; "
+                f"{self.scenario.name}: {turn.recording!r} holds {provider} events; "
                 f"a request to {api!r} reads {' or '.join(wanted)} streams",
                 "scenario",
             )
@@ -319,6 +322,43 @@ class Replayer:
         if faults is not None:
             chunks, drop = _apply_cut(chunks, faults, source.provider)
         return Reply(200, headers, chunks, drop=drop)
+
+
+def faulted_chunks(
+    data: bytes,
+    format: StreamFormat,
+    provider: str,
+    faults: Faults,
+    *,
+    timing: list[tuple[int, float]] | None = None,
+) -> tuple[list[Chunk], bool]:
+    """A recorded stream's chunks with `faults` played (cut, stall, pacing, the provider's
+    error event; waits at speed 1), and whether the connection then drops. UsageError for
+    a status fault (an HTTP answer, not a stream's: `serve` and the transports play it)."""
+    if faults.status is not None:
+        raise UsageError(
+            f"faults: status {faults.status} is an HTTP answer before any stream; expected "
+            "stream faults here (cut_after_events, cut_after_bytes, stall, ttft, ...)"
+        )
+    try:
+        chunks = _paced_chunks(data, format, timing, None, faults)
+        return _apply_cut(chunks, faults, provider)
+    except ApiError as exc:
+        raise UsageError(exc.message) from None
+
+
+def _whole_body_faults(reply: Reply, faults: Faults) -> Reply:
+    """A non-streaming answer's faults: it comes after `ttft` and `stall` seconds (the
+    whole generation's wait), and `cut_after_bytes` cuts its JSON (the connection drops,
+    or the body ends short with `cut="end"`)."""
+    wait = (faults.ttft or 0.0) + (faults.stall or 0.0)
+    body = reply.body()
+    cut = faults.cut_after_bytes is not None and faults.cut_after_bytes < len(body)
+    if cut:
+        body = body[: faults.cut_after_bytes]
+    reply.chunks = [Chunk(wait, body)]
+    reply.drop = cut and faults.cut == "drop"
+    return reply
 
 
 def _status_reply(api: Api, faults: Faults) -> Reply:
@@ -419,29 +459,20 @@ def _apply_cut(chunks: list[Chunk], faults: Faults, provider: str) -> tuple[list
         chunks = kept
     if faults.error_frame is not None:
         # The provider's own error event ends the stream: the server closed it cleanly.
-        chunks = [*chunks, Chunk(0.0, _error_frame(provider, faults.error_frame))]
+        chunks = [*chunks, Chunk(0.0, _error_frame(chunks, provider, faults))]
         return chunks, False
     return chunks, cut and faults.cut == "drop"
 
 
-def _error_frame(provider: str, kind: str) -> bytes:
-    """The provider's mid-stream error event (`streamfold.testing.faults`)."""
+def _error_frame(chunks: list[Chunk], provider: str, faults: Faults) -> bytes:
+    """The provider's own mid-stream error event after `chunks` (a Responses one numbered
+    after the last event sent), from `streamfold.testing.faults`."""
+    kind = faults.error_frame or None
     try:
-        # By name: the provider error frames are written beside this module, apart.
-        provider_faults: Any = importlib.import_module("streamfold.testing.faults")
-    except ImportError:
-        raise ApiError(
-            500,
-            "error_frame needs streamfold.testing.faults, which this streamfold has not",
-            "scenario",
-        ) from None
-    try:
-        frame = provider_faults.error_frame(provider, kind)
+        sent = [chunk.data for chunk in chunks]
+        return fail_after(sent, len(sent), provider, kind, faults.error_message)[-1]
     except StreamfoldError as exc:
         raise ApiError(500, f"error_frame {kind!r}: {exc}", "scenario") from None
-    if not isinstance(frame, bytes):
-        raise ApiError(500, f"error_frame {kind!r}: expected bytes, got {type(frame).__name__}")
-    return frame
 
 
-__all__ = ["FAULT_HEADER", "Chunk", "Replayer", "Reply", "WireRequest"]
+__all__ = ["FAULT_HEADER", "Chunk", "Replayer", "Reply", "WireRequest", "faulted_chunks"]

@@ -40,11 +40,10 @@ import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .._model import StreamfoldModel
 from ..errors import StreamfoldError, UsageError, preview
 from ..message import Message, ToolCall
 
@@ -59,6 +58,11 @@ _PREVIEW = 80  # characters of a prompt quoted in a miss's message
 
 class ScenarioError(UsageError):
     """A scenario file or turn that cannot be used: its path and what is wrong."""
+
+    def __init__(self, message: str, problems: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.problems = list(problems)
+        """(field path, what is wrong) pairs, when a model refused a value."""
 
 
 class NoTurnMatched(StreamfoldError):
@@ -122,8 +126,50 @@ class ApiRequest:
 # --- the file's models ---------------------------------------------------------------
 
 
-class _Closed(StreamfoldModel):
+def _problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """A validation error's problems, each at its full path in the file (turns.1.match.api).
+
+    A nested model's own error arrives whole at its field: its paths go under the field's.
+    """
+    problems: list[tuple[str, str]] = []
+    for err in exc.errors():
+        loc = ".".join(str(part) for part in err["loc"])
+        original = (err.get("ctx") or {}).get("error")
+        if isinstance(original, ScenarioError) and original.problems:
+            problems.extend(
+                (".".join(part for part in (loc, path) if part), text)
+                for path, text in original.problems
+            )
+            continue
+        message = str(original) if isinstance(original, Exception) else err["msg"]
+        problems.append((loc, f"{message}, got {preview(err.get('input'), _PREVIEW)}"))
+    return problems
+
+
+def _invalid(name: str, exc: ValidationError) -> ScenarioError:
+    problems = _problems(exc)
+    text = "; ".join(f"{path or '(value)'}: {what}" for path, what in problems)
+    return ScenarioError(f"invalid {name}: {text}", problems)
+
+
+class _Closed(BaseModel):
+    """A frozen model that refuses unknown fields, its errors ScenarioErrors with paths."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _invalid(type(self).__name__, exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        """Validate `obj` into this model (ScenarioError naming each field's path)."""
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _invalid(cls.__name__, exc) from None
 
 
 class Match(_Closed):
@@ -199,11 +245,17 @@ class Faults(_Closed):
     cut_after_events / cut_after_bytes: the stream stops after that many events (or bytes);
       `cut` says how: "drop" (the connection breaks: the HTTP client raises) or "end" (the
       body ends cleanly, short: the fold reads an incomplete message).
-    error_frame: the provider's own mid-stream error event sent where the stream is cut
-      ("overloaded", "server_error", ...; see `streamfold.testing.faults`), then the end.
+    error_frame: the provider's own mid-stream error event, sent where the stream is cut
+      (with `cut_after_events`), then the stream ends: its kind, as
+      `streamfold.testing.faults.ERROR_FORMS` names them ("overloaded_error" for Anthropic,
+      "error" or "response.failed" for Responses, "UNAVAILABLE" for Gemini, ...; "" for
+      the provider's first), with `error_message` as its text.
     stall: seconds of silence after `stall_after_events` events.
     ttft: seconds before the first byte; tokens_per_second: one event a token, evenly
       spaced (both replace the recording's own timing, which is used otherwise).
+
+    A non-streaming answer (one JSON body) waits `ttft` + `stall` seconds, and
+    `cut_after_bytes` cuts its body; the event faults are a stream's alone.
     """
 
     status: int | None = Field(default=None, ge=400, le=599)
@@ -245,7 +297,7 @@ class Faults(_Closed):
             fields[name] = _scalar(raw)
         try:
             return cls.model_validate(fields)
-        except UsageError as exc:
+        except ScenarioError as exc:
             raise ScenarioError(f"faults {preview(spec, _PREVIEW)}: {exc}") from None
 
 
@@ -333,7 +385,12 @@ class Scenario:
     threads, or `serve`'s workers, draws from one scenario)."""
 
     def __init__(
-        self, turns: Iterable[Turn], *, root: str | Path | None = None, name: str = "scenario"
+        self,
+        turns: Iterable[Turn],
+        *,
+        root: str | Path | None = None,
+        name: str = "scenario",
+        path: str | Path | None = None,
     ) -> None:
         self.turns: list[Turn] = list(turns)
         for n, turn in enumerate(self.turns):
@@ -341,6 +398,8 @@ class Scenario:
                 raise ScenarioError(f"{name}: turns[{n}]: expected a Turn, got {preview(turn)}")
         self.root = Path(root) if root is not None else Path.cwd()
         self.name = name
+        self.path = Path(path) if path is not None else None
+        """The file the scenario was loaded from (None: built in Python)."""
         self.used: list[int] = [0] * len(self.turns)
         """How many requests each turn has answered."""
         self.misses: list[NoTurnMatched] = []
@@ -364,7 +423,9 @@ class Scenario:
         except (ValueError, UnicodeDecodeError) as exc:
             kind = "JSON" if path.suffix == ".json" else "TOML"
             raise ScenarioError(f"{path}: expected {kind}, got {exc}") from None
-        return cls.from_dict(data, root=path.parent, name=str(path))
+        scenario = cls.from_dict(data, root=path.parent, name=str(path))
+        scenario.path = path
+        return scenario
 
     @classmethod
     def from_dict(
@@ -373,8 +434,9 @@ class Scenario:
         """A scenario from the file's shape: `{"turns": [...]}`."""
         try:
             parsed = _File.model_validate(data)
-        except UsageError as exc:
-            raise ScenarioError(f"{name}: {exc}") from None
+        except ScenarioError as exc:
+            text = "; ".join(f"{path or '(file)'}: {what}" for path, what in exc.problems)
+            raise ScenarioError(f"{name}: {text or exc}", exc.problems) from None
         return cls(parsed.turns, root=root, name=name)
 
     def reset(self) -> None:

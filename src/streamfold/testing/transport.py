@@ -40,8 +40,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import httpx
-import httpx2
+
+from ..errors import UsageError
+
+try:
+    import httpx
+    import httpx2
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise UsageError(
+        "streamfold's replay transports need httpx and httpx2 (the SDKs' HTTP clients): "
+        "pip install 'streamfold[testing]'"
+    ) from exc
 
 from ..errors import UsageError
 from ..record import check_speed

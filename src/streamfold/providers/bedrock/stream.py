@@ -74,7 +74,10 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
         text = error.get("message") if isinstance(error, dict) else None
         chunks.append(
             error_event(
-                kind if isinstance(kind, str) and kind else "internalServerException",
+                # Another provider's error type is no Bedrock exception: Bedrock's own word.
+                kind
+                if isinstance(kind, str) and kind.endswith("Exception")
+                else "internalServerException",
                 text if isinstance(text, str) else "the stream failed",
             )
         )

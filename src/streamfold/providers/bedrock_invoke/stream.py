@@ -18,7 +18,9 @@ from .encode import invoke_stream
 def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
     """The message as InvokeModelWithResponseStream's eventstream: one message a chunk."""
     # Claude's events: a message folded from Claude on Bedrock is Anthropic's own.
-    claude = StreamWriter(writer.message, "anthropic", writer.model, writer.piece, writer.strict)
+    claude = StreamWriter(
+        writer.message, writer.provider, writer.model, writer.piece, writer.strict, "anthropic"
+    )
     chunks = _frames(invoke_stream(stream_events(claude)))
     message = writer.message
     if message.status == "error":

@@ -73,7 +73,8 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
     parts: list[dict[str, Any]] = []
     for position, item in enumerate(message.stream_order()):
         parts.extend(_parts(writer, position, item))
-    chunks = [_chunk(head, [part]) for part in parts]
+    # (A stream cut before any part still had its first chunk: never an empty stream.)
+    chunks = [_chunk(head, [part]) for part in parts] or [_chunk(head, [])]
     if message.status in ("incomplete", "cancelled"):
         return [sse(chunk) for chunk in chunks]
     if message.status == "error" and not (writer.native and message.raw_stop_reason):

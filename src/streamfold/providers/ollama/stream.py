@@ -56,6 +56,8 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
                 lines.append({**head, "message": body, "done": False})
         else:
             writer.drop(position, part_kind(item), "an Ollama stream has no field for it")
+    if not lines:  # a stream cut before any text still had its first line
+        lines.append({**head, "message": {"role": "assistant", "content": ""}, "done": False})
     out = [ndjson(line) for line in lines]
     if message.status == "error":
         error = message.metadata.get("error")

@@ -52,16 +52,32 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
     chunks: list[dict[str, Any]] = [_chunk(head, {"role": "assistant", "content": ""})]
     calls = 0
     detail = 0
+    # Text parts next to each other are one text on the wire: their annotations go in one
+    # delta before it (the openai SDK's stream helper takes one annotations list a text;
+    # a second delta of them makes it raise), their spans moved into the joined text.
+    run: list[dict[str, Any]] | None = None
+    run_length = 0
     for position, item in enumerate(message.stream_order()):
+        if (
+            isinstance(item, ContentPart)
+            and item.type == "text"
+            and not item.options.get("refusal")
+        ):
+            if run is None:
+                run, run_length = [], 0
+                chunks.append(_chunk(head, {"annotations": run}))
+            run.extend(
+                n for c in item.citations if (n := _annotation(writer, position, c, run_length))
+            )
+            text = item.content or ""
+            run_length += len(text)
+            chunks.extend(_chunk(head, {"content": t}) for t in writer.pieces(text))
+            continue
         if isinstance(item, ToolCall):
             chunks.extend(_call_chunks(writer, head, item, calls, position))
             calls += 1
         elif item.type == "text":
-            key = "refusal" if item.options.get("refusal") is True else "content"
-            notes = [n for c in item.citations if (n := _annotation(writer, position, c))]
-            if notes:
-                chunks.append(_chunk(head, {"annotations": notes}))
-            chunks.extend(_chunk(head, {key: t}) for t in writer.pieces(item.content or ""))
+            chunks.extend(_chunk(head, {"refusal": t}) for t in writer.pieces(item.content or ""))
         elif item.type == "thinking":
             chunks.extend(_thinking_chunks(writer, head, item, detail))
             detail += 1
@@ -75,6 +91,9 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
             else:
                 reason = "a Chat Completions stream has no field for it"
                 writer.drop(position, part_kind(item), reason)
+                continue  # (nothing on the wire: the text around it stays one)
+        run = None
+    chunks = [c for c in chunks if c["choices"][0]["delta"] != {"annotations": []}]
     out = [sse(chunk) for chunk in chunks]
     if message.status in ("incomplete", "cancelled"):
         return out  # cut: no finish_reason, no [DONE]
@@ -205,16 +224,18 @@ def _thinking_chunks(
     return [_chunk(head, {"reasoning_details": [d]}) for d in details]
 
 
-def _annotation(writer: StreamWriter, position: int, citation: Citation) -> dict[str, Any] | None:
+def _annotation(
+    writer: StreamWriter, position: int, citation: Citation, shift: int
+) -> dict[str, Any] | None:
     source = citation.source
     if source is None or not source.url:
         writer.drop(position, "a citation", "a url_citation needs the page's URL")
         return None
     body: dict[str, Any] = {"url": source.url, "title": source.title or ""}
     if citation.start_index is not None:
-        body["start_index"] = citation.start_index
+        body["start_index"] = citation.start_index + shift
     if citation.end_index is not None:
-        body["end_index"] = citation.end_index
+        body["end_index"] = citation.end_index + shift
     if writer.native:
         body.update(citation.metadata)
     return {"type": "url_citation", "url_citation": body}

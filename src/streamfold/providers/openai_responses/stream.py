@@ -53,15 +53,24 @@ def error_event(code: str, message: str, sequence_number: int = 0) -> bytes:
 def failed_event(
     code: str, message: str, response_id: str = "resp_streamfold", sequence_number: int = 0
 ) -> bytes:
-    """`response.failed`: the response, status failed, its `error` saying why."""
+    """`response.failed`: the whole response (every field the SDK's `Response` requires),
+    status failed, its `error` saying why."""
     response = {
         "id": response_id,
         "object": "response",
         "created_at": int(time.time()),
         "model": "streamfold",
         "status": "failed",
-        "error": {"code": code, "message": message},
         "output": [],
+        "error": {"code": code, "message": message},
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "parallel_tool_calls": True,
+        "temperature": None,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": None,
     }
     event = {"type": "response.failed", "sequence_number": sequence_number, "response": response}
     return sse(event, "response.failed")

@@ -1,0 +1,51 @@
+"""Generated Messages for `to_stream`'s tests: text and thinking parts (signed or not) and
+tool calls in any order, a status and a usage, as a provider could stream them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from streamfold import ContentPart, Message, ToolCall, Usage
+
+_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
+_NAME = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
+_JSON: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_NAME, inner, max_size=3),
+    max_leaves=6,
+)
+_SIGNATURE = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", min_size=4,
+                     max_size=24).map(lambda s: s + "=" * (-len(s) % 4))  # fmt: skip
+
+
+@st.composite
+def _parts(draw: st.DrawFn) -> ContentPart:
+    kind = draw(st.sampled_from(["text", "thinking"]))
+    text = draw(_TEXT.filter(bool))
+    if kind == "text":
+        return ContentPart.text(text)
+    signature = draw(st.none() | _SIGNATURE)
+    return ContentPart.thinking(text, **({"signature": signature} if signature else {}))
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Message:
+    """An assistant Message a provider could stream."""
+    parts = draw(st.lists(_parts(), max_size=4))
+    calls = draw(st.lists(st.tuples(_NAME, st.dictionaries(_NAME, _JSON, max_size=3)), max_size=3))
+    order: list[ContentPart | ToolCall] = list(parts)
+    for n, (name, args) in enumerate(calls):
+        at = draw(st.integers(0, len(order)))
+        call = ToolCall(call_id=f"call_{n}", name=name, arguments=args, status="complete")
+        order.insert(at, call)
+    content = [p for p in order if isinstance(p, ContentPart)]
+    tool_calls = [c.model_copy(update={"index": i}) for i, c in enumerate(order)
+                  if isinstance(c, ToolCall)]  # fmt: skip
+    end = draw(st.sampled_from(["complete", "length", "incomplete"]))
+    stop = {"complete": "tool_use" if tool_calls else "stop", "length": "length"}.get(end)
+    usage = draw(st.none() | st.builds(Usage, input_tokens=st.integers(0, 10**5),
+                                        output_tokens=st.integers(0, 10**5)))  # fmt: skip
+    return Message(role="assistant", content=content, tool_calls=tool_calls, status=end,
+                   stop_reason=stop, usage=usage)  # fmt: skip
