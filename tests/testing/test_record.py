@@ -523,3 +523,52 @@ async def test_record_all_re_records_the_scenario(upstream: str, tmp_path: Path)
 def test_a_record_mode_that_is_none_of_the_three_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r'record: expected "none", "new" or "all", got str'):
         ReplayTransport(Scenario([]), record="yes")  # type: ignore[arg-type]
+
+
+def test_google_genai_is_recorded_plain_and_streamed_and_its_key_is_not_written(
+    tmp_path: Path,
+) -> None:
+    genai = pytest.importorskip("google.genai")
+    from google.genai import types
+
+    gemini = REAL / "gemini" / "text-2.0-flash.sse"
+    directory = tmp_path / "upstream"
+    (directory / "gemini").mkdir(parents=True)
+    shutil.copy(gemini, directory / "gemini" / gemini.name)
+    path = tmp_path / "gemini.toml"
+    transport = ReplayTransport(Scenario([], root=tmp_path, name=str(path)), record="new")
+    key = "AIza-0009-gemini-secret"
+    with serve_in_thread(create_app(directory, speed=0)) as url:
+        options = types.HttpOptions(base_url=url, httpx_client=httpx2.Client(transport=transport))
+        client = genai.Client(api_key=key, http_options=options)
+        whole = client.models.generate_content(model="gemini-2.0-flash", contents="Capital?")
+        streamed = "".join(
+            chunk.text or ""
+            for chunk in client.models.generate_content_stream(
+                model="gemini-2.0-flash", contents="Capital, streamed?"
+            )
+        )
+    assert transport.recording is not None
+    transport.recording.close()
+    expected = fold_message(load_recording(gemini)).text
+    assert whole.text == streamed == expected
+    # The plain request was asked as a stream: both answers are the recording's bytes.
+    turns = tomllib.loads(path.read_text())["turns"]
+    assert [turn["match"]["user"] for turn in turns] == ["Capital?", "Capital, streamed?"]
+    assert [turn["recording"] for turn in turns] == [
+        "gemini/001-gemini.sse",
+        "gemini/002-gemini.sse",
+    ]
+    for turn in turns:
+        assert (tmp_path / turn["recording"]).read_bytes() == gemini.read_bytes()
+    written = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    assert key.encode() not in written
+
+    # Offline, the same requests replay from the recorded turns.
+    replay = ReplayTransport(Scenario.load(path), speed=0)
+    options = types.HttpOptions(
+        base_url="http://127.0.0.1:9", httpx_client=httpx2.Client(transport=replay)
+    )
+    offline = genai.Client(api_key="test", http_options=options)
+    again = offline.models.generate_content(model="gemini-2.0-flash", contents="Capital?")
+    assert again.text == expected and replay.misses == []
