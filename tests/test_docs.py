@@ -89,6 +89,7 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             "concepts/resuming.md: folder = streamfold.StreamFolder()",
             "live-ui.md: from starlette.responses import StreamingResponse",
             "live-ui.md: from streamfold import ToolResult, fold",
+            "agent-loops.md: from streamfold import ToolResult, fold",
             "live-ui.md: from streamfold import encode",
             "providers/index.md: class LineChat(streamfold.Decoder):",
             "providers/streamfold.md: CP = streamfold.ContentPart",
@@ -251,6 +252,24 @@ def test_the_agent_loop_ui_example() -> None:
         "output": "fixed_version ran",
     }
     assert types.index("tool-output-available") < types.index("start-step", 2)
+
+
+def test_the_agent_loop_agui_example() -> None:
+    pytest.importorskip("ag_ui")
+    namespace: dict[str, Any] = {
+        "first_response_bytes": [read("anthropic/thinking-then-tool-use.sse")],
+        "second_response_bytes": [read("anthropic/text-basic.sse")],
+        "run_tool": lambda call: f"{call.name} ran",
+    }
+    exec(_block("agent-loops.md: from streamfold import ToolResult, fold"), namespace)
+    types = [
+        json.loads(line[6:])["type"]
+        for line in b"".join(namespace["body"]).decode().splitlines()
+        if line.startswith("data: ")
+    ]
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+    assert types.count("STEP_STARTED") == 2
+    assert types.index("TOOL_CALL_RESULT") < types.index("STEP_STARTED", 2)
 
 
 def test_the_ui_messages_example() -> None:
