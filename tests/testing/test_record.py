@@ -572,3 +572,31 @@ def test_google_genai_is_recorded_plain_and_streamed_and_its_key_is_not_written(
     offline = genai.Client(api_key="test", http_options=options)
     again = offline.models.generate_content(model="gemini-2.0-flash", contents="Capital?")
     assert again.text == expected and replay.misses == []
+
+
+def test_serve_records_a_miss_from_its_upstream_and_replays_it_next_time(
+    upstream: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "served.toml"
+    path.write_text(HAND_WRITTEN)
+    recording = create_app(scenario=path, speed=0, record="new", upstream=upstream)
+    with serve_in_thread(recording) as url:
+        client = openai.OpenAI(api_key="sk-served-0010-secret", base_url=url + "/v1")
+        with client:
+            assert _hello(client) == "Hello from the scenario."
+            recorded = [chunk.model_dump() for chunk in _weather(client, stream=True)]
+    turns = tomllib.loads(path.read_text())["turns"]
+    assert [turn["name"] for turn in turns] == ["greeting", "recorded 2"]
+    assert (tmp_path / turns[1]["recording"]).read_bytes() == CHAT.read_bytes()
+    written = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    assert b"sk-served-0010-secret" not in written
+
+    with serve_in_thread(create_app(scenario=path, speed=0)) as url:
+        client = openai.OpenAI(api_key="test", base_url=url + "/v1", max_retries=0)
+        with client:
+            assert [chunk.model_dump() for chunk in _weather(client, stream=True)] == recorded
+
+
+def test_serve_record_needs_a_scenario_and_an_upstream() -> None:
+    with pytest.raises(UsageError, match="expected a scenario and an upstream base URL"):
+        create_app(record="new", upstream="https://api.openai.com")
