@@ -47,6 +47,7 @@ Needs the `serve` extra (starlette, uvicorn).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Collection
 from pathlib import Path
@@ -411,6 +412,8 @@ def create_app(
         relay = Relay.from_url(redis_url)
         routes.extend(relay_routes(relay, directory, speed=speed))
         lifespan = relay_lifespan(relay)  # a stopping worker ends its replays as cancelled
+    if server.recording is not None:
+        lifespan = _closing_upstream(server.recording, lifespan)
     guard = Middleware(
         RequestGuard,
         max_body=max_body,
@@ -444,6 +447,24 @@ def served_hosts(host: str, allow: Collection[str] = ()) -> frozenset[str] | Non
         if not address.is_unspecified:  # 0.0.0.0 and :: are no name a client sends
             names.add(str(address))
     return frozenset(name.lower() for name in names)
+
+
+def _closing_upstream(hook: Any, inner: Any) -> Any:
+    """A lifespan closing the record hook's upstream connections when the server stops
+    (around `inner`, the app's other lifespan, if any)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[Any]:
+        try:
+            if inner is None:
+                yield None
+            else:
+                async with inner(app) as state:
+                    yield state
+        finally:
+            await hook.aclose()
+
+    return lifespan
 
 
 def _record_hook(replayer: Replayer, record: str, upstream: str | None, redact: Any) -> Any:
