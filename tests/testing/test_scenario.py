@@ -22,6 +22,7 @@ from streamfold.testing import (
     ReplayTransport,
     Scenario,
     ScenarioError,
+    ToolCallAnswer,
     Turn,
     read_request,
 )
@@ -335,3 +336,36 @@ def test_a_recording_of_another_api_is_a_500_naming_the_turn() -> None:
         str(caught.value),
     )
     assert fold_message((REAL / "anthropic/text-basic.sse").read_bytes(), "anthropic").text
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_scenario_message_calls_a_tool_on_every_api_shape(stream: bool) -> None:
+    answer = MessageAnswer(
+        text="Let me look.",
+        tool_calls=[ToolCallAnswer(name="get_capital", arguments={"country": "UK"}, id="c9")],
+    )
+    scenario = Scenario([Turn(message=answer)])
+    client = _openai(ReplayTransport(scenario, speed=0))
+    ask = [{"role": "user", "content": "UK?"}]
+    if stream:
+        chunks = client.chat.completions.create(model="m", messages=ask, tools=TOOLS, stream=True)
+        data = b"".join(f"data: {c.model_dump_json()}\n\n".encode() for c in chunks)
+        message = fold_message(data, "openai-chat")
+        text, call = message.text, message.tool_calls[0]
+        got = (call.call_id, call.name, call.arguments, message.stop_reason)
+    else:
+        whole = client.chat.completions.create(model="m", messages=ask, tools=TOOLS)
+        choice = whole.choices[0]
+        tc = choice.message.tool_calls[0]
+        text = choice.message.content
+        got = (tc.id, tc.function.name, json.loads(tc.function.arguments), choice.finish_reason)
+    assert text == "Let me look."
+    assert got[:3] == ("c9", "get_capital", {"country": "UK"})
+    assert got[3] in ("tool_use", "tool_calls")
+
+
+def test_a_message_answers_stop_reason_is_checked() -> None:
+    with pytest.raises(ScenarioError, match="stop_reason"):
+        MessageAnswer(text="x", stop_reason="finished")  # type: ignore[arg-type]
+    with pytest.raises(ScenarioError, match=r"tool_calls\.0\.name"):
+        MessageAnswer.model_validate({"tool_calls": [{"arguments": {}}]})

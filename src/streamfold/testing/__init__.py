@@ -22,6 +22,7 @@ from .scenario import (
     NoTurnMatched,
     Scenario,
     ScenarioError,
+    ToolCallAnswer,
     ToolResultRef,
     Turn,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "Reply",
     "Scenario",
     "ScenarioError",
+    "ToolCallAnswer",
     "ToolResultRef",
     "Turn",
     "WireRequest",
