@@ -46,10 +46,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import StreamfoldError, UsageError, preview
 from ..message import Message, StopReason, ToolCall
+from ..web.replay_api import Api
 
-Api = Literal["chat", "responses", "messages", "gemini", "invoke", "converse"]
-"""The APIs a replay answers: OpenAI Chat Completions and Responses, Anthropic Messages,
-Gemini generateContent, Bedrock InvokeModel (Claude) and Converse."""
+# The APIs a replay answers: OpenAI Chat Completions and Responses, Anthropic Messages,
+# Gemini generateContent, Bedrock InvokeModel (Claude) and Converse (serve's own names).
 
 API_NAMES: tuple[Api, ...] = ("chat", "responses", "messages", "gemini", "invoke", "converse")
 
