@@ -369,3 +369,22 @@ def test_a_message_answers_stop_reason_is_checked() -> None:
         MessageAnswer(text="x", stop_reason="finished")  # type: ignore[arg-type]
     with pytest.raises(ScenarioError, match=r"tool_calls\.0\.name"):
         MessageAnswer.model_validate({"tool_calls": [{"arguments": {}}]})
+
+
+def test_threads_sharing_a_transport_draw_each_turn_its_times() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    scenario = Scenario(
+        [Turn(times=5, message=MessageAnswer(text=str(n))) for n in range(4)],
+        name="pool",
+    )
+    client = _openai(ReplayTransport(scenario, speed=0))
+    ask = [{"role": "user", "content": "n?"}]
+
+    def one(_: int) -> str:
+        return client.chat.completions.create(model="m", messages=ask).choices[0].message.content
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = sorted(pool.map(one, range(20)))
+    assert answers == sorted(str(n) for n in range(4) for _ in range(5))
+    assert scenario.used == [5, 5, 5, 5] and scenario.requests == 20
