@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -388,3 +389,14 @@ def test_threads_sharing_a_transport_draw_each_turn_its_times() -> None:
         answers = sorted(pool.map(one, range(20)))
     assert answers == sorted(str(n) for n in range(4) for _ in range(5))
     assert scenario.used == [5, 5, 5, 5] and scenario.requests == 20
+
+
+def test_a_missing_recording_fails_at_once_naming_the_scenario_and_file(tmp_path: Path) -> None:
+    scenario = Scenario([Turn(recording="gone.sse")], root=tmp_path, name="app.toml")
+    client = _openai(ReplayTransport(scenario, speed=0), retries=2)
+    started = time.monotonic()
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    assert time.monotonic() - started < 2  # not retried
+    assert "app.toml: recording 'gone.sse'" in str(caught.value)
+    assert scenario.requests == 1
