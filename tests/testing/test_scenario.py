@@ -23,10 +23,10 @@ from streamfold.testing import (
     ReplayTransport,
     Scenario,
     ScenarioError,
-    ToolCallAnswer,
     Turn,
     read_request,
 )
+from streamfold.testing.scenario import ToolCallAnswer
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")

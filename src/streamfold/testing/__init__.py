@@ -22,7 +22,6 @@ from .scenario import (
     NoTurnMatched,
     Scenario,
     ScenarioError,
-    ToolCallAnswer,
     ToolResultRef,
     Turn,
 )
@@ -43,7 +42,6 @@ __all__ = [
     "Reply",
     "Scenario",
     "ScenarioError",
-    "ToolCallAnswer",
     "ToolResultRef",
     "Turn",
     "WireRequest",
