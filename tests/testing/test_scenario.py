@@ -101,6 +101,12 @@ def test_a_toml_scenario_answers_a_tool_loop_and_a_retry(scenario_file: Path) ->
     assert busy.parse().choices[0].message.content == "Now free."
     assert scenario.used == [1, 1, 1, 1]
     assert scenario.unused() == []
+    # What the app sent, as the turns read it: the follow-up carried the tool's result.
+    assert [r.index for r in scenario.seen] == [0, 1, 2, 3]
+    assert scenario.seen[1].tool_results[0].call_id == call.id
+    assert scenario.seen[1].tool_results[0].name == "get_capital"
+    assert scenario.seen[1].body["messages"][-1]["content"] == "London"
+    assert scenario.seen[2].last_user == scenario.seen[3].last_user == "are you busy?"
 
 
 def test_a_json_scenario_is_the_same_shape(tmp_path: Path) -> None:

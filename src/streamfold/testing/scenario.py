@@ -414,6 +414,9 @@ class Scenario:
         """The requests no turn answered, in order."""
         self.requests = 0
         """How many requests the scenario has seen."""
+        self.seen: list[ApiRequest] = []
+        """Every request, as a turn reads it (index, last user message, tool results, tools,
+        body), answered or not: what a test asserts the app sent."""
         self._lock = threading.Lock()
 
     @classmethod
@@ -453,6 +456,7 @@ class Scenario:
             self.used = [0] * len(self.turns)
             self.misses = []
             self.requests = 0
+            self.seen = []
 
     def unused(self) -> list[Turn]:
         """The turns that answered no request."""
@@ -469,6 +473,7 @@ class Scenario:
         with self._lock:
             request = _with_index(request, self.requests)
             self.requests += 1
+            self.seen.append(request)
             reasons: list[tuple[int, list[str]]] = []
             for n, turn in enumerate(self.turns):
                 why = turn.match.misses(request)
