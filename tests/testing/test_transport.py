@@ -445,3 +445,44 @@ def test_a_recordings_own_timing_paces_the_replay(tmp_path: Path) -> None:
         seconds.append(arrivals[1][0])
     assert seconds[0] >= 0.4  # as recorded
     assert 0.1 <= seconds[1] < 0.4  # four times faster
+
+
+def test_claude_on_bedrock_through_the_anthropic_sdks_bedrock_client() -> None:
+    # AnthropicBedrock is an httpx2 client (botocore's Bedrock clients are not: use serve).
+    scenario = _scenario(Turn(match=Match(api="invoke"), recording="anthropic/text-basic.sse"))
+    client = anthropic.AnthropicBedrock(
+        aws_access_key="test",
+        aws_secret_key="test",
+        aws_region="us-east-1",
+        http_client=httpx2.Client(transport=ReplayTransport(scenario, speed=0)),
+        max_retries=0,
+    )
+    args: dict[str, Any] = {"model": "anthropic.claude-x", "max_tokens": 9, "messages": USER}
+    with client.messages.stream(**args) as stream:
+        streamed = stream.get_final_message()
+    whole = client.messages.create(**args)
+    expected = _text(MESSAGES_TEXT, "anthropic")
+    assert streamed.content[0].text == whole.content[0].text == expected
+    assert scenario.used == [2]
+
+
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_the_sdks_wait_the_retry_after_a_429_turn_asks(sdk: str) -> None:
+    # retry-after-ms (with retry-after) is what both SDKs read first: a 0.6 s wait, not
+    # their own backoff (0.5 s at most for a first retry, with jitter below it).
+    scenario = _scenario(
+        Turn(times=1, faults=Faults(status=429, retry_after=0.6)),
+        Turn(message=MessageAnswer(text="ok")),
+    )
+    transport = ReplayTransport(scenario, speed=0)
+    started = time.monotonic()
+    if sdk == "openai":
+        answer = _openai(transport, retries=1).chat.completions.create(model="m", messages=USER)
+        text = answer.choices[0].message.content
+    else:
+        message = _anthropic(transport, retries=1).messages.create(
+            model="c", max_tokens=9, messages=USER
+        )
+        text = message.content[0].text
+    assert text == "ok"
+    assert time.monotonic() - started >= 0.6

@@ -169,7 +169,10 @@ class Replayer:
             return self._answer(request, api, forced, path_model)
         except ApiError as exc:
             refusal = error_body(api, exc.status, exc.message, exc.code, exc.param)
-            return _json_reply(exc.status, refusal)
+            # A scenario's own mistake (a recording missing, of another API) is a 500 the
+            # SDKs would retry, for seconds, to the same end: they are told not to.
+            stop = {"x-should-retry": "false"} if exc.code == "scenario" else {}
+            return _json_reply(exc.status, refusal, stop)
 
     def _answer(
         self, request: WireRequest, api: Api, forced: bool | None, path_model: str | None
