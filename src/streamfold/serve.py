@@ -511,8 +511,12 @@ def run_server(
     max_body: int = DEFAULT_MAX_BODY,
     allow_hosts: Collection[str] = (),
     scenario: str | Path | None = None,
+    record: str = "none",
+    upstream: str | None = None,
+    redact: Collection[str] | None = None,
 ) -> None:
-    """Serve recordings (or a scenario's turns) with uvicorn until interrupted."""
+    """Serve recordings (or a scenario's turns) with uvicorn until interrupted; `record`,
+    `upstream`, `redact`: record on miss, as `create_app` says."""
     import uvicorn
 
     app = create_app(
@@ -522,6 +526,9 @@ def run_server(
         max_body=max_body,
         allowed_hosts=served_hosts(host, allow_hosts),
         scenario=scenario,
+        record=record,
+        upstream=upstream,
+        redact=redact,
     )
     library: Library = app.state.replay.library
     counts: dict[str, int] = {}

@@ -600,3 +600,17 @@ def test_serve_records_a_miss_from_its_upstream_and_replays_it_next_time(
 def test_serve_record_needs_a_scenario_and_an_upstream() -> None:
     with pytest.raises(UsageError, match="expected a scenario and an upstream base URL"):
         create_app(record="new", upstream="https://api.openai.com")
+
+
+def test_the_serve_command_records_with_a_scenario_and_an_upstream_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from streamfold.cli import build_parser, main
+
+    args = build_parser().parse_args(
+        ["serve", "--scenario", "app.toml", "--record", "new", "--upstream", "https://x"]
+    )
+    assert (args.record, args.upstream, args.redact) == ("new", "https://x", None)
+    # Without a scenario the command stops before serving, saying what it needs.
+    assert main(["serve", "--record", "new", "--upstream", "https://api.openai.com"]) != 0
+    assert "expected a scenario and an upstream base URL" in capsys.readouterr().err
