@@ -32,6 +32,7 @@ from streamfold import (
     fold_message,
     to_stream,
 )
+from streamfold.message import Status, StopReason, settled_stop_reason
 from streamfold.providers import canonical_provider
 from streamfold.streams import STREAM_WRITERS
 
@@ -60,7 +61,7 @@ def _essence(message: Message) -> dict[str, Any]:
 
 
 # Stop reasons a provider's stream has no word for, and what its fold reads instead.
-_NO_WORD = {
+_NO_WORD: dict[str, dict[str, StopReason]] = {
     # Anthropic's pause_turn: only Anthropic (and Claude on Bedrock) says it.
     "pause": {p: "stop" for p in PROVIDERS if p not in ("anthropic", "bedrock-invoke")},
     # An MCP approval request waiting: a Responses item no other provider carries.
@@ -68,10 +69,25 @@ _NO_WORD = {
 }
 
 
-def _expected_end(message: Message, provider: str) -> tuple[str, str | None]:
+def _expected_end(message: Message, provider: str) -> tuple[Status, StopReason | None]:
+    """The status and stop reason a fold of the provider's stream gives back: the message's,
+    but for the words the provider has none for (to_stream's docstring lists them), settled
+    as every fold settles them (calls under "stop" stop with tool_use)."""
+    status, stop = _said_end(message, provider)
+    settled = settled_stop_reason(stop, status, message.tool_calls, message.content)
+    return status, settled
+
+
+def _said_end(message: Message, provider: str) -> tuple[Status, StopReason | None]:
     status, stop = message.status, message.stop_reason
     if status == "cancelled" and provider != "openai-responses":
         return "incomplete", None  # a cancelled stream is a cut one on the wire
+    if status == "content_filtered" and provider == "ollama":
+        return "complete", "stop"  # Ollama has no word for a filtered answer
+    if status == "content_filtered" and provider in ("anthropic", "bedrock-invoke"):
+        return status, "refusal"  # Anthropic's word for it
+    if stop == "other" and provider != "gemini":
+        return status, "stop"  # only Gemini says OTHER
     if stop is not None and provider in _NO_WORD.get(stop, {}):
         return status, _NO_WORD[stop][provider]
     return status, stop
