@@ -74,7 +74,9 @@ def _expected_end(message: Message, provider: str) -> tuple[Status, StopReason |
     but for the words the provider has none for (to_stream's docstring lists them), settled
     as every fold settles them (calls under "stop" stop with tool_use)."""
     status, stop = _said_end(message, provider)
-    settled = settled_stop_reason(stop, status, message.tool_calls, message.content)
+    # (An MCP approval request is a Responses item: other streams leave it out.)
+    content = message.content if provider == "openai-responses" else []
+    settled = settled_stop_reason(stop, status, message.tool_calls, content)
     return status, settled
 
 
