@@ -264,6 +264,11 @@ def bedrock_judge(message: Message) -> None:
             stop = event["messageStop"]["stopReason"]
     calls = [(names[at], json.loads(inputs.get(at) or "{}")) for at in sorted(names)]
     assert {"text": text, "thinking": thinking, "calls": calls} == _ours(ours)
+    cited = [e["contentBlockDelta"]["delta"]["citation"] for e in events
+             if "citation" in e.get("contentBlockDelta", {}).get("delta", {})]  # fmt: skip
+    assert [c.get("title") for c in cited] == [
+        c.source.title for p in ours.content for c in p.citations if c.source is not None
+    ]
     assert stop == ours.raw_stop_reason
 
 
