@@ -204,3 +204,17 @@ def test_one_event_a_chunk_and_the_text_in_pieces(provider: str) -> None:
             "bedrock-invoke"  # (its events are base64 inside the frames)
         )
     assert fold_message(chunks, provider).text == text
+
+
+def test_a_signature_goes_only_to_the_provider_that_issued_it() -> None:
+    # (As encode leaves out a foreign signature: it would not verify.)
+    signed = MESSAGES["anthropic/thinking-signature.sse"]
+    assert signed.content[0].options["signature"]
+    for provider in ("gemini", "bedrock", "openai-chat"):
+        back = _fold(signed, provider)
+        assert back.content[0].type == "thinking"
+        assert "signature" not in back.content[0].options
+    hand_built = Message.assistant([ContentPart.thinking("hmm", signature="c2ln"),
+                                    ContentPart.text("ok")])  # fmt: skip
+    for provider in ("anthropic", "bedrock-invoke", "gemini", "bedrock", "openai-chat"):
+        assert _fold(hand_built, provider).content[0].options["signature"] == "c2ln"

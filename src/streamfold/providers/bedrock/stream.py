@@ -1,7 +1,8 @@
 """A Message as Bedrock's ConverseStream sends it: AWS eventstream messages (`:event-type`
 messageStart, contentBlockStart / Delta / Stop, messageStop, metadata), one a chunk.
 
-Carried: text, reasoning (text in deltas, its signature, redacted reasoning), tool calls
+Carried: text, reasoning (text in deltas, its signature when Bedrock issued it, redacted
+reasoning), tool calls
 (input JSON in deltas), Bedrock's own server-tool blocks (`toolUse` of a server tool and
 its `toolResult`), stop reason, usage, latency and the metadata event's other fields.
 
@@ -168,8 +169,8 @@ def _block(
             _delta(index, {"reasoningContent": {"text": piece}})
             for piece in writer.pieces(item.content or "")
         ]
-        signature = item.options.get("signature")
-        if isinstance(signature, str) and signature:
+        signature = writer.signature(item.options)
+        if signature is not None:
             out.append(_delta(index, {"reasoningContent": {"signature": signature}}))
         return out
     block = own_block(writer, item)
