@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from invoke_support import INVOKE_SOURCES, invoke_bytes
 from stream_support import messages
 from support import ALL_RECORDINGS, message_json, read
 
@@ -218,3 +219,12 @@ def test_a_signature_goes_only_to_the_provider_that_issued_it() -> None:
                                     ContentPart.text("ok")])  # fmt: skip
     for provider in ("anthropic", "bedrock-invoke", "gemini", "bedrock", "openai-chat"):
         assert _fold(hand_built, provider).content[0].options["signature"] == "c2ln"
+
+
+@pytest.mark.parametrize("rel", INVOKE_SOURCES)
+def test_claude_on_bedrocks_invoke_stream_comes_back_the_same(rel: str) -> None:
+    # (The invoke streams tests/invoke_support.py builds from the Anthropic recordings,
+    # Bedrock's invocation metrics and latencies on their last chunk.)
+    message = fold_message(invoke_bytes(rel), "bedrock-invoke")
+    chunks = to_stream(message, "bedrock-invoke")
+    assert message_json(fold_message(chunks, "bedrock-invoke")) == message_json(message)
