@@ -29,6 +29,7 @@ _ENDS: list[tuple[str, str | None]] = [
     ("complete", "other"),
     ("length", "length"),
     ("content_filtered", "content_filter"),
+    ("complete", "refusal"),
     ("incomplete", None),
     ("cancelled", "cancelled"),
     ("error", "error"),

@@ -85,6 +85,14 @@ def _said_end(message: Message, provider: str) -> tuple[Status, StopReason | Non
     status, stop = message.status, message.stop_reason
     if status == "cancelled" and provider != "openai-responses":
         return "incomplete", None  # a cancelled stream is a cut one on the wire
+    if stop == "refusal":
+        # A refusal (Anthropic's word) is a filtered answer where the provider has one; on
+        # Chat and Responses it is said by a refusal part, which a bare stop reason is not.
+        if provider in ("anthropic", "bedrock-invoke"):
+            return "content_filtered", "refusal"
+        if provider in ("bedrock", "gemini"):
+            return "content_filtered", "content_filter"
+        return status, "stop"
     if status == "content_filtered" and provider == "ollama":
         return "complete", "stop"  # Ollama has no word for a filtered answer
     if status == "content_filtered" and provider in ("anthropic", "bedrock-invoke"):

@@ -55,7 +55,9 @@ def to_stream(
       for: a cancelled turn is a cut one (status incomplete) but on Responses; Anthropic's
       `pause` and an MCP `approval` read as `stop` elsewhere (so `tool_use` next to tool
       calls); `other` reads as `stop` but on Gemini; a filtered answer is Anthropic's
-      `refusal`, and on Ollama a normal `stop`. The Message it folds to, written again,
+      `refusal`, and on Ollama a normal `stop`; a `refusal` is a filtered answer on
+      Anthropic, Bedrock and Gemini, and `stop` on Ollama and on Chat and Responses
+      without a refusal part (those say it with one). The Message it folds to, written again,
       comes back equal: one trip reaches the provider's form.
 
     What a provider's stream cannot carry is listed in its writer's docstring
