@@ -9,8 +9,9 @@ own opaque parts (executed code, its results, tool calls and responses), groundi
 URL-context metadata (the citations come back from them), usage, finish reason, response
 id and model version.
 
-Not carried: another provider's opaque blocks and URL-only images or files (a
-ReplayWarning, or an EncodeError with `strict=True`); the split between two text parts
+Not carried: another provider's opaque blocks, URL-only images or files, and a call whose
+arguments are not whole yet (a cut stream's) (a ReplayWarning, or an EncodeError with
+`strict=True`); the split between two text parts
 next to each other with no signature on the second (they join, as Gemini's would);
 citations from another provider (Gemini cites through its grounding metadata); part
 options other than the signature.
