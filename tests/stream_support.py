@@ -3,6 +3,7 @@ tool calls in any order, a status and a usage, as a provider could stream them."
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from hypothesis import strategies as st
@@ -16,8 +17,23 @@ _JSON: st.SearchStrategy[Any] = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_NAME, inner, max_size=3),
     max_leaves=6,
 )
-_SIGNATURE = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", min_size=4,
-                     max_size=24).map(lambda s: s + "=" * (-len(s) % 4))  # fmt: skip
+# Signatures are base64 text on every provider (Gemini's SDK decodes them).
+_SIGNATURE = st.binary(min_size=1, max_size=18).map(lambda b: base64.b64encode(b).decode())
+
+
+# How a turn ends: status and stop reason, as folds give them.
+_ENDS: list[tuple[str, str | None]] = [
+    ("complete", "stop"),
+    ("complete", "stop"),
+    ("complete", "pause"),
+    ("complete", "other"),
+    ("length", "length"),
+    ("content_filtered", "content_filter"),
+    ("complete", "refusal"),
+    ("incomplete", None),
+    ("cancelled", "cancelled"),
+    ("error", "error"),
+]
 
 
 @st.composite
@@ -43,9 +59,11 @@ def messages(draw: st.DrawFn) -> Message:
     content = [p for p in order if isinstance(p, ContentPart)]
     tool_calls = [c.model_copy(update={"index": i}) for i, c in enumerate(order)
                   if isinstance(c, ToolCall)]  # fmt: skip
-    end = draw(st.sampled_from(["complete", "length", "incomplete"]))
-    stop = {"complete": "tool_use" if tool_calls else "stop", "length": "length"}.get(end)
+    end, stop = draw(st.sampled_from(_ENDS))
+    if end == "complete" and stop == "stop" and tool_calls:
+        stop = "tool_use"
+    metadata = {"error": {"type": "server_error", "message": "it broke"}} if end == "error" else {}
     usage = draw(st.none() | st.builds(Usage, input_tokens=st.integers(0, 10**5),
                                         output_tokens=st.integers(0, 10**5)))  # fmt: skip
     return Message(role="assistant", content=content, tool_calls=tool_calls, status=end,
-                   stop_reason=stop, usage=usage)  # fmt: skip
+                   stop_reason=stop, usage=usage, metadata=metadata)  # fmt: skip

@@ -87,6 +87,7 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             "api/timing.md: from streamfold import telemetry",
             "api/timing.md: from streamfold.telemetry import RequestInfo",
             "api/timing.md: sent_at = time.monotonic()",
+            "api/streams.md: import streamfold",
             "cli.md: from streamfold.record import tee",
             "concepts/narration.md: for event in streamfold.fold(chunks):",
             "concepts/pipeline.md: for event in streamfold.fold(chunks):            "
@@ -127,6 +128,15 @@ def test_every_file_named_is_there() -> None:
         if "*" not in path
     }
     assert sorted((where, path) for where, path in named if not (ROOT / path).exists()) == []
+
+
+def test_the_to_stream_example(capsys: pytest.CaptureFixture[str]) -> None:
+    namespace: dict[str, Any] = {}
+    exec(_block("api/streams.md: import streamfold"), namespace)
+    assert capsys.readouterr().out == "error\n"
+    # Four events kept, then the error event: Anthropic's own.
+    assert namespace["broken"][:4] == namespace["chunks"][:4]
+    assert namespace["broken"][4].startswith(b"event: error\n")
 
 
 def test_the_recording_example(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from invoke_support import INVOKE_SOURCES, invoke_bytes
 from stream_support import messages
 from support import ALL_RECORDINGS, message_json, read
 
@@ -32,6 +33,7 @@ from streamfold import (
     fold_message,
     to_stream,
 )
+from streamfold.message import Status, StopReason, settled_stop_reason
 from streamfold.providers import canonical_provider
 from streamfold.streams import STREAM_WRITERS
 
@@ -60,7 +62,7 @@ def _essence(message: Message) -> dict[str, Any]:
 
 
 # Stop reasons a provider's stream has no word for, and what its fold reads instead.
-_NO_WORD = {
+_NO_WORD: dict[str, dict[str, StopReason]] = {
     # Anthropic's pause_turn: only Anthropic (and Claude on Bedrock) says it.
     "pause": {p: "stop" for p in PROVIDERS if p not in ("anthropic", "bedrock-invoke")},
     # An MCP approval request waiting: a Responses item no other provider carries.
@@ -68,10 +70,35 @@ _NO_WORD = {
 }
 
 
-def _expected_end(message: Message, provider: str) -> tuple[str, str | None]:
+def _expected_end(message: Message, provider: str) -> tuple[Status, StopReason | None]:
+    """The status and stop reason a fold of the provider's stream gives back: the message's,
+    but for the words the provider has none for (to_stream's docstring lists them), settled
+    as every fold settles them (calls under "stop" stop with tool_use)."""
+    status, stop = _said_end(message, provider)
+    # (An MCP approval request is a Responses item: other streams leave it out.)
+    content = message.content if provider == "openai-responses" else []
+    settled = settled_stop_reason(stop, status, message.tool_calls, content)
+    return status, settled
+
+
+def _said_end(message: Message, provider: str) -> tuple[Status, StopReason | None]:
     status, stop = message.status, message.stop_reason
     if status == "cancelled" and provider != "openai-responses":
         return "incomplete", None  # a cancelled stream is a cut one on the wire
+    if stop == "refusal":
+        # A refusal (Anthropic's word) is a filtered answer where the provider has one; on
+        # Chat and Responses it is said by a refusal part, which a bare stop reason is not.
+        if provider in ("anthropic", "bedrock-invoke"):
+            return "content_filtered", "refusal"
+        if provider in ("bedrock", "gemini"):
+            return "content_filtered", "content_filter"
+        return status, "stop"
+    if status == "content_filtered" and provider == "ollama":
+        return "complete", "stop"  # Ollama has no word for a filtered answer
+    if status == "content_filtered" and provider in ("anthropic", "bedrock-invoke"):
+        return status, "refusal"  # Anthropic's word for it
+    if stop == "other" and provider != "gemini":
+        return status, "stop"  # only Gemini says OTHER
     if stop is not None and provider in _NO_WORD.get(stop, {}):
         return status, _NO_WORD[stop][provider]
     return status, stop
@@ -186,3 +213,26 @@ def test_one_event_a_chunk_and_the_text_in_pieces(provider: str) -> None:
             "bedrock-invoke"  # (its events are base64 inside the frames)
         )
     assert fold_message(chunks, provider).text == text
+
+
+def test_a_signature_goes_only_to_the_provider_that_issued_it() -> None:
+    # (As encode leaves out a foreign signature: it would not verify.)
+    signed = MESSAGES["anthropic/thinking-signature.sse"]
+    assert signed.content[0].options["signature"]
+    for provider in ("gemini", "bedrock", "openai-chat"):
+        back = _fold(signed, provider)
+        assert back.content[0].type == "thinking"
+        assert "signature" not in back.content[0].options
+    hand_built = Message.assistant([ContentPart.thinking("hmm", signature="c2ln"),
+                                    ContentPart.text("ok")])  # fmt: skip
+    for provider in ("anthropic", "bedrock-invoke", "gemini", "bedrock", "openai-chat"):
+        assert _fold(hand_built, provider).content[0].options["signature"] == "c2ln"
+
+
+@pytest.mark.parametrize("rel", INVOKE_SOURCES)
+def test_claude_on_bedrocks_invoke_stream_comes_back_the_same(rel: str) -> None:
+    # (The invoke streams tests/invoke_support.py builds from the Anthropic recordings,
+    # Bedrock's invocation metrics and latencies on their last chunk.)
+    message = fold_message(invoke_bytes(rel), "bedrock-invoke")
+    chunks = to_stream(message, "bedrock-invoke")
+    assert message_json(fold_message(chunks, "bedrock-invoke")) == message_json(message)

@@ -46,14 +46,26 @@ def to_stream(
     events in `chunk` frames). Text, thinking and tool arguments arrive in deltas of at
     most `piece` characters; `model` names the model when the message names none.
 
-    Folding the stream with the same provider gives back the same Message when it was
-    folded from that provider: the same parts (ids, signatures, encrypted reasoning,
-    opaque server-tool blocks, citations), tool calls, status, stop reason, usage and the
-    metadata the stream carries. What no stream of the provider can carry is listed in the
-    writer module's docstring (`streamfold.providers.<name>.stream`); a part the stream has
-    no place for is left out with a `ReplayWarning` (`strict=True`: an `EncodeError`).
-    A message whose status is `error` ends with the provider's own error event; one cut
-    (`incomplete`, `cancelled`) ends without the provider's end marker.
+    "The same Message", after a fold of the stream with the same provider:
+    - a message folded from that provider comes back equal: its parts (ids, signatures,
+      encrypted reasoning, opaque server-tool blocks, citations), tool calls, status,
+      stop reason, usage (the raw usage too) and the metadata the stream carries;
+    - any other message keeps its text, its thinking text, each tool call's name and
+      arguments, its status and its stop reason, but for the words the provider has none
+      for: a cancelled turn is a cut one (status incomplete) but on Responses; Anthropic's
+      `pause` and an MCP `approval` read as `stop` elsewhere (so `tool_use` next to tool
+      calls); `other` reads as `stop` but on Gemini; a filtered answer is Anthropic's
+      `refusal`, and on Ollama a normal `stop`; a `refusal` is a filtered answer on
+      Anthropic, Bedrock and Gemini, and `stop` on Ollama and on Chat and Responses
+      without a refusal part (those say it with one). The Message it folds to, written again,
+      comes back equal: one trip reaches the provider's form.
+
+    What a provider's stream cannot carry is listed in its writer's docstring
+    (`streamfold.providers.<name>.stream`): a part it has no place for is left out with a
+    `ReplayWarning` (`strict=True`: an `EncodeError` naming the part); options and
+    metadata it has no field for are left out without a word. A message whose status is
+    `error` ends with the provider's own error event (`streamfold.testing.faults`); one
+    cut (`incomplete`) ends without the provider's end marker.
     """
     if not isinstance(message, Message):
         raise UsageError(f"to_stream: expected a streamfold Message, got {describe(message)}")

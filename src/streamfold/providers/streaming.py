@@ -61,6 +61,18 @@ class StreamWriter:
         value = self.message.metadata.get(key)
         return value if isinstance(value, str) and value else default
 
+    def signature(self, options: dict[str, Any], *keys: str) -> str | None:
+        """A part's signature (under the first of `keys` it has), when the message came
+        from the target provider: another provider's would not verify, and goes nowhere
+        (as `encode` leaves it out)."""
+        if not self.native:
+            return None
+        for key in keys or ("signature",):
+            value = options.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return None
+
     def native_raw_usage(self) -> dict[str, Any] | None:
         """The provider's own usage object, when the message came from it."""
         usage = self.message.usage

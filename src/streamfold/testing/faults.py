@@ -25,6 +25,7 @@ streamfold's own fold reads each one as the provider's error (`ProviderErrored`,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from ..arguments import check_count, describe
@@ -80,14 +81,23 @@ _MESSAGES = {
     "UNAVAILABLE": "The model is overloaded. Please try again later.",
     "RESOURCE_EXHAUSTED": "Resource has been exhausted (e.g. check quota).",
 }
+_SEQUENCE = re.compile(rb'"sequence_number":\s*(\d+)')
 _GEMINI_CODES = {"UNAVAILABLE": 503, "INTERNAL": 500, "RESOURCE_EXHAUSTED": 429}
 
 
-def error_event(provider: str, kind: str | None = None, message: str | None = None) -> bytes:
+def error_event(
+    provider: str,
+    kind: str | None = None,
+    message: str | None = None,
+    *,
+    sequence_number: int = 0,
+) -> bytes:
     """The provider's own mid-stream error event, as bytes (one chunk).
 
     `kind` picks the error (see `ERROR_FORMS`: Anthropic's error type, Responses' `error`
-    or `response.failed`, Gemini's status, Bedrock's exception...); `message` its text.
+    or `response.failed`, Gemini's status, Bedrock's exception...); `message` its text;
+    `sequence_number` the Responses event's place in its stream (a reader takes a number
+    already seen for a repeated event: `fail_after` gives the next one).
     """
     if not isinstance(provider, str):
         raise UsageError(f"error_event: expected a provider name, got {describe(provider)}")
@@ -107,13 +117,14 @@ def error_event(provider: str, kind: str | None = None, message: str | None = No
         )
     if message is not None and not isinstance(message, str):
         raise UsageError(f"error_event: expected message to be a str, got {describe(message)}")
+    check_count("error_event", "sequence_number", sequence_number)
     text = message if message is not None else _MESSAGES.get(kind, "Internal server error")
     if target == "anthropic":
         return anthropic_error(kind, text)
     if target == "openai-responses":
         if kind == "response.failed":
-            return responses_failed("server_error", text)
-        return responses_error("server_error", text)
+            return responses_failed("server_error", text, sequence_number=sequence_number)
+        return responses_error("server_error", text, sequence_number)
     if target == "openai-chat":
         return chat_error(kind, text, kind)
     if target == "gemini":
@@ -151,8 +162,12 @@ def fail_after(
     kind: str | None = None,
     message: str | None = None,
 ) -> list[bytes]:
-    """The first `events` chunks, then the provider's error event (`error_event`)."""
-    return [*cut_after_events(chunks, events), error_event(provider, kind, message)]
+    """The first `events` chunks, then the provider's error event (`error_event`; a
+    Responses one numbered after the last event kept)."""
+    kept = cut_after_events(chunks, events)
+    numbers = [int(n) for chunk in kept for n in _SEQUENCE.findall(chunk)]
+    following = max(numbers) + 1 if numbers else 0
+    return [*kept, error_event(provider, kind, message, sequence_number=following)]
 
 
 def _chunks(function: str, chunks: Iterable[bytes]) -> list[bytes]:

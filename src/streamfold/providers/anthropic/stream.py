@@ -1,5 +1,8 @@
 """A Message as the Anthropic Messages API streams it (SSE, `event:` named, one a chunk).
 
+A thinking signature goes only back to the provider that issued it (Anthropic, or Claude
+on Bedrock); another provider's is left out, as `encode` leaves it out.
+
 What the stream cannot carry (a ReplayWarning, or an EncodeError with `strict=True`):
 images and files, and another provider's opaque blocks; citations without a web page URL
 or an Anthropic citation of their own. Left out without a word: part options but a
@@ -143,8 +146,8 @@ def _block_events(
         deltas = [
             {"type": "thinking_delta", "thinking": t} for t in writer.pieces(item.content or "")
         ]
-        signature = item.options.get("signature")
-        if isinstance(signature, str) and signature:
+        signature = writer.signature(item.options)
+        if signature is not None:
             deltas.append({"type": "signature_delta", "signature": signature})
     else:
         block = own_block(writer, item)

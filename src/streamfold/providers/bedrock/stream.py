@@ -1,14 +1,17 @@
 """A Message as Bedrock's ConverseStream sends it: AWS eventstream messages (`:event-type`
 messageStart, contentBlockStart / Delta / Stop, messageStop, metadata), one a chunk.
 
-Carried: text, reasoning (text in deltas, its signature, redacted reasoning), tool calls
+Carried: text, reasoning (text in deltas, its signature when Bedrock issued it, redacted
+reasoning), tool calls
 (input JSON in deltas), Bedrock's own server-tool blocks (`toolUse` of a server tool and
 its `toolResult`), stop reason, usage, latency and the metadata event's other fields.
 
+Citations go as CitationsDelta (a web page's URL as its `web` location; another
+provider's document locations are left out).
+
 Not carried (a ReplayWarning, or an EncodeError with `strict=True`): images, files,
-another provider's opaque blocks, citations. Left out without a word: part options but
-the signature, reasoning token counts, the response id and model (the stream names
-neither).
+another provider's opaque blocks. Left out without a word: part options but the
+signature, reasoning token counts, the response id and model (the stream names neither).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from ...eventstream import encode_message
 from ...message import ToolCall
+from ...parts import Citation
 from ..streaming import StreamWriter, arguments_text, eventstream_event, own_block, part_kind
 
 _STOP_WORD = {
@@ -120,6 +124,25 @@ def _metadata(writer: StreamWriter) -> dict[str, Any]:
     return body
 
 
+def _citation(writer: StreamWriter, citation: Citation) -> dict[str, Any]:
+    """A citation as ConverseStream's CitationsDelta (title, source, sourceContent,
+    location); one from another provider points at its web page, if it names one."""
+    out: dict[str, Any] = {}
+    source = citation.source
+    if source is not None and source.title is not None:
+        out["title"] = source.title
+    if source is not None and isinstance(source.metadata.get("source"), str):
+        out["source"] = source.metadata["source"]
+    if citation.cited_text is not None:
+        out["sourceContent"] = [{"text": citation.cited_text}]
+    location = citation.metadata.get("location")
+    if writer.native and location is not None:
+        out["location"] = location
+    elif source is not None and source.url:
+        out["location"] = {"web": {"url": source.url}}
+    return out
+
+
 def _delta(index: int, delta: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return ("contentBlockDelta", {"contentBlockIndex": index, "delta": delta})
 
@@ -138,17 +161,16 @@ def _block(
             for piece in writer.pieces(arguments_text(item))
         )
         return out
-    if item.citations:
-        writer.drop(position, "its citations", "a ConverseStream writer carries no citations")
     if item.type == "text":
-        return [_delta(index, {"text": piece}) for piece in writer.pieces(item.content or "")]
+        cited = [_delta(index, {"citation": _citation(writer, c)}) for c in item.citations]
+        return cited + [_delta(index, {"text": t}) for t in writer.pieces(item.content or "")]
     if item.type == "thinking":
         out = [
             _delta(index, {"reasoningContent": {"text": piece}})
             for piece in writer.pieces(item.content or "")
         ]
-        signature = item.options.get("signature")
-        if isinstance(signature, str) and signature:
+        signature = writer.signature(item.options)
+        if signature is not None:
             out.append(_delta(index, {"reasoningContent": {"signature": signature}}))
         return out
     block = own_block(writer, item)

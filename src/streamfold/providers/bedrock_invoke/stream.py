@@ -7,12 +7,18 @@ exception message (`streamfold.providers.bedrock.stream.error_event`).
 
 from __future__ import annotations
 
+import base64
+import json
 import struct
+from typing import Any
 
+from ...encoding import origin
+from ...eventstream import encode_message
 from ..anthropic.stream import stream_events
 from ..bedrock.stream import error_event
 from ..streaming import StreamWriter
-from .encode import invoke_stream
+from .decode import _METRICS
+from .encode import _CHUNK_HEADERS, invoke_stream
 
 
 def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
@@ -21,7 +27,19 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
     claude = StreamWriter(
         writer.message, writer.provider, writer.model, writer.piece, writer.strict, "anthropic"
     )
-    chunks = _frames(invoke_stream(stream_events(claude)))
+    events = stream_events(claude)
+    metrics = writer.message.metadata.get("invocation_metrics")
+    if (
+        origin(writer.message) == "bedrock-invoke"
+        and isinstance(metrics, dict)
+        and events
+        and events[-1]["type"] == "message_stop"
+    ):
+        # Bedrock's own metrics (latencies too) on the last chunk, as they came.
+        chunks = _frames(invoke_stream(events[:-1]))
+        chunks.append(_chunk({**events[-1], _METRICS: metrics}))
+    else:
+        chunks = _frames(invoke_stream(events))
     message = writer.message
     if message.status == "error":
         error = message.metadata.get("error")
@@ -46,3 +64,9 @@ def _frames(data: bytes) -> list[bytes]:
         frames.append(data[at : at + total])
         at += total
     return frames
+
+
+def _chunk(event: dict[str, Any]) -> bytes:
+    """One Claude event as a `chunk` eventstream message (its JSON in base64)."""
+    data = base64.b64encode(json.dumps(event, separators=(",", ":")).encode()).decode()
+    return encode_message(_CHUNK_HEADERS, json.dumps({"bytes": data}).encode())

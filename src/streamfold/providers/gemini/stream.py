@@ -1,15 +1,17 @@
 """A Message as Gemini's `streamGenerateContent?alt=sse` streams it: SSE events with no
 name, each a whole `GenerateContentResponse` holding the next piece of the answer.
 
-Carried: text and thought parts (in pieces, a `thoughtSignature` on the first piece of the
-part it signs), function calls (whole: the Gemini API sends no argument deltas; an id the
-fold generated is left out, as the API leaves it out), inline images and files, Gemini's
+Carried: text and thought parts (in pieces, a `thoughtSignature` Gemini issued on the
+first piece of the part it signs: another provider's is left out), function calls
+(whole: the Gemini API sends no argument deltas; an id the fold generated is left out, as
+the API leaves it out), inline images and files, Gemini's
 own opaque parts (executed code, its results, tool calls and responses), grounding and
 URL-context metadata (the citations come back from them), usage, finish reason, response
 id and model version.
 
-Not carried: another provider's opaque blocks and URL-only images or files (a
-ReplayWarning, or an EncodeError with `strict=True`); the split between two text parts
+Not carried: another provider's opaque blocks, URL-only images or files, and a call whose
+arguments are not whole yet (a cut stream's) (a ReplayWarning, or an EncodeError with
+`strict=True`); the split between two text parts
 next to each other with no signature on the second (they join, as Gemini's would);
 citations from another provider (Gemini cites through its grounding metadata); part
 options other than the signature.
@@ -55,12 +57,8 @@ def error_event(code: int, message: str, status: str | None = None) -> bytes:
     return sse({"error": {"code": code, "message": message, "status": word}})
 
 
-def _signature(options: dict[str, Any]) -> str | None:
-    for key in ("signature", "thought_signature", "thoughtSignature"):
-        value = options.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+def _signature(writer: StreamWriter, options: dict[str, Any]) -> str | None:
+    return writer.signature(options, "signature", "thought_signature", "thoughtSignature")
 
 
 def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
@@ -151,12 +149,12 @@ def _parts(writer: StreamWriter, position: int, item: Any) -> list[dict[str, Any
         if item.call_id and item.metadata.get("generated_id") is not True:
             call["id"] = item.call_id
         part: dict[str, Any] = {"functionCall": call}
-        signature = _signature(item.metadata)
+        signature = _signature(writer, item.metadata)
         if signature is not None:
             part["thoughtSignature"] = signature
         return [part]
     if item.type in ("text", "thinking"):
-        signature = _signature(item.options)
+        signature = _signature(writer, item.options)
         pieces = writer.pieces(item.content or "")
         out: list[dict[str, Any]] = []
         for n, piece in enumerate(pieces):
@@ -173,7 +171,7 @@ def _parts(writer: StreamWriter, position: int, item: Any) -> list[dict[str, Any
         if isinstance(media, str):
             blob["mimeType"] = media
         inline: dict[str, Any] = {"inlineData": blob}
-        signature = _signature(item.options)
+        signature = _signature(writer, item.options)
         if signature is not None:
             inline["thoughtSignature"] = signature
         return [inline]

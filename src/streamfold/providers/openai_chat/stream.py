@@ -3,9 +3,10 @@
 
 Carried: text, refusals, thinking (`reasoning_content` as DeepSeek sends it, or OpenRouter's
 `reasoning_details` when it has a signature, a summary flag or an id; its encrypted
-reasoning as a `reasoning.encrypted` detail), tool calls (function and custom), web page
-citations (`url_citation` annotations), Groq's executed tools, usage, finish reason, id,
-model, `created` and the chunk fields the fold keeps (`system_fingerprint`, ...).
+reasoning as a `reasoning.encrypted` detail; a signature only from a Chat server), tool
+calls (function and custom), web page citations (`url_citation` annotations), Groq's
+executed tools, usage, finish reason, id, model, `created` and the chunk fields the fold
+keeps (`system_fingerprint`, ...).
 
 Not carried: the order of text against tool calls beyond what the wire can say (adjacent
 text parts join into one, as a server's would); images, files and another provider's
@@ -206,8 +207,8 @@ def _thinking_chunks(
     writer: StreamWriter, head: dict[str, Any], part: ContentPart, index: int
 ) -> list[dict[str, Any]]:
     options = part.options
-    signature = options.get("signature")
-    signed = isinstance(signature, str) and bool(signature)
+    signature = writer.signature(options)
+    signed = signature is not None
     extra = {k: options[k] for k in _DETAIL_OPTIONS if isinstance(options.get(k), str)}
     summary = options.get("summary") is True
     if not (signed or extra or summary):

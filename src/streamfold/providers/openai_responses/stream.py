@@ -51,7 +51,7 @@ def error_event(code: str, message: str, sequence_number: int = 0) -> bytes:
 
 
 def failed_event(
-    code: str, message: str, response_id: str = "resp_streamfold", sequence_number: int = 0
+    code: str, message: str, *, response_id: str = "resp_streamfold", sequence_number: int = 0
 ) -> bytes:
     """`response.failed`: the whole response (every field the SDK's `Response` requires),
     status failed, its `error` saying why."""
