@@ -237,3 +237,16 @@ class OutputValidationError(StreamfoldError):
         self.errors: list[Any] = errors or []
         shown = "no output text" if text is None else preview(text)
         super().__init__(f"structured output: {self.reason} (the text: {shown})")
+
+    def __eq__(self, other: object) -> bool:
+        # By value, as the OutputFailed event that carries it is.
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, OutputValidationError)
+        return (self.reason, self.text, self.errors) == (other.reason, other.text, other.errors)
+
+    def __hash__(self) -> int:
+        return hash((self.reason, self.text))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.reason, self.text, self.errors))

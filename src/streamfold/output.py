@@ -342,25 +342,33 @@ class OutputFolder:
         if isinstance(event, PartStarted):
             out.append(event)
             part = event.part
-            if isinstance(part, ToolCall):
-                if self.output_tool is None:
-                    if self._chunks:  # text before a tool call is narration
-                        self._reset()
-                    self._slots.clear()
-                elif part.name == self.output_tool and not self._tool_found:
-                    self._tool_found = True
+            if self.output_tool is not None:
+                if (
+                    isinstance(part, ToolCall)
+                    and part.name == self.output_tool
+                    and not self._tool_found
+                ):
+                    self._tool_found = True  # the first call of that name holds the output
                     self._slots.add(event.index)
-            elif (
-                self.output_tool is None
-                and isinstance(part, ContentPart)
-                and part.type == "text"
-                and event.index not in self._excluded
+            elif isinstance(part, ContentPart) and part.type == "text":
+                if event.index not in self._excluded:
+                    self._slots.add(event.index)
+            elif isinstance(part, ToolCall) or (
+                isinstance(part, ContentPart) and part.type != "thinking"
             ):
-                self._slots.add(event.index)
+                # Tool activity (a call, a server tool's part): the text before it was
+                # narration, as the accumulator marks it; the output is the text after.
+                if self._chunks:
+                    self._reset()
+                self._slots.clear()
             return
         if isinstance(event, PartMarked):
             out.append(event)
-            if event.utterance == "narration" and self.output_tool is None:
+            # A provider's own narration marker (Responses `phase: commentary`) keeps the
+            # part out. An inferred one is not read: mid-stream it comes with the tool
+            # activity handled above, and at the end it says whether the turn goes on
+            # (a JSON answer beside a tool call), not where the JSON is.
+            if event.utterance == "narration" and event.explicit and self.output_tool is None:
                 self._excluded.add(event.index)
                 if event.index in self._slots:
                     if self._chunks:
@@ -370,6 +378,11 @@ class OutputFolder:
         if isinstance(event, PartCompleted):
             out.append(event)
             if self.output_tool is not None and event.index in self._slots:
+                part = event.part
+                if not self._chunks and isinstance(part, ToolCall) and part.arguments == {}:
+                    # A call without argument text (Anthropic's `input: {}` and an empty
+                    # delta) completes as {}: that is its JSON.
+                    self._chunks.append("{}")
                 self._finish(out, None)
             return
         if isinstance(event, MessageCompleted):
