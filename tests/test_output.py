@@ -423,6 +423,14 @@ def test_text_before_a_tool_call_is_narration_and_the_answer_after_it_is_the_out
     seen = folded(events, "anthropic", Report)
     assert seen["end"] == OutputCompleted(value=REPORT)
     assert seen["partials"][-1] == REPORT
+    # While the narration streamed it looked like the output; the tool call starts it over.
+    folder = StreamFolder("anthropic", output=Report)
+    tool_start = next(n for n, e in enumerate(events) if e.get("content_block", {}).get("name"))
+    for event in events[:tool_start]:
+        folder.feed(event)
+    assert folder.output == Report(title="draft", items=[])
+    folder.feed(events[tool_start])
+    assert folder.output is None
 
 
 def test_an_explicit_narration_marker_keeps_a_text_out_of_the_output() -> None:

@@ -335,6 +335,8 @@ class OutputFolder:
         self._tool_found = False
 
     def _reset(self) -> None:
+        """Start over: what was read so far was narration, not the output."""
+        self.value = None
         self._scanner = IncrementalJSON()
         self._ctx = _Context(self._scanner)
         self._root = self._factory()
