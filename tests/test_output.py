@@ -641,8 +641,12 @@ def test_output_events_have_a_json_form() -> None:
     ],
 )
 def test_wrong_output_arguments_are_usage_errors(options: dict[str, Any], said: str) -> None:
-    with pytest.raises(UsageError, match=said):
+    with pytest.raises(UsageError, match=f"^fold: {said}"):
         fold([], "openai", **options)
+    with pytest.raises(UsageError, match=f"^afold: {said}"):
+        afold([], "openai", **options)
+    with pytest.raises(UsageError, match=f"^StreamFolder: {said}"):
+        StreamFolder("openai", **options)
 
 
 def test_a_fold_with_output_is_not_saved_silently_without_it() -> None:
