@@ -680,3 +680,17 @@ def test_the_ui_encoders_send_the_same_chunks_with_or_without_output() -> None:
     )
     agui = [e.model_dump() for e in to_agui_events(output_events, thread_id="t", run_id="r")]
     assert agui == [e.model_dump() for e in to_agui_events(plain_events, thread_id="t", run_id="r")]
+
+
+def test_a_fold_left_early_fails_its_output_saying_it_was_cancelled() -> None:
+    run = fold(chat_chunks(cut(REPORT_TEXT, [10, 30, 50])), "openai", output=Report)
+    for event in run:
+        if isinstance(event, OutputPartial):
+            break
+    run.close()
+    assert run.snapshot().status == "cancelled"
+    error = run.output_error
+    assert error is not None and "the message ended cancelled" in error.reason
+    # The first partial needs both required fields: it came with the delta up to `[{"nam`.
+    assert error.text == REPORT_TEXT[:30]
+    assert run.output is None
