@@ -95,6 +95,7 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             "concepts/pipeline.md: recording = streamfold.load_recording("
             '"tests/fixtures/real/anthropic/thinking-then-tool-use.sse")',
             "concepts/resuming.md: folder = streamfold.StreamFolder()",
+            "concepts/structured-output.md: from pydantic import BaseModel",
             "live-ui.md: from starlette.responses import StreamingResponse",
             "live-ui.md: from streamfold import ToolResult, fold",
             "agent-loops.md: from streamfold import ToolResult, fold",
@@ -214,6 +215,20 @@ def test_the_resume_example() -> None:
     assert namespace["state"]["mac"]
     last = namespace["events"][-1]
     assert isinstance(last, MessageCompleted) and last.message == fold_message(data)
+
+
+def test_the_structured_output_example(capsys: pytest.CaptureFixture[str]) -> None:
+    cities = '[{"name": "Istanbul", "country": "Turkey"}, {"name": "Moscow", "country": "Russia"}]'
+    head = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": {"content": cities[i : i + 9]}}]}
+        for i in range(0, len(cities), 9)
+    ]
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    namespace: dict[str, Any] = {"chunks": chunks}
+    exec(_block("concepts/structured-output.md: from pydantic import BaseModel"), namespace)
+    assert capsys.readouterr().out == "0: Istanbul, Turkey\n1: Moscow, Russia\n"
+    assert [city.name for city in namespace["cities"]] == ["Istanbul", "Moscow"]
 
 
 def test_the_tee_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
