@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         NoTurnMatched,
         Scenario,
         ScenarioError,
+        ToolCallAnswer,
         ToolResultRef,
         Turn,
     )
@@ -47,6 +48,7 @@ _MODULE = {
             "NoTurnMatched",
             "Scenario",
             "ScenarioError",
+            "ToolCallAnswer",
             "ToolResultRef",
             "Turn",
         ),
@@ -80,6 +82,7 @@ __all__ = [
     "Reply",
     "Scenario",
     "ScenarioError",
+    "ToolCallAnswer",
     "ToolResultRef",
     "Turn",
     "WireRequest",
