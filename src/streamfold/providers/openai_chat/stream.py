@@ -8,8 +8,9 @@ calls (function and custom), web page citations (`url_citation` annotations), Gr
 executed tools, usage, finish reason, id, model, `created` and the chunk fields the fold
 keeps (`system_fingerprint`, ...).
 
-Not carried: the order of text against tool calls beyond what the wire can say (adjacent
-text parts join into one, as a server's would); images, files and another provider's
+Not carried: the order of text against tool calls and refusals beyond what the wire can
+say (adjacent text parts join into one, and the refusal is a text of its own, as a
+server's would be); images, files and another provider's
 opaque blocks (a ReplayWarning, or an EncodeError with `strict=True`); citations without
 a URL; part options but the thinking ones above; other tool call metadata.
 """
