@@ -440,6 +440,23 @@ def build_parser() -> argparse.ArgumentParser:
         "streamfold.testing): matched on the request, with their faults",
     )
     sp.add_argument(
+        "--record",
+        choices=("none", "new", "all"),
+        default="none",
+        help="with --scenario and --upstream: new forwards a request no turn answers to the "
+        "upstream and records it as a turn (all: every request); secrets are not written",
+    )
+    sp.add_argument(
+        "--upstream", default=None, metavar="URL", help="the real API for --record (https://...)"
+    )
+    sp.add_argument(
+        "--redact",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a header or body field never written when recording (repeatable)",
+    )
+    sp.add_argument(
         "--max-body",
         type=_byte_count,
         default=None,
@@ -556,6 +573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 max_body=DEFAULT_MAX_BODY if args.max_body is None else args.max_body,
                 allow_hosts=args.allow_host,
                 scenario=args.scenario,
+                record=args.record,
+                upstream=args.upstream,
+                redact=args.redact,
             )
             return EXIT_OK
         parser.print_help()

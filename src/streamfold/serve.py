@@ -47,6 +47,7 @@ Needs the `serve` extra (starlette, uvicorn).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Collection
 from pathlib import Path
@@ -59,6 +60,7 @@ from .recording import bundled_recordings
 try:
     import anyio  # starlette's own
     from starlette.applications import Starlette
+    from starlette.background import BackgroundTask
     from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -119,6 +121,9 @@ class ReplayServer:
         *,
         speed: float = 1.0,
         scenario: str | Path | Scenario | None = None,
+        record: str = "none",
+        upstream: str | None = None,
+        redact: Collection[str] | None = None,
     ) -> None:
         self.library = Library(directory if directory is not None else bundled_recordings())
         self.speed = check_speed(speed)
@@ -127,6 +132,9 @@ class ReplayServer:
         self.replayer = (
             Replayer(scenario) if scenario is not None else Replayer(library=self.library)
         )
+        # Record on miss (streamfold.testing.record): None while replaying only.
+        self.recording = _record_hook(self.replayer, record, upstream, redact)
+        self.upstream = upstream
 
     @property
     def scenario(self) -> Scenario | None:
@@ -148,12 +156,38 @@ class ReplayServer:
             headers={k.lower(): v for k, v in request.headers.items()},
             body=raw,
         )
+        recording = self.recording
+        if recording is not None and recording.mode == "all":
+            return await self._forward(request, raw)
         # In a worker thread: the request checks take a while on a big body (see _body).
         reply = await anyio.to_thread.run_sync(self.replayer.answer, wire)
+        if recording is not None and reply.miss is not None:
+            return await self._forward(request, raw, reply.miss)
         if not _streams(reply):
             return Response(reply.body(), reply.status, headers=reply.headers)
         return StreamingResponse(
             _reply_chunks(reply, self.speed), reply.status, headers=reply.headers
+        )
+
+    async def _forward(self, request: Request, raw: bytes, miss: Any = None) -> Response:
+        """Answer from the upstream, recorded as a turn of the scenario (record on miss)."""
+        import httpx
+
+        assert self.recording is not None and self.upstream is not None
+        url = self.upstream.rstrip("/") + request.url.path
+        if request.url.query:
+            url += "?" + request.url.query
+        dropped = ("host", "content-length")
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in dropped]
+        outgoing = httpx.Request(request.method, url, headers=headers, content=raw)
+        response = await self.recording.aforward(self.replayer, outgoing, miss)
+        if response.is_stream_consumed or not isinstance(response.stream, httpx.AsyncByteStream):
+            return Response(response.content, response.status_code, headers=response.headers)
+        return StreamingResponse(
+            response.aiter_raw(),
+            response.status_code,
+            headers=dict(response.headers),
+            background=BackgroundTask(response.aclose),
         )
 
     async def _body(self, request: Request, api: Api) -> dict[str, Any]:
@@ -336,14 +370,22 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     allowed_hosts: Collection[str] | None = LOOPBACK_HOSTS,
     scenario: str | Path | Scenario | None = None,
+    record: str = "none",
+    upstream: str | None = None,
+    redact: Collection[str] | None = None,
 ) -> Starlette:
     """The replay server as a Starlette app (recordings from `directory`, default bundled).
 
     Request bodies are refused past `max_body` bytes; only requests whose Host header
     names one of `allowed_hosts` are served (None: any host). With a `scenario` (a
-    `streamfold.testing.Scenario` or its file), its turns answer the API requests.
+    `streamfold.testing.Scenario` or its file), its turns answer the API requests; with
+    `record="new"` (or `"all"`) and an `upstream` base URL (`https://api.openai.com`), a
+    request no turn answers (or every one) is forwarded there and recorded as a turn
+    (`streamfold.testing.record`; `redact`: more header or body field names never written).
     """
-    server = ReplayServer(directory, speed=speed, scenario=scenario)
+    server = ReplayServer(
+        directory, speed=speed, scenario=scenario, record=record, upstream=upstream, redact=redact
+    )
     prepare_request_checks()  # once per process; a first request then answers at once
     routes = [
         Route("/v1/chat/completions", server.chat, methods=["POST"]),
@@ -370,6 +412,8 @@ def create_app(
         relay = Relay.from_url(redis_url)
         routes.extend(relay_routes(relay, directory, speed=speed))
         lifespan = relay_lifespan(relay)  # a stopping worker ends its replays as cancelled
+    if server.recording is not None:
+        lifespan = _closing_upstream(server.recording, lifespan)
     guard = Middleware(
         RequestGuard,
         max_body=max_body,
@@ -405,6 +449,49 @@ def served_hosts(host: str, allow: Collection[str] = ()) -> frozenset[str] | Non
     return frozenset(name.lower() for name in names)
 
 
+def _closing_upstream(hook: Any, inner: Any) -> Any:
+    """A lifespan closing the record hook's upstream connections when the server stops
+    (around `inner`, the app's other lifespan, if any)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[Any]:
+        try:
+            if inner is None:
+                yield None
+            else:
+                async with inner(app) as state:
+                    yield state
+        finally:
+            await hook.aclose()
+
+    return lifespan
+
+
+def _record_hook(replayer: Replayer, record: str, upstream: str | None, redact: Any) -> Any:
+    """The record-on-miss hook of a serve with a scenario (None: replay only)."""
+    from .testing.record import RecordHook, check_record_mode
+
+    if check_record_mode("serve", record) == "none":
+        return None
+    scenario = replayer.scenario
+    if scenario is None or not isinstance(upstream, str) or not upstream:
+        given = "a scenario" if scenario is not None else "no scenario"
+        raise UsageError(
+            f"serve: record={record!r}: expected a scenario and an upstream base URL "
+            f"(https://api.openai.com), got {given} and upstream {upstream!r:.80}"
+        )
+    import httpx
+
+    path = Path(scenario.name)
+    file = path if path.suffix in (".toml", ".json") else None
+    hook = RecordHook(
+        scenario, file, record, async_upstream=httpx.AsyncHTTPTransport(), redact=redact
+    )
+    if hook.mode == "all":
+        hook.recorder.restart()
+    return hook
+
+
 def _is_loopback(host: str) -> bool:
     import ipaddress
 
@@ -424,8 +511,12 @@ def run_server(
     max_body: int = DEFAULT_MAX_BODY,
     allow_hosts: Collection[str] = (),
     scenario: str | Path | None = None,
+    record: str = "none",
+    upstream: str | None = None,
+    redact: Collection[str] | None = None,
 ) -> None:
-    """Serve recordings (or a scenario's turns) with uvicorn until interrupted."""
+    """Serve recordings (or a scenario's turns) with uvicorn until interrupted; `record`,
+    `upstream`, `redact`: record on miss, as `create_app` says."""
     import uvicorn
 
     app = create_app(
@@ -435,6 +526,9 @@ def run_server(
         max_body=max_body,
         allowed_hosts=served_hosts(host, allow_hosts),
         scenario=scenario,
+        record=record,
+        upstream=upstream,
+        redact=redact,
     )
     library: Library = app.state.replay.library
     counts: dict[str, int] = {}

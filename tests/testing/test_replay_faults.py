@@ -40,3 +40,14 @@ def test_replay_stall_waits_at_speed_one(capsys: pytest.CaptureFixture[str]) -> 
 def test_replay_refuses_a_status_fault(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["replay", str(CHAT_TEXT), "--fault", "status=429"]) == 2
     assert "status 429 is an HTTP answer before any stream" in capsys.readouterr().err
+
+
+def test_replay_ends_with_the_providers_error_event(capsys: pytest.CaptureFixture[str]) -> None:
+    recording = str(REAL / "anthropic" / "text-basic.sse")
+    spec = "cut_after_events=5,error_frame=overloaded_error,error_message=busy"
+    assert main(["replay", recording, "--speed", "0", "--message", "--fault", spec]) == 0
+    message = json.loads(capsys.readouterr().out)
+    assert message["status"] == "error"
+    assert message["metadata"]["error"] == {"type": "overloaded_error", "message": "busy"}
+    # Five events: message_start, content_block_start, ping, then "-" and " Captain".
+    assert message["content"][0]["content"] == "- Captain"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from streamfold.testing import (
     Turn,
     read_request,
 )
+from streamfold.testing.scenario import ToolCallAnswer
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
@@ -99,6 +101,12 @@ def test_a_toml_scenario_answers_a_tool_loop_and_a_retry(scenario_file: Path) ->
     assert busy.parse().choices[0].message.content == "Now free."
     assert scenario.used == [1, 1, 1, 1]
     assert scenario.unused() == []
+    # What the app sent, as the turns read it: the follow-up carried the tool's result.
+    assert [r.index for r in scenario.seen] == [0, 1, 2, 3]
+    assert scenario.seen[1].tool_results[0].call_id == call.id
+    assert scenario.seen[1].tool_results[0].name == "get_capital"
+    assert scenario.seen[1].body["messages"][-1]["content"] == "London"
+    assert scenario.seen[2].last_user == scenario.seen[3].last_user == "are you busy?"
 
 
 def test_a_json_scenario_is_the_same_shape(tmp_path: Path) -> None:
@@ -335,3 +343,66 @@ def test_a_recording_of_another_api_is_a_500_naming_the_turn() -> None:
         str(caught.value),
     )
     assert fold_message((REAL / "anthropic/text-basic.sse").read_bytes(), "anthropic").text
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_scenario_message_calls_a_tool_on_every_api_shape(stream: bool) -> None:
+    answer = MessageAnswer(
+        text="Let me look.",
+        tool_calls=[ToolCallAnswer(name="get_capital", arguments={"country": "UK"}, id="c9")],
+    )
+    scenario = Scenario([Turn(message=answer)])
+    client = _openai(ReplayTransport(scenario, speed=0))
+    ask = [{"role": "user", "content": "UK?"}]
+    if stream:
+        chunks = client.chat.completions.create(model="m", messages=ask, tools=TOOLS, stream=True)
+        data = b"".join(f"data: {c.model_dump_json()}\n\n".encode() for c in chunks)
+        message = fold_message(data, "openai-chat")
+        text, call = message.text, message.tool_calls[0]
+        got = (call.call_id, call.name, call.arguments, message.stop_reason)
+    else:
+        whole = client.chat.completions.create(model="m", messages=ask, tools=TOOLS)
+        choice = whole.choices[0]
+        tc = choice.message.tool_calls[0]
+        text = choice.message.content
+        got = (tc.id, tc.function.name, json.loads(tc.function.arguments), choice.finish_reason)
+    assert text == "Let me look."
+    assert got[:3] == ("c9", "get_capital", {"country": "UK"})
+    assert got[3] in ("tool_use", "tool_calls")
+
+
+def test_a_message_answers_stop_reason_is_checked() -> None:
+    with pytest.raises(ScenarioError, match="stop_reason"):
+        MessageAnswer(text="x", stop_reason="finished")  # type: ignore[arg-type]
+    with pytest.raises(ScenarioError, match=r"tool_calls\.0\.name"):
+        MessageAnswer.model_validate({"tool_calls": [{"arguments": {}}]})
+
+
+def test_threads_sharing_a_transport_draw_each_turn_its_times() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    scenario = Scenario(
+        [Turn(times=5, message=MessageAnswer(text=str(n))) for n in range(4)],
+        name="pool",
+    )
+    client = _openai(ReplayTransport(scenario, speed=0))
+    ask = [{"role": "user", "content": "n?"}]
+
+    def one(_: int) -> str:
+        return client.chat.completions.create(model="m", messages=ask).choices[0].message.content
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = sorted(pool.map(one, range(20)))
+    assert answers == sorted(str(n) for n in range(4) for _ in range(5))
+    assert scenario.used == [5, 5, 5, 5] and scenario.requests == 20
+
+
+def test_a_missing_recording_fails_at_once_naming_the_scenario_and_file(tmp_path: Path) -> None:
+    scenario = Scenario([Turn(recording="gone.sse")], root=tmp_path, name="app.toml")
+    client = _openai(ReplayTransport(scenario, speed=0), retries=2)
+    started = time.monotonic()
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    assert time.monotonic() - started < 2  # not retried
+    assert "app.toml: recording 'gone.sse'" in str(caught.value)
+    assert scenario.requests == 1

@@ -3,6 +3,7 @@ and google-genai, sync and async, streaming and not, on httpx and httpx2 clients
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -327,6 +328,34 @@ def test_a_stream_cut_after_events_breaks_the_openai_sdks_iteration() -> None:
     assert len(seen) == 3
 
 
+def test_anthropics_overloaded_error_event_mid_stream_is_the_sdks_error() -> None:
+    faults = Faults(cut_after_events=3, error_frame="overloaded_error", error_message="busy")
+    scenario = _scenario(Turn(recording="anthropic/text-basic.sse", faults=faults))
+    client = _anthropic(ReplayTransport(scenario, speed=0))
+    events = []
+    with (
+        pytest.raises(anthropic.APIStatusError) as caught,
+        client.messages.stream(model="c", max_tokens=9, messages=USER) as stream,
+    ):
+        events.extend(stream)
+    assert caught.value.body == {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "busy"},
+    }
+    # message_start, content_block_start, then a ping (the SDK yields it not): the error.
+    assert [event.type for event in events] == ["message_start", "content_block_start"]
+
+
+def test_a_responses_failed_event_folds_as_the_providers_error() -> None:
+    faults = Faults(cut_after_events=4, error_frame="response.failed")
+    scenario = _scenario(Turn(recording="openai-responses/text.sse", faults=faults))
+    with httpx.Client(transport=ReplayTransport(scenario, speed=0)) as client:
+        body = {"model": "m", "input": "x", "stream": True}
+        data = client.post("http://r/v1/responses", json=body).content
+    assert data.count(b"response.failed") == 2  # its event name and its type
+    assert fold_message(data, "openai-responses").status == "error"
+
+
 def test_a_stream_ended_short_folds_as_incomplete() -> None:
     recorded = MESSAGES_TEXT.read_bytes()
     cut = len(b"".join(split_frames(recorded, "sse")[:4])) + 10  # inside the fifth event
@@ -381,3 +410,79 @@ def test_tokens_per_second_paces_the_sync_transport() -> None:
     started = time.monotonic()
     list(client.chat.completions.create(model="m", messages=USER, stream=True))
     assert time.monotonic() - started >= (events - 1) / 50
+
+
+def test_a_non_streaming_answer_waits_and_its_cut_breaks_the_sdks_read() -> None:
+    scenario = _scenario(
+        Turn(times=1, recording="openai-chat/text-include-usage.sse", faults=Faults(ttft=0.3)),
+        Turn(recording="openai-chat/text-include-usage.sse", faults=Faults(cut_after_bytes=50)),
+    )
+    client = _openai(ReplayTransport(scenario))
+    started = time.monotonic()
+    whole = client.chat.completions.create(model="m", messages=USER)
+    assert time.monotonic() - started >= 0.3
+    assert whole.choices[0].message.content == _text(CHAT_TEXT, "openai-chat")
+    with pytest.raises(openai.APIConnectionError):
+        client.chat.completions.create(model="m", messages=USER)
+
+
+def test_a_recordings_own_timing_paces_the_replay(tmp_path: Path) -> None:
+    data = CHAT_TEXT.read_bytes()
+    (tmp_path / "chat.sse").write_bytes(data)
+    # Two chunks: the first half at once, the rest 0.4 s later (as if so recorded).
+    half = len(data) // 2
+    marks = {"version": 1, "chunks": [[half, 0.0], [len(data), 0.4]]}
+    (tmp_path / "chat.sse.timing.json").write_text(json.dumps(marks))
+    scenario = Scenario([Turn(recording="chat.sse")], root=tmp_path)
+    body = {"model": "m", "messages": USER, "stream": True}
+    seconds = []
+    for speed in (1.0, 4.0):
+        with httpx.Client(transport=ReplayTransport(scenario, speed=speed)) as client:
+            started = time.monotonic()
+            with client.stream("POST", "http://r/v1/chat/completions", json=body) as response:
+                arrivals = [(time.monotonic() - started, len(c)) for c in response.iter_raw()]
+        assert [size for _, size in arrivals] == [half, len(data) - half]
+        seconds.append(arrivals[1][0])
+    assert seconds[0] >= 0.4  # as recorded
+    assert 0.1 <= seconds[1] < 0.4  # four times faster
+
+
+def test_claude_on_bedrock_through_the_anthropic_sdks_bedrock_client() -> None:
+    # AnthropicBedrock is an httpx2 client (botocore's Bedrock clients are not: use serve).
+    scenario = _scenario(Turn(match=Match(api="invoke"), recording="anthropic/text-basic.sse"))
+    client = anthropic.AnthropicBedrock(
+        aws_access_key="test",
+        aws_secret_key="test",
+        aws_region="us-east-1",
+        http_client=httpx2.Client(transport=ReplayTransport(scenario, speed=0)),
+        max_retries=0,
+    )
+    args: dict[str, Any] = {"model": "anthropic.claude-x", "max_tokens": 9, "messages": USER}
+    with client.messages.stream(**args) as stream:
+        streamed = stream.get_final_message()
+    whole = client.messages.create(**args)
+    expected = _text(MESSAGES_TEXT, "anthropic")
+    assert streamed.content[0].text == whole.content[0].text == expected
+    assert scenario.used == [2]
+
+
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_the_sdks_wait_the_retry_after_a_429_turn_asks(sdk: str) -> None:
+    # retry-after-ms (with retry-after) is what both SDKs read first: a 0.6 s wait, not
+    # their own backoff (0.5 s at most for a first retry, with jitter below it).
+    scenario = _scenario(
+        Turn(times=1, faults=Faults(status=429, retry_after=0.6)),
+        Turn(message=MessageAnswer(text="ok")),
+    )
+    transport = ReplayTransport(scenario, speed=0)
+    started = time.monotonic()
+    if sdk == "openai":
+        answer = _openai(transport, retries=1).chat.completions.create(model="m", messages=USER)
+        text = answer.choices[0].message.content
+    else:
+        message = _anthropic(transport, retries=1).messages.create(
+            model="c", max_tokens=9, messages=USER
+        )
+        text = message.content[0].text
+    assert text == "ok"
+    assert time.monotonic() - started >= 0.6

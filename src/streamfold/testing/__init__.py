@@ -11,21 +11,61 @@ See `streamfold.testing.scenario` for the scenario file's format and
 
 from __future__ import annotations
 
-from .replayer import FAULT_HEADER, Chunk, Replayer, Reply, WireRequest
-from .requests import read_request
-from .scenario import (
-    Api,
-    ApiRequest,
-    Faults,
-    Match,
-    MessageAnswer,
-    NoTurnMatched,
-    Scenario,
-    ScenarioError,
-    ToolResultRef,
-    Turn,
-)
-from .transport import AsyncReplayTransport, ReplayTransport
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .replayer import FAULT_HEADER, Chunk, Replayer, Reply, WireRequest
+    from .requests import read_request
+    from .scenario import (
+        Api,
+        ApiRequest,
+        Faults,
+        Match,
+        MessageAnswer,
+        NoTurnMatched,
+        Scenario,
+        ScenarioError,
+        ToolCallAnswer,
+        ToolResultRef,
+        Turn,
+    )
+    from .transport import AsyncReplayTransport, ReplayTransport
+
+# The names load with their module on first use: the pytest plugin (an entry point, so
+# imported by every pytest run where streamfold is installed) imports this package, and a
+# run that never asks for the fixture should not pay for httpx, httpx2 and the transports.
+_MODULE = {
+    **dict.fromkeys(("FAULT_HEADER", "Chunk", "Replayer", "Reply", "WireRequest"), "replayer"),
+    "read_request": "requests",
+    **dict.fromkeys(
+        (
+            "Api",
+            "ApiRequest",
+            "Faults",
+            "Match",
+            "MessageAnswer",
+            "NoTurnMatched",
+            "Scenario",
+            "ScenarioError",
+            "ToolCallAnswer",
+            "ToolResultRef",
+            "Turn",
+        ),
+        "scenario",
+    ),
+    **dict.fromkeys(("AsyncReplayTransport", "ReplayTransport"), "transport"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "FAULT_HEADER",
@@ -42,6 +82,7 @@ __all__ = [
     "Reply",
     "Scenario",
     "ScenarioError",
+    "ToolCallAnswer",
     "ToolResultRef",
     "Turn",
     "WireRequest",

@@ -8,7 +8,6 @@ scenario, from a recordings directory as `serve` chooses.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 from collections.abc import Mapping
@@ -44,6 +43,7 @@ from ..web.replay_api import (
     route,
     wanted_recording,
 )
+from .faults import fail_after
 from .requests import read_request
 from .scenario import Faults, NoTurnMatched, Scenario, ScenarioError, Turn
 
@@ -169,7 +169,10 @@ class Replayer:
             return self._answer(request, api, forced, path_model)
         except ApiError as exc:
             refusal = error_body(api, exc.status, exc.message, exc.code, exc.param)
-            return _json_reply(exc.status, refusal)
+            # A scenario's own mistake (a recording missing, of another API) is a 500 the
+            # SDKs would retry, for seconds, to the same end: they are told not to.
+            stop = {"x-should-retry": "false"} if exc.code == "scenario" else {}
+            return _json_reply(exc.status, refusal, stop)
 
     def _answer(
         self, request: WireRequest, api: Api, forced: bool | None, path_model: str | None
@@ -194,6 +197,8 @@ class Replayer:
             reply = self._turn_reply(request, api, stream, model, turn, faults)
         else:
             reply = self._library_reply(request, api, stream, model, faults)
+        if faults is not None and reply.status == 200 and not stream:
+            reply = _whole_body_faults(reply, faults)
         reply.turn = turn_n
         if turn_n is not None:
             reply.headers["x-streamfold-turn"] = str(turn_n)
@@ -345,6 +350,20 @@ def faulted_chunks(
         raise UsageError(exc.message) from None
 
 
+def _whole_body_faults(reply: Reply, faults: Faults) -> Reply:
+    """A non-streaming answer's faults: it comes after `ttft` and `stall` seconds (the
+    whole generation's wait), and `cut_after_bytes` cuts its JSON (the connection drops,
+    or the body ends short with `cut="end"`)."""
+    wait = (faults.ttft or 0.0) + (faults.stall or 0.0)
+    body = reply.body()
+    cut = faults.cut_after_bytes is not None and faults.cut_after_bytes < len(body)
+    if cut:
+        body = body[: faults.cut_after_bytes]
+    reply.chunks = [Chunk(wait, body)]
+    reply.drop = cut and faults.cut == "drop"
+    return reply
+
+
 def _status_reply(api: Api, faults: Faults) -> Reply:
     assert faults.status is not None
     status = faults.status
@@ -443,29 +462,20 @@ def _apply_cut(chunks: list[Chunk], faults: Faults, provider: str) -> tuple[list
         chunks = kept
     if faults.error_frame is not None:
         # The provider's own error event ends the stream: the server closed it cleanly.
-        chunks = [*chunks, Chunk(0.0, _error_frame(provider, faults.error_frame))]
+        chunks = [*chunks, Chunk(0.0, _error_frame(chunks, provider, faults))]
         return chunks, False
     return chunks, cut and faults.cut == "drop"
 
 
-def _error_frame(provider: str, kind: str) -> bytes:
-    """The provider's mid-stream error event (`streamfold.testing.faults`)."""
+def _error_frame(chunks: list[Chunk], provider: str, faults: Faults) -> bytes:
+    """The provider's own mid-stream error event after `chunks` (a Responses one numbered
+    after the last event sent), from `streamfold.testing.faults`."""
+    kind = faults.error_frame or None
     try:
-        # By name: the provider error frames are written beside this module, apart.
-        provider_faults: Any = importlib.import_module("streamfold.testing.faults")
-    except ImportError:
-        raise ApiError(
-            500,
-            "error_frame needs streamfold.testing.faults, which this streamfold has not",
-            "scenario",
-        ) from None
-    try:
-        frame = provider_faults.error_frame(provider, kind)
+        sent = [chunk.data for chunk in chunks]
+        return fail_after(sent, len(sent), provider, kind, faults.error_message)[-1]
     except StreamfoldError as exc:
         raise ApiError(500, f"error_frame {kind!r}: {exc}", "scenario") from None
-    if not isinstance(frame, bytes):
-        raise ApiError(500, f"error_frame {kind!r}: expected bytes, got {type(frame).__name__}")
-    return frame
 
 
 __all__ = ["FAULT_HEADER", "Chunk", "Replayer", "Reply", "WireRequest", "faulted_chunks"]

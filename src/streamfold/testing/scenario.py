@@ -45,11 +45,11 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import StreamfoldError, UsageError, preview
-from ..message import Message, ToolCall
+from ..message import Message, StopReason, ToolCall
+from ..web.replay_api import Api
 
-Api = Literal["chat", "responses", "messages", "gemini", "invoke", "converse"]
-"""The APIs a replay answers: OpenAI Chat Completions and Responses, Anthropic Messages,
-Gemini generateContent, Bedrock InvokeModel (Claude) and Converse."""
+# The APIs a replay answers: OpenAI Chat Completions and Responses, Anthropic Messages,
+# Gemini generateContent, Bedrock InvokeModel (Claude) and Converse (serve's own names).
 
 API_NAMES: tuple[Api, ...] = ("chat", "responses", "messages", "gemini", "invoke", "converse")
 
@@ -245,11 +245,17 @@ class Faults(_Closed):
     cut_after_events / cut_after_bytes: the stream stops after that many events (or bytes);
       `cut` says how: "drop" (the connection breaks: the HTTP client raises) or "end" (the
       body ends cleanly, short: the fold reads an incomplete message).
-    error_frame: the provider's own mid-stream error event sent where the stream is cut
-      ("overloaded", "server_error", ...; see `streamfold.testing.faults`), then the end.
+    error_frame: the provider's own mid-stream error event, sent where the stream is cut
+      (with `cut_after_events`), then the stream ends: its kind, as
+      `streamfold.testing.faults.ERROR_FORMS` names them ("overloaded_error" for Anthropic,
+      "error" or "response.failed" for Responses, "UNAVAILABLE" for Gemini, ...; "" for
+      the provider's first), with `error_message` as its text.
     stall: seconds of silence after `stall_after_events` events.
     ttft: seconds before the first byte; tokens_per_second: one event a token, evenly
       spaced (both replace the recording's own timing, which is used otherwise).
+
+    A non-streaming answer (one JSON body) waits `ttft` + `stall` seconds, and
+    `cut_after_bytes` cuts its body; the event faults are a stream's alone.
     """
 
     status: int | None = Field(default=None, ge=400, le=599)
@@ -302,29 +308,37 @@ def _scalar(raw: str) -> Any:
         return raw
 
 
+class ToolCallAnswer(_Closed):
+    """A tool call a scenario's message makes: the tool, its arguments, its call id."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
 class MessageAnswer(_Closed):
     """A message written in a scenario: text and tool calls (shorthand), or a whole
     `Message` (its JSON) in `message`."""
 
     text: str | None = None
-    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
-    stop_reason: str | None = None
+    tool_calls: list[ToolCallAnswer] = Field(default_factory=list)
+    stop_reason: StopReason | None = None
 
     def to_message(self) -> Message:
         """The Message this answer streams."""
         calls = [
             ToolCall(
-                call_id=str(call.get("id") or call.get("call_id") or f"call_{n}"),
-                name=call.get("name"),
-                arguments=call.get("arguments", {}),
-                index=n,
+                call_id=call.id or f"call_{n}",
+                name=call.name,
+                arguments=call.arguments,
+                index=n + (1 if self.text else 0),  # after the text, as models write
                 status="complete",
             )
             for n, call in enumerate(self.tool_calls)
         ]
         message = Message.assistant(self.text or "", tool_calls=calls)
         stop = self.stop_reason or ("tool_use" if calls else "stop")
-        return message.model_copy(update={"stop_reason": stop})
+        return Message.model_validate({**message.model_dump(), "stop_reason": stop})
 
 
 class Turn(_Closed):
@@ -400,6 +414,9 @@ class Scenario:
         """The requests no turn answered, in order."""
         self.requests = 0
         """How many requests the scenario has seen."""
+        self.seen: list[ApiRequest] = []
+        """Every request, as a turn reads it (index, last user message, tool results, tools,
+        body), answered or not: what a test asserts the app sent."""
         self._lock = threading.Lock()
 
     @classmethod
@@ -439,6 +456,7 @@ class Scenario:
             self.used = [0] * len(self.turns)
             self.misses = []
             self.requests = 0
+            self.seen = []
 
     def unused(self) -> list[Turn]:
         """The turns that answered no request."""
@@ -455,6 +473,7 @@ class Scenario:
         with self._lock:
             request = _with_index(request, self.requests)
             self.requests += 1
+            self.seen.append(request)
             reasons: list[tuple[int, list[str]]] = []
             for n, turn in enumerate(self.turns):
                 why = turn.match.misses(request)
@@ -498,6 +517,7 @@ __all__ = [
     "NoTurnMatched",
     "Scenario",
     "ScenarioError",
+    "ToolCallAnswer",
     "ToolResultRef",
     "Turn",
 ]

@@ -11,7 +11,9 @@ anthropic and google-genai SDKs accept only `httpx2` clients; openai takes eithe
 answers each request with a response of the request's own library. The routes are those
 of `streamfold serve` (`/v1/chat/completions`, `/v1/responses`, `/v1/messages`,
 `/v1beta/models/{model}:streamGenerateContent`, ...), whatever the host: no port, no
-thread, no server. Bedrock goes through botocore, not httpx: use `serve` for it.
+thread, no server. Claude on Bedrock through the anthropic SDK's `AnthropicBedrock` (an
+httpx2 client) is answered too; boto3's `bedrock-runtime` client is botocore's, not httpx:
+point it at `streamfold serve` (`endpoint_url=`) instead.
 
 The answer comes from a `Scenario` (matched turn by turn), or, with a directory of
 recordings (`ReplayTransport(recordings="dir")`), as `serve` answers: the recording named
@@ -40,10 +42,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import httpx
-import httpx2
 
+from ..errors import UsageError
+
+try:
+    import httpx
+    import httpx2
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise UsageError(
+        "streamfold's replay transports need httpx and httpx2 (the SDKs' HTTP clients): "
+        "pip install 'streamfold[testing]'"
+    ) from exc
+
+from ..errors import UsageError
 from ..record import check_speed
+from .record import RecordHook, RecordMode, attach_recorder, check_record_mode
 from .replayer import Chunk, Replayer, Reply, WireRequest
 from .scenario import Faults, NoTurnMatched, Scenario
 
@@ -62,6 +75,9 @@ class _Transport:
         speed: float = 1.0,
         on_miss: OnMiss = "respond",
         check_requests: bool = True,
+        record: RecordMode = "none",
+        upstream: Any = None,
+        redact: Any = None,
     ) -> None:
         self.speed = check_speed(speed)
         self.replayer = Replayer(
@@ -71,6 +87,11 @@ class _Transport:
             on_miss=on_miss,
             check_requests=check_requests,
         )
+        # Record on miss (streamfold.testing.record): None while replaying only.
+        self.recording: RecordHook | None = None
+        if check_record_mode("ReplayTransport", record) != "none":
+            attach_recorder(self, _scenario_file(self.scenario), record, upstream=upstream,
+                            redact=redact)  # fmt: skip
 
     @property
     def scenario(self) -> Scenario | None:
@@ -159,7 +180,13 @@ class ReplayTransport(_Transport, httpx.BaseTransport, httpx2.BaseTransport):
 
     def handle_request(self, request: Any) -> Any:
         """Answer one request (an `httpx.Request` or an `httpx2.Request`)."""
-        reply = self.replayer.answer(self._wire(request, request.read()))
+        wire = self._wire(request, request.read())
+        recording = self.recording
+        if recording is not None and recording.mode == "all":
+            return recording.forward(self, request)
+        reply = self.replayer.answer(wire)
+        if recording is not None and reply.miss is not None:
+            return recording.forward(self, request, reply.miss)
         return self._response(request, reply, _SyncStream(request, reply, self.speed))
 
 
@@ -168,8 +195,23 @@ class AsyncReplayTransport(_Transport, httpx.AsyncBaseTransport, httpx2.AsyncBas
 
     async def handle_async_request(self, request: Any) -> Any:
         """Answer one request (an `httpx.Request` or an `httpx2.Request`)."""
-        reply = self.replayer.answer(self._wire(request, await request.aread()))
+        wire = self._wire(request, await request.aread())
+        recording = self.recording
+        if recording is not None and recording.mode == "all":
+            return await recording.aforward(self, request)
+        reply = self.replayer.answer(wire)
+        if recording is not None and reply.miss is not None:
+            return await recording.aforward(self, request, reply.miss)
         return self._response(request, reply, _AsyncStream(request, reply, self.speed))
+
+
+def _scenario_file(scenario: Scenario | None) -> Path | None:
+    """The file a scenario was loaded from, where recorded turns are added (None: built in
+    Python, its recorded turns kept in memory)."""
+    if scenario is None:
+        raise UsageError("record: expected a scenario to add the recorded turns to, got none")
+    path = Path(scenario.name)
+    return path if path.suffix in (".toml", ".json") else None
 
 
 __all__ = ["AsyncReplayTransport", "Chunk", "OnMiss", "ReplayTransport"]
