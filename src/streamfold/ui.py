@@ -212,6 +212,10 @@ class UIMessageStreamEncoder:
     Call `start()` once, `feed(event)` per event, then `close()` (or `fail(exc)` when the
     fold raised). Several messages in a row (an agent loop) become several steps of one
     UI message; `finish` describes the last.
+
+    `output_ratio`: partial structured-output values go out while their bytes stay within
+    this many times the text so far (see the module's docstring); None sends every change.
+    Feed the events as the fold gives them: a partial value grows in place afterwards.
     """
 
     def __init__(
@@ -670,10 +674,16 @@ def _file_chunk(part: ContentPart) -> UIMessageChunk | None:
 
 
 def to_ui_message_stream(
-    events: Iterable[Event], *, message_id: str | None = None
+    events: Iterable[Event],
+    *,
+    message_id: str | None = None,
+    output_ratio: float | None = OUTPUT_RATIO,
 ) -> Iterator[UIMessageChunk]:
-    """Turn streamfold events into UI message stream chunks (a StreamfoldError becomes `error`)."""
-    encoder = UIMessageStreamEncoder(message_id=message_id)
+    """Turn streamfold events into UI message stream chunks (a StreamfoldError becomes `error`).
+
+    `output_ratio`: see `UIMessageStreamEncoder` (None: every structured-output change).
+    """
+    encoder = UIMessageStreamEncoder(message_id=message_id, output_ratio=output_ratio)
     yield from encoder.start()
     iterator = iter(events)
     while True:
@@ -689,10 +699,13 @@ def to_ui_message_stream(
 
 
 async def ato_ui_message_stream(
-    events: AsyncIterable[Event], *, message_id: str | None = None
+    events: AsyncIterable[Event],
+    *,
+    message_id: str | None = None,
+    output_ratio: float | None = OUTPUT_RATIO,
 ) -> AsyncIterator[UIMessageChunk]:
     """Async `to_ui_message_stream`: over `async for` events (an `afold`, say)."""
-    encoder = UIMessageStreamEncoder(message_id=message_id)
+    encoder = UIMessageStreamEncoder(message_id=message_id, output_ratio=output_ratio)
     for chunk in encoder.start():
         yield chunk
     iterator = aiter(events)
