@@ -485,26 +485,20 @@ class StreamFolder:
         decoder = self._decoder
         if decoder is None or not self.folding_objects:
             raise UsageError("StreamFolder.fold_objects: expected a fold of decoded dicts")
-        if self._output is not None:
-            yield from self._output_objects(self._output, source)
+        output = self._output
+        if output is not None:
+            # Each event through the structured output's box; the loop below runs with
+            # the box set aside, so a fold without one pays nothing for it per event.
+            self._output = None
+            passed: list[Event] = []
+            try:
+                for folded in self.fold_objects(source):
+                    output.take_one(folded, passed)
+                    yield from passed
+                    passed.clear()
+            finally:
+                self._output = output
             return
-        yield from self._fold_objects(source, decoder)
-
-    def _output_objects(
-        self, output: OutputFolder, source: Iterable[Any]
-    ) -> Generator[Event, None, None]:
-        """fold_objects, each event handed to the structured output's box on its way."""
-        decoder = self._decoder
-        assert decoder is not None
-        out: list[Event] = []
-        for event in self._fold_objects(source, decoder):
-            output.take_one(event, out)
-            yield from out
-            out.clear()
-
-    def _fold_objects(
-        self, source: Iterable[Any], decoder: Decoder
-    ) -> Generator[Event, None, None]:
         acc = self._acc
         timing = self.timing
         decode = decoder.decode
@@ -521,7 +515,7 @@ class StreamFolder:
                 return
             if type(payload) is not dict:
                 last_key = _NO_PART
-                yield from self._feed_timed(payload)
+                yield from self.feed(payload)
                 continue
             self._position += 1
             if timing._chunks is not None:  # telemetry on: each chunk's arrival

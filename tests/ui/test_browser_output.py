@@ -98,7 +98,7 @@ def test_page_shows_the_output_filling_in(base_url: str, tmp_path: Path) -> None
         )
         first = page.eval_on_selector(".part.output", "e => e.streamfoldValue")
         first_updates = int(page.get_attribute(".part.output", "data-updates") or 0)
-        assert first["characters"][0]["name"] == "Theron Ironheart"
+        assert "Theron Ironheart".startswith(first["characters"][0]["name"])
         assert len(first["characters"]) < 3 or first != expected
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "ui-demo-output-streaming.png"), full_page=True)
