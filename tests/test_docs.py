@@ -95,6 +95,7 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             "providers/index.md: class LineChat(streamfold.Decoder):",
             "providers/streamfold.md: CP = streamfold.ContentPart",
             "relay.md: # app.py",
+            'relay.md: async with relay.turn("chat-42/turn-7") as turn:          # worker A',
         ]
     )
     assert all(reason.strip() for _, reason in BLOCKS.values() if reason is not None)
@@ -401,6 +402,46 @@ def test_the_demo_app_example() -> None:
     namespace: dict[str, Any] = {}
     exec(_block("relay.md: # app.py"), namespace)
     assert namespace["app"].routes
+
+
+def test_the_turn_example(tmp_path: Path) -> None:
+    pytest.importorskip("redis")
+    from redis_support import REDIS_SERVER, SKIP_REASON, RedisServer
+
+    if REDIS_SERVER is None:
+        pytest.skip(SKIP_REASON)
+    from streamfold import ToolResult
+    from streamfold.relay import Relay, TurnCompleted
+
+    class Response:
+        def __init__(self, rel: str) -> None:
+            self.data = read(rel)
+
+        async def aiter_bytes(self) -> AsyncIterator[bytes]:
+            yield self.data
+
+    block = _block('relay.md: async with relay.turn("chat-42/turn-7") as turn:          # worker A')
+    code = "async def example():\n" + textwrap.indent(block, "    ") + "\n    return item\n"
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+
+        async def run() -> Any:
+            async with Relay.from_url(server.url) as relay:
+                namespace: dict[str, Any] = {
+                    "relay": relay,
+                    "response_1": Response("anthropic/thinking-then-tool-use.sse"),
+                    "response_2": Response("anthropic/text-basic.sse"),
+                    "run_tool": lambda call: ToolResult(tool_call_id=call.call_id, content="ok"),
+                }
+                exec(code, namespace)
+                return await namespace["example"]()
+
+        last = asyncio.run(run())
+    finally:
+        server.stop()
+    assert isinstance(last.item, TurnCompleted) and last.item.status == "complete"
+    assert last.step == 2 + 1  # two responses and a tool result, then the end
 
 
 def test_the_request_info_example() -> None:
