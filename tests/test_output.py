@@ -641,8 +641,12 @@ def test_output_events_have_a_json_form() -> None:
     ],
 )
 def test_wrong_output_arguments_are_usage_errors(options: dict[str, Any], said: str) -> None:
-    with pytest.raises(UsageError, match=said):
+    with pytest.raises(UsageError, match=f"^fold: {said}"):
         fold([], "openai", **options)
+    with pytest.raises(UsageError, match=f"^afold: {said}"):
+        afold([], "openai", **options)
+    with pytest.raises(UsageError, match=f"^StreamFolder: {said}"):
+        StreamFolder("openai", **options)
 
 
 def test_a_fold_with_output_is_not_saved_silently_without_it() -> None:
@@ -679,3 +683,17 @@ def test_the_ui_encoders_send_the_same_chunks_with_or_without_output() -> None:
     assert [c["data"]["state"] for c in with_output if c["type"] == DATA_OUTPUT][-1] == "complete"
     agui = [e.model_dump() for e in to_agui_events(output_events, thread_id="t", run_id="r")]
     assert agui == [e.model_dump() for e in to_agui_events(plain_events, thread_id="t", run_id="r")]
+
+
+def test_a_fold_left_early_fails_its_output_saying_it_was_cancelled() -> None:
+    run = fold(chat_chunks(cut(REPORT_TEXT, [10, 30, 50])), "openai", output=Report)
+    for event in run:
+        if isinstance(event, OutputPartial):
+            break
+    run.close()
+    assert run.snapshot().status == "cancelled"
+    error = run.output_error
+    assert error is not None and "the message ended cancelled" in error.reason
+    # The first partial needs both required fields: it came with the delta up to `[{"nam`.
+    assert error.text == REPORT_TEXT[:30]
+    assert run.output is None

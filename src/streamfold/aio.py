@@ -21,7 +21,7 @@ import anyio
 from .arguments import check_timing
 from .errors import OutputValidationError, UsageError
 from .events import Event, MessageCompleted
-from .fold import StreamFolder, _check_folder_arguments, _source, _timing_for
+from .fold import StreamFolder, _check_folder_arguments, _output_folder, _source, _timing_for
 from .limits import DEFAULT_LIMITS
 from .message import Message
 from .timing import StreamTiming
@@ -320,20 +320,18 @@ def afold(
     _check_folder_arguments(
         "afold", provider, choice, strict, "assistant", limits, partial_arguments, None
     )
+    box = _output_folder("afold", output, output_tool)
     source, provider = _source(chunks, provider, "afold", asynchronous=True)
-    return AsyncFold(
-        source,
-        StreamFolder(
-            provider,
-            choice=choice,
-            strict=strict,
-            limits=limits,
-            partial_arguments=partial_arguments,
-            timing=_timing_for(clock, started_at, provider, request),
-            output=output,
-            output_tool=output_tool,
-        ),
+    folder = StreamFolder(
+        provider,
+        choice=choice,
+        strict=strict,
+        limits=limits,
+        partial_arguments=partial_arguments,
+        timing=_timing_for(clock, started_at, provider, request),
     )
+    folder._output = box
+    return AsyncFold(source, folder)
 
 
 async def afold_message(

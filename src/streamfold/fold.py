@@ -139,14 +139,7 @@ class StreamFolder:
             "StreamFolder", provider, choice, strict, role, limits, partial_arguments, timing
         )
         # The structured output's box (streamfold.output): it sees the events and adds its own.
-        if output is None and output_tool is not None:
-            raise UsageError(
-                "StreamFolder: expected output= with output_tool= (the type its arguments "
-                f"are), got output_tool={preview(output_tool, 80)} alone"
-            )
-        self._output: OutputFolder | None = (
-            None if output is None else _output_folder("StreamFolder", output, output_tool)
-        )
+        self._output = _output_folder("StreamFolder", output, output_tool)
         self._decoder_options: dict[str, Any] = {"choice": choice, "strict": strict}
         # When the chunks arrived (streamfold.timing): noted after each feed() that moved
         # something, held by the final message. Not saved: a restored fold starts a new one
@@ -1430,6 +1423,7 @@ def fold(
     _check_folder_arguments(
         "fold", provider, choice, strict, "assistant", limits, partial_arguments, None
     )
+    box = _output_folder("fold", output, output_tool)
     source, provider = _source(chunks, provider, "fold")
     folder = StreamFolder(
         provider,
@@ -1438,14 +1432,21 @@ def fold(
         limits=limits,
         partial_arguments=partial_arguments,
         timing=_timing_for(clock, started_at, provider, request),
-        output=output,
-        output_tool=output_tool,
     )
+    folder._output = box
     return Fold(source, folder)
 
 
-def _output_folder(function: str, output: Any, output_tool: Any) -> OutputFolder:
-    """The structured output's box for `output=` / `output_tool=`, both checked."""
+def _output_folder(function: str, output: Any, output_tool: Any) -> OutputFolder | None:
+    """The structured output's box for `output=` / `output_tool=`, both checked (None for
+    a fold without output)."""
+    if output is None:
+        if output_tool is not None:
+            raise UsageError(
+                f"{function}: expected output= with output_tool= (the type its arguments "
+                f"are), got output_tool={preview(output_tool, 80)} alone"
+            )
+        return None
     if output_tool is not None and (type(output_tool) is not str or not output_tool):
         raise UsageError(
             f"{function}: expected output_tool to be a tool name (a non-empty str) or None, "

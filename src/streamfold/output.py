@@ -112,19 +112,18 @@ _Factory = Callable[[], _Node]
 
 
 class _List(_Node):
-    """A list: completed elements validated once and kept; the open one validated alone.
+    """A list: completed elements validated once and kept; the open one validated alone
+    (whole, with pydantic's partial validation: O(its size) a delta, not the answer's).
 
     `value` is one list, grown in place (its last item replaced while it is partial).
     """
 
-    def __init__(self, adapter: TypeAdapter[Any], child: _Factory, items: bool) -> None:
+    def __init__(self, adapter: TypeAdapter[Any], items: bool) -> None:
         self.adapter = adapter  # the element's
-        self.child_factory = child
         self.items = items  # send OutputItem for each completed element (the top level)
         self.value: list[Any] = []
         self.done = 0  # elements completed and validated
         self.shown = False  # value[-1] is the open element's partial
-        self.child: _Node | None = None
 
     def update(self, ctx: _Context, raw: Any, path: Path, changes: list[Change]) -> None:
         if type(raw) is not list:
@@ -132,40 +131,37 @@ class _List(_Node):
             self.broken = True
             return
         value = self.value
-        scanner = ctx.scanner
         count = len(raw)
-        while self.done < count:
-            at = self.done
-            at_path = (*path, at)
-            if at == count - 1 and scanner.is_open(at_path):
+        done = self.done
+        while done < count:
+            if done == count - 1 and ctx.scanner.is_open((*path, done)):
                 break
             if self.shown:
                 value.pop()
                 self.shown = False
-            self.child = None
             try:
-                item = self.adapter.validate_python(raw[at])
+                item = self.adapter.validate_python(raw[done])
             except ValidationError:
                 self.broken = True
                 return
             value.append(item)
-            self.done += 1
-            ctx.moved = True
             if self.items:
-                ctx.items.append(OutputItem(index=at, value=item))
-        if self.done < count:  # the last element is open
-            at = self.done
-            child = self.child
-            if child is None:
-                child = self.child = self.child_factory()
-            depth = len(path)
-            mine = [c for c in changes if len(c[1]) > depth and c[1][depth] == at]
-            child.update(ctx, raw[at], (*path, at), mine)
+                ctx.items.append(OutputItem(index=done, value=item))
+            done += 1
+            self.done = done
+            ctx.moved = True
+        if done < count:  # the last element is open
+            try:
+                partial = self.adapter.validate_python(raw[done], experimental_allow_partial=True)
+            except ValidationError:
+                if self.shown:
+                    value.pop()
+                    self.shown = False
+                return
             if self.shown:
-                value.pop()
-                self.shown = False
-            if child.value is not MISSING and not child.broken:
-                value.append(child.value)
+                value[-1] = partial
+            else:
+                value.append(partial)
                 self.shown = True
 
 
@@ -264,7 +260,7 @@ def _plan_of(target: Any, items: bool) -> tuple[_Factory, bool] | None:
         element_adapter = _adapter_for(element)
         # The element being built is validated whole (O(its size) a delta, not the
         # answer's): assembling it field by field costs more than pydantic's ~3 us.
-        return (lambda: _List(element_adapter, lambda: _Leaf(element_adapter), items)), True
+        return (lambda: _List(element_adapter, items)), True
     if isinstance(target, type) and issubclass(target, BaseModel) and _plain_model(target):
         fields: dict[str, tuple[str, TypeAdapter[Any], _Factory]] = {}
         apart = False
@@ -425,7 +421,7 @@ class OutputFolder:
         except PartialJSONError as exc:
             self._fault = exc
             return
-        if not self._scanner.started:
+        if not changes and not self._scanner.started:
             return
         ctx.moved = False
         root = self._root
