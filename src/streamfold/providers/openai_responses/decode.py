@@ -330,6 +330,7 @@ _SLOT_TEXT: Final = 1
 _SLOT_PADDING: Final = 2
 _SHAPE_NUMBER = re.compile(_HOT_INTEGER)
 _SHAPE_TEXT = re.compile(_HOT_TEXT)
+_SHAPE_PLAIN_TEXT = re.compile(_HOT_PLAIN_TEXT)
 _SHAPE_PADDING = re.compile(rb"[ !#-\[\]-~]*")
 _SHAPE_PADDING_VALUE = re.compile(rb'"[ !#-\[\]-~]*"')
 
@@ -916,6 +917,7 @@ class OpenAIResponsesDecoder(Decoder):
             shape = None
         size = len(buffer)
         taken = ""
+        marked = False  # whether the shape's part is already marked as having text
         try:
             while pos < size:
                 found = None if shape is None else self._shape_match(shape, buffer, pos)
@@ -926,14 +928,18 @@ class OpenAIResponsesDecoder(Decoder):
                     found = self._shape_match(shape, buffer, pos)
                     if found is None:
                         return pos
-                end, number, raw = found
+                    marked = False
+                end, number, text = found
+                # Predicted: the one after the floor with none above, what _seen records
+                # as the new floor.
+                predicted = False
                 if number >= 0:
                     floor = self._seq_floor
-                    if floor is not None and (number <= floor or number in self._seq_above):
-                        return pos  # a duplicate: decode() repairs it
-                text = json_string_body(raw)
-                if text is None:
-                    return pos
+                    above = self._seq_above
+                    if floor is not None:
+                        if number <= floor or number in above:
+                            return pos  # a duplicate: decode() repairs it
+                        predicted = number == floor + 1 and not above
                 try:
                     grown = grower.grow_text(shape.key, text, out)
                 except BaseException:
@@ -943,10 +949,13 @@ class OpenAIResponsesDecoder(Decoder):
                     raise
                 if not grown:
                     return pos  # not open in the fold: the full path takes the event
-                if number >= 0:
+                if predicted:
+                    self._seq_floor = number
+                elif number >= 0:
                     self._seen(number)
-                if text:
+                if text and not marked:
                     self._hot_mark(shape.item, shape.state)
+                    marked = True
                 taken = shape.kind
                 pos = end
             return pos
@@ -956,14 +965,14 @@ class OpenAIResponsesDecoder(Decoder):
                 self._kind = taken
                 self._hot_misses = 0
 
-    def _shape_match(self, shape: _Shape, buffer: bytes, pos: int) -> tuple[int, int, bytes] | None:
+    def _shape_match(self, shape: _Shape, buffer: bytes, pos: int) -> tuple[int, int, str] | None:
         """The event at `pos` in `shape`'s layout: where it ends, its sequence number (-1:
-        none) and its text's JSON string body; None if it is not one."""
+        none) and its text; None if it is not one."""
         consts = shape.consts
         slots = shape.slots
         at = pos
         number = -1
-        raw = b""
+        text = ""
         for i in range(len(slots)):
             const = consts[i]
             if not starts_at(buffer, at, const):
@@ -971,17 +980,22 @@ class OpenAIResponsesDecoder(Decoder):
             at += len(const)
             slot = slots[i]
             if slot == _SLOT_TEXT:
-                close = buffer.find(b'"', at)
-                if close < 0:
-                    return None
-                raw = buffer[at:close]
-                if b"\\" in raw:  # an escaped `"` may come before the one that ends it
-                    text = _SHAPE_TEXT.match(buffer, at)
-                    if text is None:
+                plain = _SHAPE_PLAIN_TEXT.match(buffer, at)
+                if plain is not None:
+                    try:
+                        text = plain.group(1).decode()
+                    except UnicodeDecodeError:
                         return None
-                    raw = text.group(1)
-                    close = text.end() - 1
-                at = close
+                    at = plain.end() - 1
+                else:  # escapes: jiter reads them (and refuses bad ones)
+                    escaped = _SHAPE_TEXT.match(buffer, at)
+                    if escaped is None:
+                        return None
+                    decoded = json_string_body(escaped.group(1))
+                    if decoded is None:
+                        return None
+                    text = decoded
+                    at = escaped.end() - 1
             elif slot == _SLOT_NUMBER:
                 floor = self._seq_floor
                 if floor is not None and not self._seq_above:
@@ -997,14 +1011,18 @@ class OpenAIResponsesDecoder(Decoder):
                 number = int(digits.group())
                 at = digits.end()
             else:
-                padding = _SHAPE_PADDING.match(buffer, at)
-                if padding is None:
+                close = buffer.find(b'"', at)
+                if close < 0:
                     return None
-                at = padding.end()
+                # OpenAI's padding is letters and digits: a quicker test first.
+                padding = buffer[at:close]
+                if not padding.isalnum() and _SHAPE_PADDING.fullmatch(padding) is None:
+                    return None
+                at = close
         const = consts[len(slots)]
         if not starts_at(buffer, at, const):
             return None
-        return at + len(const), number, raw
+        return at + len(const), number, text
 
     def _shape_learn(self, buffer: bytes, pos: int) -> _Shape | None:
         """The layout of the delta event at `pos`, if the fast path takes its payload as it
