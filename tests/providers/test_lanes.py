@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from support import (
     INDEX,
     RESPONSES_DELTA_FAMILY,
+    DeltaShape,
     assert_fast_same,
     assert_hot_lane_same,
     decoded_payloads,
@@ -36,6 +37,7 @@ from support import (
 )
 
 from streamfold import fold
+from streamfold.limits import Limits
 from streamfold.providers.openai_responses import OpenAIResponsesDecoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -181,22 +183,27 @@ def test_responses_recordings_of_every_server_hot_lane_equals_full_path(rel: str
 @pytest.mark.usefixtures("lane_from_the_first_event")
 @pytest.mark.parametrize("shape", _SHAPES, ids=_SHAPE_IDS)
 @pytest.mark.parametrize("workload", ["mixed", "bigargs"])
-def test_every_responses_shape_hot_lane_equals_full_path(shape: object, workload: str) -> None:
-    data = reshape_responses(generate("openai-responses", workload, 200).sse, shape)  # type: ignore[arg-type]
+def test_every_responses_shape_hot_lane_equals_full_path(shape: DeltaShape, workload: str) -> None:
+    data = reshape_responses(generate("openai-responses", workload, 200).sse, shape)
     for size in (97, 4096, 65536):
         assert_hot_lane_same([data[at : at + size] for at in range(0, len(data), size)], None)
     assert_hot_lane_same(_live(data), "openai-responses")
     assert_hot_lane_same([data], "openai-responses", strict=True)
+    # Limits passed in the middle of a run, live arguments.
+    small = Limits(max_part_chars=400, max_tool_argument_chars=120)
+    assert_hot_lane_same([data], "openai-responses", limits=small)
+    assert_hot_lane_same([data], "openai-responses", limits=small, strict=True)
+    assert_hot_lane_same([data], "openai-responses", partial_arguments=True)
 
 
 @pytest.mark.usefixtures("lane_from_the_first_event")
 @pytest.mark.parametrize("shape", [s for s in _SHAPES if not s.logprobs], ids=lambda s: s.name)
 def test_hot_lane_takes_every_responses_shape(
-    shape: object, monkeypatch: pytest.MonkeyPatch
+    shape: DeltaShape, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not vacuous: live, every delta event of every shape is the lane's (decode() sees
     none of them); in 64 KiB pieces, at most the one each piece cuts."""
-    data = reshape_responses(generate("openai-responses", "mixed", 2000).sse, shape)  # type: ignore[arg-type]
+    data = reshape_responses(generate("openai-responses", "mixed", 2000).sse, shape)
     deltas = sum(data.count(b'"type":"' + kind.encode() + b'"') for kind in RESPONSES_DELTA_FAMILY)
     decoded = decoded_payloads(monkeypatch, OpenAIResponsesDecoder)
     list(fold(_live(data), "openai-responses"))

@@ -857,7 +857,8 @@ class OpenAIResponsesDecoder(Decoder):
         if part is None or not buffer.startswith(head, pos):
             return None
         fields = _HOT_FIELDS.match(buffer, pos + len(head))
-        if fields is None:
+        if fields is None or _HOT_OPENAI_RUN_TAIL[part].match(buffer, fields.end()) is None:
+            # Not OpenAI's own tail (no padding, say): the layout lane reads those faster.
             return None
         numbered, middle, raw_id, index_name, raw_index = fields.groups()
         if (part == "arguments") != (index_name is None) or (
@@ -920,40 +921,60 @@ class OpenAIResponsesDecoder(Decoder):
         marked = False  # whether the shape's part is already marked as having text
         try:
             while pos < size:
-                found = None if shape is None else self._shape_match(shape, buffer, pos)
+                floor = self._seq_floor
+                above = self._seq_above
+                # The number the event most likely has: the one after the floor.
+                expect = -1 if floor is None or above else floor + 1
+                found = None if shape is None else self._shape_match(shape, buffer, pos, expect)
                 if shape is None or found is None:
                     shape = self._shape_learn(buffer, pos)
                     if shape is None:
                         return pos
-                    found = self._shape_match(shape, buffer, pos)
+                    found = self._shape_match(shape, buffer, pos, expect)
                     if found is None:
                         return pos
                     marked = False
                 end, number, text = found
-                # Predicted: the one after the floor with none above, what _seen records
-                # as the new floor.
-                predicted = False
-                if number >= 0:
-                    floor = self._seq_floor
-                    above = self._seq_above
-                    if floor is not None:
-                        if number <= floor or number in above:
-                            return pos  # a duplicate: decode() repairs it
-                        predicted = number == floor + 1 and not above
+                # Predicted: the one after the floor with none above, which _seen records
+                # as the new floor (and so each of a run numbered one after another).
+                predicted = number >= 0 and number == expect
+                if number >= 0 and floor is not None and (number <= floor or number in above):
+                    return pos  # a duplicate: decode() repairs it
+                texts = [text]
+                last = number
+                if predicted or number < 0:
+                    # The run of events after it in the same layout, given at once.
+                    while end < size:
+                        more = self._shape_match(shape, buffer, end, last + 1 if predicted else -1)
+                        if more is None or (predicted and more[1] != last + 1):
+                            break
+                        end, last, text = more
+                        texts.append(text)
+                before = len(out)
                 try:
-                    grown = grower.grow_text(shape.key, text, out)
+                    if len(texts) == 1:
+                        grown = grower.grow_text(shape.key, texts[0], out)
+                    else:
+                        grown = grower.grow_texts(shape.key, texts, out)
                 except BaseException:
-                    # decode() had recorded the event before the fold applied it.
-                    self._hot_record(None if number < 0 else number, text, shape.item, shape.state)
+                    # decode() records each event before the fold applies it: those taken,
+                    # and the one that failed.
+                    failed = len(out) - before
+                    if predicted:
+                        self._seq_floor = number + failed
+                    elif number >= 0:
+                        self._seen(number)
+                    if any(texts[: failed + 1]):
+                        self._hot_mark(shape.item, shape.state)
                     taken = shape.kind
                     raise
                 if not grown:
                     return pos  # not open in the fold: the full path takes the event
                 if predicted:
-                    self._seq_floor = number
+                    self._seq_floor = last
                 elif number >= 0:
                     self._seen(number)
-                if text and not marked:
+                if not marked and (text or any(texts)):
                     self._hot_mark(shape.item, shape.state)
                     marked = True
                 taken = shape.kind
@@ -965,9 +986,12 @@ class OpenAIResponsesDecoder(Decoder):
                 self._kind = taken
                 self._hot_misses = 0
 
-    def _shape_match(self, shape: _Shape, buffer: bytes, pos: int) -> tuple[int, int, str] | None:
+    def _shape_match(
+        self, shape: _Shape, buffer: bytes, pos: int, expect: int
+    ) -> tuple[int, int, str] | None:
         """The event at `pos` in `shape`'s layout: where it ends, its sequence number (-1:
-        none) and its text; None if it is not one."""
+        none) and its text; None if it is not one. `expect` is the number it most likely
+        has (-1: none), read as its bytes."""
         consts = shape.consts
         slots = shape.slots
         at = pos
@@ -997,12 +1021,10 @@ class OpenAIResponsesDecoder(Decoder):
                     text = decoded
                     at = escaped.end() - 1
             elif slot == _SLOT_NUMBER:
-                floor = self._seq_floor
-                if floor is not None and not self._seq_above:
-                    # The common number, the one after the last, read as its bytes.
-                    guess = b"%d" % (floor + 1)
+                if expect >= 0:
+                    guess = b"%d" % expect
                     if starts_at(buffer, at, guess):
-                        number = floor + 1
+                        number = expect
                         at += len(guess)
                         continue
                 digits = _SHAPE_NUMBER.match(buffer, at)
