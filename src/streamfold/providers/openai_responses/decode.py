@@ -1011,12 +1011,18 @@ class OpenAIResponsesDecoder(Decoder):
                     except UnicodeDecodeError:
                         return None
                     at = plain.end() - 1
-                else:  # escapes: jiter reads them (and refuses bad ones)
+                else:
+                    # Escapes (tool arguments hold them in nearly every delta): jiter reads
+                    # the string, quotes and all, as the full path's parse would (and
+                    # refuses a bad escape or bad UTF-8).
                     escaped = _SHAPE_TEXT.match(buffer, at)
                     if escaped is None:
                         return None
-                    decoded = json_string_body(escaped.group(1))
-                    if decoded is None:
+                    try:
+                        decoded = jiter.from_json(buffer[at - 1 : escaped.end()])
+                    except ValueError:
+                        return None
+                    if type(decoded) is not str:
                         return None
                     text = decoded
                     at = escaped.end() - 1
