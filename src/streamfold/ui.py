@@ -47,6 +47,10 @@ from .errors import StreamfoldError, UsageError, preview
 from .events import (
     Event,
     MessageCompleted,
+    OutputCompleted,
+    OutputFailed,
+    OutputItem,
+    OutputPartial,
     PartCompleted,
     PartDelta,
     PartMarked,
@@ -238,6 +242,8 @@ class UIMessageStreamEncoder:
             out.extend(self._part_marked(event))
         elif isinstance(event, UsageUpdated):
             pass  # the final usage goes out with `finish`
+        elif isinstance(event, OutputPartial | OutputItem | OutputCompleted | OutputFailed):
+            pass  # the output's text already went out as its part's deltas
         elif isinstance(event, ProviderErrored):
             self._errored = True
             label = f"{event.error_type}: " if event.error_type else ""
