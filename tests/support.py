@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -411,3 +412,115 @@ def without_inferred_marker(part: Any) -> Any:
         k: v for k, v in part.options.items() if k not in ("utterance", "utterance_inferred")
     }
     return part.model_copy(update={"options": options})
+
+
+# --- the Responses delta shapes servers send ---------------------------------------------
+
+# The delta events the Responses lanes take, by family: a shape is found, and applied, per
+# family (text and summary deltas name their part with an index; argument deltas do not).
+RESPONSES_DELTA_FAMILY = {
+    "response.output_text.delta": "text",
+    "response.refusal.delta": "text",
+    "response.reasoning_text.delta": "text",
+    "response.reasoning_summary_text.delta": "text",
+    "response.function_call_arguments.delta": "arguments",
+}
+# The fields a delta's own content decides; any other field's value is the server's.
+_RESPONSES_OWN = frozenset(
+    {"type", "sequence_number", "item_id", "output_index", "content_index", "summary_index"}
+    | {"delta", "obfuscation"}
+)
+_RESPONSES_INDEXES = ("content_index", "summary_index")
+
+
+@dataclasses.dataclass(frozen=True)
+class DeltaShape:
+    """How one server writes one family of Responses delta events: the keys in order
+    ("index" standing for content_index or summary_index), whether an event line names
+    each event, and the other fields' values (JSON) from the first event of that shape."""
+
+    family: str
+    keys: tuple[str, ...]
+    named: bool
+    extras: tuple[tuple[str, str], ...]
+    source: str
+
+    @property
+    def name(self) -> str:
+        """A test id: where it was first found, its family, its key order."""
+        line = "named" if self.named else "unnamed"
+        return f"{self.source}:{self.family}:{line}:{','.join(self.keys)}"
+
+    @property
+    def logprobs(self) -> bool:
+        """Whether its deltas carry logprobs (the full path's to read, by design)."""
+        return any(key == "logprobs" and value not in ("[]", "null") for key, value in self.extras)
+
+
+def sse_blocks(data: bytes) -> Iterator[tuple[str | None, bytes]]:
+    """Each SSE event of LF-only bytes: its event name (None: no event line), its data."""
+    for block in data.split(b"\n\n"):
+        name: str | None = None
+        lines: list[bytes] = []
+        for line in block.split(b"\n"):
+            if line.startswith(b"event:"):
+                name = line[6:].strip().decode()
+            elif line.startswith(b"data:"):
+                lines.append(line[5:].removeprefix(b" "))
+        if lines:
+            yield name, b"\n".join(lines)
+
+
+def responses_delta_shapes() -> list[DeltaShape]:
+    """Every distinct delta shape the Responses recordings hold (found by reading them)."""
+    found: dict[tuple[Any, ...], DeltaShape] = {}
+    for rel in sorted(e["file"] for e in INDEX if e.get("api") == "responses"):
+        for name, data in sse_blocks(read(rel).replace(b"\r\n", b"\n")):
+            try:
+                payload = json.loads(data)
+            except ValueError:
+                continue
+            family = (
+                RESPONSES_DELTA_FAMILY.get(payload.get("type")) if type(payload) is dict else None
+            )
+            if family is None:
+                continue
+            keys = tuple("index" if k in _RESPONSES_INDEXES else k for k in payload)
+            extras = tuple(
+                (k, json.dumps(v, separators=(",", ":"), ensure_ascii=False))
+                for k, v in payload.items()
+                if k not in _RESPONSES_OWN
+            )
+            shape = DeltaShape(family, keys, name is not None, extras, rel.removesuffix(".sse"))
+            found.setdefault((family, keys, shape.named, shape.logprobs), shape)
+    return list(found.values())
+
+
+def reshape_responses(sse: bytes, shape: DeltaShape) -> bytes:
+    """A Responses stream with every delta event of the shape's family re-written onto it
+    (key order, event line, the other fields' values; padding made up per event); with
+    no sequence numbers anywhere if the shape has none."""
+    out: list[bytes] = []
+    numbered = "sequence_number" in shape.keys
+    extras = dict(shape.extras)
+    for n, (name, data) in enumerate(sse_blocks(sse)):
+        payload = json.loads(data)
+        if not numbered:
+            payload.pop("sequence_number", None)
+        if RESPONSES_DELTA_FAMILY.get(payload.get("type")) != shape.family:
+            out.append(sse_event(name, payload))
+            continue
+        index = next((k for k in _RESPONSES_INDEXES if k in payload), None)
+        fields: dict[str, Any] = {}
+        for key in shape.keys:
+            if key == "index":
+                if index is not None:
+                    fields[index] = payload[index]
+            elif key == "obfuscation":
+                fields[key] = payload.get(key, "pad0123456789"[: n % 14])
+            elif key in extras:
+                fields[key] = json.loads(extras[key])
+            elif key in payload:
+                fields[key] = payload[key]
+        out.append(sse_event(payload["type"] if shape.named else None, fields))
+    return b"".join(out)

@@ -22,7 +22,23 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import assert_fast_same, assert_hot_lane_same, read, recordings, split_at
+from support import (
+    INDEX,
+    RESPONSES_DELTA_FAMILY,
+    DeltaShape,
+    assert_fast_same,
+    assert_hot_lane_same,
+    decoded_payloads,
+    read,
+    recordings,
+    reshape_responses,
+    responses_delta_shapes,
+    split_at,
+)
+
+from streamfold import fold
+from streamfold.limits import Limits
+from streamfold.providers.openai_responses import OpenAIResponsesDecoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -44,6 +60,19 @@ _STREAMS: list[tuple[str, bytes]] = [
     ("openai-responses", read("openai-responses/reasoning-summary.sse")),
     ("openai-responses", read("openai-responses/function-call-reasoning-usage.sse")),
     ("openai-responses", _generated("openai-responses", "mixed")),
+]
+
+# Every Responses delta shape the recordings hold (another key order, no sequence number,
+# no padding, no event line, logprobs, ...), found by reading them.
+_SHAPES = responses_delta_shapes()
+_SHAPE_IDS = [shape.name for shape in _SHAPES]
+# The Responses recordings of every server (xAI, DeepSeek, OpenRouter, Azure, OpenAI).
+_RESPONSES_RECORDINGS = sorted(e["file"] for e in INDEX if e.get("api") == "responses")
+
+# The generated stream re-written onto each shape: in the byte fuzz too.
+_STREAMS += [
+    ("openai-responses", reshape_responses(_generated("openai-responses", "mixed"), shape))
+    for shape in _SHAPES
 ]
 
 # Bytes that matter to JSON and SSE, and two that are not UTF-8 or not allowed raw.
@@ -131,3 +160,57 @@ def test_generated_fast_equals_full(provider: str, workload: str) -> None:
     stream = generate(provider, workload, 300)
     assert_fast_same([stream.sse], provider)
     assert_fast_same(list(stream.dicts), provider)
+
+
+# Every Responses delta shape: the lane gives what the full path gives, and takes the
+# deltas written in it (all but those carrying logprobs, the full path's by design).
+
+
+def _live(data: bytes) -> list[bytes]:
+    return [piece for piece in re.split(rb"(?<=\n\n)", data) if piece]
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+@pytest.mark.parametrize("rel", _RESPONSES_RECORDINGS)
+def test_responses_recordings_of_every_server_hot_lane_equals_full_path(rel: str) -> None:
+    data = read(rel).replace(b"\r\n", b"\n")
+    for size in (7, 61, 4096):
+        assert_hot_lane_same([data[at : at + size] for at in range(0, len(data), size)], None)
+    assert_hot_lane_same(_live(data), "openai-responses")
+    assert_hot_lane_same([data], None, strict=True)
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+@pytest.mark.parametrize("shape", _SHAPES, ids=_SHAPE_IDS)
+@pytest.mark.parametrize("workload", ["mixed", "bigargs"])
+def test_every_responses_shape_hot_lane_equals_full_path(shape: DeltaShape, workload: str) -> None:
+    data = reshape_responses(generate("openai-responses", workload, 200).sse, shape)
+    for size in (97, 4096, 65536):
+        assert_hot_lane_same([data[at : at + size] for at in range(0, len(data), size)], None)
+    assert_hot_lane_same(_live(data), "openai-responses")
+    assert_hot_lane_same([data], "openai-responses", strict=True)
+    # Limits passed in the middle of a run, live arguments.
+    small = Limits(max_part_chars=400, max_tool_argument_chars=120)
+    assert_hot_lane_same([data], "openai-responses", limits=small)
+    assert_hot_lane_same([data], "openai-responses", limits=small, strict=True)
+    assert_hot_lane_same([data], "openai-responses", partial_arguments=True)
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+@pytest.mark.parametrize("shape", [s for s in _SHAPES if not s.logprobs], ids=lambda s: s.name)
+def test_hot_lane_takes_every_responses_shape(
+    shape: DeltaShape, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not vacuous: live, every delta event of every shape is the lane's (decode() sees
+    none of them); in 64 KiB pieces, at most the one each piece cuts."""
+    data = reshape_responses(generate("openai-responses", "mixed", 2000).sse, shape)
+    deltas = sum(data.count(b'"type":"' + kind.encode() + b'"') for kind in RESPONSES_DELTA_FAMILY)
+    decoded = decoded_payloads(monkeypatch, OpenAIResponsesDecoder)
+    list(fold(_live(data), "openai-responses"))
+    assert deltas >= 2000
+    assert not [p for p in decoded if p.get("type") in RESPONSES_DELTA_FAMILY]
+    assert decoded  # the other events are still decode()'s
+    decoded.clear()
+    pieces = [data[at : at + 65536] for at in range(0, len(data), 65536)]
+    list(fold(pieces, "openai-responses"))
+    assert len([p for p in decoded if p.get("type") in RESPONSES_DELTA_FAMILY]) <= len(pieces)

@@ -475,7 +475,15 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
             openai_responses_state.OpenAIResponsesState,
             {},
             {
-                *("_hot", "_hot_head", "_hot_misses", "_kind", "_noted", "_early_chars"),
+                *(
+                    "_hot",
+                    "_hot_head",
+                    "_hot_misses",
+                    "_hot_shape",
+                    "_kind",
+                    "_noted",
+                    "_early_chars",
+                ),
                 *("_last_delta", *settings_),  # the fast paths' cache of lookups
             },
         ),
