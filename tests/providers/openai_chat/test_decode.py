@@ -1748,9 +1748,10 @@ def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[bytes]:
         # Groq compound sends a new id on every chunk; others a new timestamp.
         lambda n: {"id": f"chatcmpl-{n}"},
         lambda n: {"created": 1700000000 + n},
-        # Not plain at all: usage in every chunk (Perplexity), a channel (Groq gpt-oss).
+        # Not plain at all: a new usage in every chunk (Perplexity), text as a list of
+        # content chunks (Mistral).
         lambda n: {"usage": {"completion_tokens": n}},
-        lambda n: {"delta": {"content": f" word{n}", "channel": "final"}},
+        lambda n: {"delta": {"content": [{"type": "text", "text": f" word{n}"}]}},
     ],
 )
 def test_chat_hot_lane_gives_up_when_it_cannot_pay(

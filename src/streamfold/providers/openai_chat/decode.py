@@ -62,6 +62,27 @@ _FINISH: dict[str, tuple[StopReason, Status]] = {
 
 _META_FIELDS = ("system_fingerprint", "service_tier", "moderation", "prompt_filter_results")
 
+# The delta fields the full path (_choice) reads; it never looks at any other (role, Groq's
+# channel, Writer's graph_data...). Of these, the ones read as strings do nothing when
+# empty, and the ones read as lists do nothing when empty: servers repeat them so in every
+# delta (Snowflake: `"refusal":"","tool_calls":[]`; OpenRouter: `"reasoning_details":[]`).
+_DELTA_STRINGS = frozenset({"content", "reasoning_content", "reasoning", "refusal"})
+_DELTA_LISTS = frozenset(
+    {"content", "reasoning_details", "executed_tools", "annotations", "tool_calls"}
+)
+_DELTA_READ = _DELTA_STRINGS | _DELTA_LISTS | {"function_call"}
+
+
+def _inert(name: str, value: Any) -> bool:
+    """Whether the full path does nothing with this delta field (null, a field it never
+    reads, or an empty string or list where it reads one); a function_call always acts."""
+    if value is None or name not in _DELTA_READ:
+        return True
+    kind = type(value)
+    if kind is str:
+        return not value and name in _DELTA_STRINGS
+    return kind is list and not value and name in _DELTA_LISTS
+
 
 # The SSE hot lane. A Chat chunk has no event line, and its fields before the
 # text (id, created, model, fingerprint...) repeat on every chunk of a stream but are not
@@ -211,11 +232,17 @@ class OpenAIChatDecoder(Decoder):
         self._metadata: dict[str, Any] = {}
         self._usage: Usage | None = None
         self._usage_raw: dict[str, Any] | None = None
+        # The usage, and the (citations, search_results), the full path last folded whole
+        # (usage: None while a new one is checked): the same again adds nothing, so the
+        # fast path takes a chunk that repeats them (Perplexity: in every chunk).
+        self._usage_folded: dict[str, Any] | None = None
+        self._citations_folded: tuple[Any, Any] | None = None
         # Perplexity repeats its source list on every chunk: attach each source once.
         self._cited: set[str] = set()
         self._pending_citations: list[Citation] = []
-        # Counts the changes of _metadata: the hot lane's shapes hold only while the
-        # metadata they were learned with stands (the fast path compares fields with it).
+        # Counts the changes of _metadata, and of the usage and citations last folded: the
+        # hot lane's shapes hold only while what they were learned with stands (the fast
+        # path compares fields with it).
         self._metadata_version = 0
         # object_text's copy of what it compares with: whether id and model are known, and
         # the fingerprint and service tier, as of this metadata version (-1: none yet).
@@ -402,15 +429,23 @@ class OpenAIChatDecoder(Decoder):
         # probe of the dict's table, where a walk of the keys reads every one. (Azure's
         # filter results and OpenAI's moderation come once a stream: the full path's.)
         if (
-            payload.get("usage") is not None
-            or payload.get("error") is not None
+            payload.get("error") is not None
             or payload.get("x_groq") is not None
-            or payload.get("citations") is not None
-            or payload.get("search_results") is not None
             or payload.get("moderation") is not None
             or payload.get("prompt_filter_results") is not None
         ):
             return None
+        # Usage, citations and search results repeated as the full path last folded them
+        # add nothing there: the same raw usage is skipped, and every source is cited.
+        usage = payload.get("usage")
+        if usage is not None and usage != self._usage_folded:
+            return None
+        urls = payload.get("citations")
+        results = payload.get("search_results")
+        if urls is not None or results is not None:
+            folded = self._citations_folded
+            if folded is None or urls != folded[0] or results != folded[1]:
+                return None
         value = payload.get("system_fingerprint")
         if value is not None and value != self._fingerprint:
             return None
@@ -428,7 +463,7 @@ class OpenAIChatDecoder(Decoder):
             if len(delta) == 1:  # {"content": ...}: nothing else to look at
                 return text_key, content
             for name, value in delta.items():
-                if value is not None and name != "content" and name != "role":
+                if value is not None and name != "content" and not _inert(name, value):
                     return None
             return text_key, content
         tool_calls = delta.get("tool_calls")
@@ -457,7 +492,7 @@ class OpenAIChatDecoder(Decoder):
             return None
         if len(delta) > 1:  # else {"tool_calls": ...}: nothing more to look at
             for name, value in delta.items():
-                if value is not None and name != "tool_calls" and name != "role":
+                if value is not None and name != "tool_calls" and not _inert(name, value):
                     return None
         fragment = tool_calls[0]
         try:  # subscripts (a miss is simply not this fragment); then only what else is there
@@ -473,6 +508,9 @@ class OpenAIChatDecoder(Decoder):
         if len(fragment) > 2:
             call_id = fragment.get("id")
             if call_id is not None and call_id != "":
+                return None
+            # A custom tool's fragment (by its type or its body) is read as one.
+            if fragment.get("custom") is not None or fragment.get("type") == "custom":
                 return None
         if len(function) > 1:
             fn_name = function.get("name")
@@ -511,7 +549,7 @@ class OpenAIChatDecoder(Decoder):
                 value is not None
                 and name != "reasoning_content"
                 and name != "reasoning"
-                and name != "role"
+                and not _inert(name, value)
             ):
                 return None
         return thinking, text
@@ -767,6 +805,7 @@ class OpenAIChatDecoder(Decoder):
         if raw == self._usage_raw:
             return  # the same running total again (Perplexity, OpenRouter repeat it)
         self._usage_raw = raw
+        self._usage_folded = None
         prompt = optional(self, raw, "prompt_tokens", int)
         completion = optional(self, raw, "completion_tokens", int)
         total = optional(self, raw, "total_tokens", int)
@@ -803,6 +842,8 @@ class OpenAIChatDecoder(Decoder):
             },
         )
         self._usage = usage
+        self._usage_folded = raw
+        self._metadata_version += 1  # the hot lane's shapes compared with the old usage
         out.append(update_message(usage=usage))
 
     def _error(self, error: Any) -> ReportError:
@@ -1152,6 +1193,11 @@ class OpenAIChatDecoder(Decoder):
                     metadata={"number": number},
                 )
             )
+        # Every source listed is cited now: the same lists again add nothing.
+        folded = (urls, results)
+        if folded != self._citations_folded:
+            self._citations_folded = folded
+            self._metadata_version += 1  # the hot lane's shapes compared with the old ones
         if not new:
             return
         if self._text is not None:
