@@ -577,14 +577,18 @@ class OpenAIChatDecoder(Decoder):
         size = len(buffer)
         before = len(out)
         shape = shapes[-1] if shapes else None
+        key: Hashable | None = None
         if shape is not None:
             prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
             key = self._hot_key(shape)
         while True:
-            if shape is None or not buffer.startswith(prefix, pos):
+            # A shape whose part cannot grow now looks for another: a text shape's prefix
+            # (`..."content":"`) also starts an argument chunk with an empty content
+            # (`..."content":"","tool_calls":[...`) once the text part closed.
+            if shape is None or key is None or not buffer.startswith(prefix, pos):
                 shape = None
                 for known in shapes:
-                    if buffer.startswith(known.prefix, pos):
+                    if buffer.startswith(known.prefix, pos) and self._hot_key(known) is not None:
                         shape = known
                         break
                 else:
@@ -593,8 +597,8 @@ class OpenAIChatDecoder(Decoder):
                     break
                 prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
                 key = self._hot_key(shape)
-            if key is None:
-                break
+                if key is None:
+                    break
             match = tail(buffer, pos + skip)
             if match is None:
                 break
