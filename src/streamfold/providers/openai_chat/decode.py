@@ -102,6 +102,7 @@ _HOT_STRING = re.compile(_HOT_BODY + b'"')
 _HOT_OBFUSCATION_VALUE = rb"[ !#-\[\]-~]*"
 _HOT_OBFUSCATION = b'"obfuscation":"'
 _HOT_DELTA = b'"delta":{'
+_HOT_MESSAGE = b'"message":{'
 # Two different string bodies the lane parses a learned shape with, to see which part the
 # string at the learned place grows (and that nothing else does).
 _HOT_PROBES = ((b"hot lane probe", b"a"), (b"another probe", b"b"))
@@ -117,9 +118,14 @@ _HOT_PROBE_COST = 3
 _HOT_RELEARN_COST = 16
 # How many prefixes not yet probed a stream remembers.
 _HOT_SEEN_KEPT = 8
-# A learned tail: the bytes after the string, or those before and after the obfuscation
-# value (None: it has none).
-_HotTail = tuple[bytes, bytes | None]
+# A learned tail: the bytes between the string and its copy (None: no copy; see
+# `_hot_learn`), then the bytes after the string, or those before and after the
+# obfuscation value (None: it has none).
+_HotTail = tuple[bytes | None, bytes, bytes | None]
+# The one field whose string a chunk may repeat (Writer copies the delta as `message`):
+# both places are a `content` key, which nothing compares with a value, so any text the
+# two hold alike is read as the probes were.
+_HOT_COPIED = b'"content":"'
 # The compiled tails: streams of a server share them, so a stream after the first learns
 # without compiling.
 _HOT_TAILS: dict[_HotTail, Callable[[bytes, int], re.Match[bytes] | None]] = {}
@@ -141,18 +147,26 @@ class _HotShape:
         self.tail = tail
         self.kind = kind
         self.index = index
-        delta = prefix.find(_HOT_DELTA)
-        self.head = prefix if delta < 0 else prefix[: delta + len(_HOT_DELTA)]
+        # The bytes every chunk of the stream starts with: up to the delta, or up to the
+        # message copy when it comes first (Writer's), so that the fold stops at the
+        # stream's chunks whatever their delta (and its copy) holds.
+        cut = prefix.rfind(b"{") + 1
+        for mark in (_HOT_DELTA, _HOT_MESSAGE):
+            at = prefix.find(mark)
+            if at >= 0:
+                cut = min(cut, at + len(mark))
+        self.head = prefix[:cut]
 
 
 def _hot_tail(tail: _HotTail) -> Callable[[bytes, int], re.Match[bytes] | None]:
-    """The matcher of a JSON string body, the tail (the bytes before an obfuscation value,
-    the value, the bytes after it) and the blank line ending the event; its group is the
-    body."""
+    """The matcher of a JSON string body, the tail (the bytes up to the same body again,
+    and it, if copied; the bytes before an obfuscation value, the value, the bytes after
+    it) and the blank line ending the event; its group is the body."""
     match = _HOT_TAILS.get(tail)
     if match is None:
-        before, after = tail
-        pattern = re.escape(before)
+        copy, before, after = tail
+        pattern = b"" if copy is None else re.escape(copy) + rb"\1"
+        pattern += re.escape(before)
         if after is not None:
             pattern += _HOT_OBFUSCATION_VALUE + re.escape(after)
         match = re.compile(_HOT_BODY + pattern + b"\n\n").match
@@ -396,8 +410,6 @@ class OpenAIChatDecoder(Decoder):
         Nearly every chunk of a stream is one of these. Anything else (None) takes the
         full path, which gives the same result for these chunks. Reads only.
         """
-        if self._pending_citations:
-            return None
         # _metadata_from would add nothing: id and model known, the rest unchanged. The
         # metadata is read again only when its version moved: compiled, a dict lookup is
         # ~130 instructions, where the floor spends ~1,900 on a whole chunk.
@@ -458,7 +470,8 @@ class OpenAIChatDecoder(Decoder):
         content = delta.get("content")
         if type(content) is str and content:
             text_key = self._text
-            if text_key is None or self._thinking is not None:
+            # (Citations waiting for the text go with its next delta: the full path's.)
+            if text_key is None or self._thinking is not None or self._pending_citations:
                 return None
             if len(delta) == 1:  # {"content": ...}: nothing else to look at
                 return text_key, content
@@ -467,7 +480,7 @@ class OpenAIChatDecoder(Decoder):
                     return None
             return text_key, content
         tool_calls = delta.get("tool_calls")
-        if tool_calls is not None:
+        if tool_calls is not None and tool_calls != []:  # (an empty list: no fragment)
             return self._plain_tool_fragment(delta, tool_calls)
         return self._plain_reasoning(delta)
 
@@ -567,7 +580,7 @@ class OpenAIChatDecoder(Decoder):
         Taking text changes no decoder state, so the state is checked once per shape and
         call; the metadata the fast path compares with is checked by its version.
         """
-        if self._pending_citations or self._hot_head is None:
+        if self._hot_head is None:
             return pos
         if self._hot_version != self._metadata_version:
             self._hot_shapes.clear()
@@ -626,7 +639,7 @@ class OpenAIChatDecoder(Decoder):
     def _hot_key(self, shape: _HotShape) -> Hashable | None:
         """The part a chunk of this shape grows now, as the fast path decides; None: none."""
         if shape.kind == "text":
-            return self._text if self._thinking is None else None
+            return self._text if self._thinking is None and not self._pending_citations else None
         if self._text is not None or self._refusal is not None:
             return None
         if shape.kind == "reasoning":
@@ -650,6 +663,9 @@ class OpenAIChatDecoder(Decoder):
         Then any chunk of prefix + string body + tail parses to the same payload but for
         these two strings, and the fast path gives the same GrowPart for it with the
         string's text, as long as the state `_hot_key` and `sse_shortcut` check holds.
+        A text repeated byte for byte at the next content key (a copy of the delta) is
+        part of the shape: the probes hold their string at both places, and a chunk is
+        taken only when it holds the same body at both.
         """
         if self._text is None and self._thinking is None and not self._latest_at:
             return None  # no part the fast path could grow is open: none to learn
@@ -680,6 +696,16 @@ class OpenAIChatDecoder(Decoder):
             return None
         # Probe only a prefix seen before: a part of one chunk (a short tool call) is not
         # worth it, nor is a server whose prefix changes per chunk.
+        # The same text again at the next content key (a copy of the delta): a second
+        # place the shape holds the body, byte for byte.
+        close = text[2]
+        copy: bytes | None = None
+        if text[1] == _HOT_COPIED:
+            again = buffer.find(_HOT_COPIED, close, line_end) + len(_HOT_COPIED)
+            string = buffer[text[0] : close + 1]  # with its closing quote
+            if again >= len(_HOT_COPIED) and buffer.startswith(string, again):
+                copy = buffer[close:again]
+                close = again + len(string) - 1
         prefix = buffer[pos : text[0]]
         seen = self._hot_seen
         if prefix not in seen:
@@ -688,7 +714,7 @@ class OpenAIChatDecoder(Decoder):
             seen.add(prefix)
             return None
         self._hot_credit -= _HOT_PROBE_COST
-        shape = self._hot_probe(prefix, buffer[text[2] : line_end])
+        shape = self._hot_probe(prefix, copy, buffer[close:line_end])
         if shape is None:
             seen.discard(prefix)  # not plain: probe it again only once seen twice more
             return None
@@ -708,7 +734,7 @@ class OpenAIChatDecoder(Decoder):
     def _hot_ready(self, field: bytes) -> bool:
         """Whether the fast path could grow a part with this field now (before probing)."""
         if field == b'"content":"':
-            return self._text is not None and self._thinking is None
+            return self._text is not None and self._thinking is None and not self._pending_citations
         if field == b'"arguments":"':
             return (
                 self._text is None
@@ -718,8 +744,9 @@ class OpenAIChatDecoder(Decoder):
             )
         return self._thinking is not None and self._text is None and self._refusal is None
 
-    def _hot_probe(self, prefix: bytes, tail: bytes) -> _HotShape | None:
-        """The shape prefix + string + tail (see `_hot_learn`), if the probes confirm it."""
+    def _hot_probe(self, prefix: bytes, copy: bytes | None, tail: bytes) -> _HotShape | None:
+        """The shape prefix + string (+ copy + the string again) + tail (see `_hot_learn`),
+        if the probes confirm it."""
         start = tail.find(_HOT_OBFUSCATION) + len(_HOT_OBFUSCATION)
         end = tail.find(b'"', start)
         wild = start >= len(_HOT_OBFUSCATION) and end >= 0
@@ -729,6 +756,7 @@ class OpenAIChatDecoder(Decoder):
             data = (
                 prefix[len(b"data: ") :]
                 + text
+                + (b"" if copy is None else copy + text)
                 + (tail[:start] + obfuscation + tail[end:] if wild else tail)
             )
             try:
@@ -747,7 +775,7 @@ class OpenAIChatDecoder(Decoder):
             ):
                 return None
             found = grown[0]
-        learned: _HotTail = (tail[:start], tail[end:]) if wild else (tail, None)
+        learned: _HotTail = (copy, tail[:start], tail[end:]) if wild else (copy, tail, None)
         if found == self._text:
             return _HotShape(prefix, learned, "text", None)
         if found == self._thinking:
