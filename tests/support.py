@@ -550,14 +550,16 @@ def chat_shapes() -> dict[str, dict[str, Any]]:
 
 
 def _reshape_delta(delta: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:
-    # The template's fields in its order, its own growing fields emptied (null, or an empty
-    # list) unless this delta has them, then this delta's fields it lacks.
+    # The template's fields in its order, then this delta's fields it lacks. The text the
+    # template grows with is not this delta's: null in its place (a list of them, such as
+    # tool_calls, is left out: servers send none with a delta of another kind).
     out: dict[str, Any] = {}
     for name, value in template.items():
         if name in delta:
             out[name] = delta[name]
         elif name in _CHAT_GROWING and value:
-            out[name] = [] if isinstance(value, list) else None
+            if not isinstance(value, list):
+                out[name] = None
         else:
             out[name] = value
     for name, value in delta.items():
