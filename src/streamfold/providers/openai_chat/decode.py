@@ -14,7 +14,7 @@ starts, because fragments of an earlier call can still arrive after it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Any, Literal
 
 import jiter
@@ -97,9 +97,12 @@ _HOT_FIELDS = (b'"content":"', b'"arguments":"', b'"reasoning_content":"', b'"re
 # escape (which jiter then checks). The group is the body; the match ends at its close.
 _HOT_BODY = rb'([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)'
 _HOT_STRING = re.compile(_HOT_BODY + b'"')
+_HOT_STRING_MATCH = _HOT_STRING.match
 # An obfuscation value: printable ASCII but a quote or a backslash (valid UTF-8, and a
 # JSON string body as it is).
 _HOT_OBFUSCATION_VALUE = rb"[ !#-\[\]-~]*"
+# The same, to its closing quote (the match ends at the quote).
+_HOT_OBFUSCATION_MATCH = re.compile(_HOT_OBFUSCATION_VALUE + b'"').match
 _HOT_OBFUSCATION = b'"obfuscation":"'
 _HOT_DELTA = b'"delta":{'
 _HOT_MESSAGE = b'"message":{'
@@ -126,10 +129,6 @@ _HotTail = tuple[bytes | None, bytes, bytes | None]
 # both places are a `content` key, which nothing compares with a value, so any text the
 # two hold alike is read as the probes were.
 _HOT_COPIED = b'"content":"'
-# The compiled tails: streams of a server share them, so a stream after the first learns
-# without compiling.
-_HOT_TAILS: dict[_HotTail, Callable[[bytes, int], re.Match[bytes] | None]] = {}
-_HOT_TAILS_KEPT = 256
 
 
 class _HotShape:
@@ -137,7 +136,7 @@ class _HotShape:
 
     `kind` says which part the body grows ("text", "reasoning", or "tool" with the
     fragment's `index`), `head` the bytes every chunk of the stream starts with. Plain
-    data only, so that a saved fold state holds it (`_hot_tail` compiles the tail).
+    data only, so that a saved fold state holds it.
     """
 
     __slots__ = ("head", "index", "kind", "prefix", "tail")
@@ -156,24 +155,6 @@ class _HotShape:
             if at >= 0:
                 cut = min(cut, at + len(mark))
         self.head = prefix[:cut]
-
-
-def _hot_tail(tail: _HotTail) -> Callable[[bytes, int], re.Match[bytes] | None]:
-    """The matcher of a JSON string body, the tail (the bytes up to the same body again,
-    and it, if copied; the bytes before an obfuscation value, the value, the bytes after
-    it) and the blank line ending the event; its group is the body."""
-    match = _HOT_TAILS.get(tail)
-    if match is None:
-        copy, before, after = tail
-        pattern = b"" if copy is None else re.escape(copy) + rb"\1"
-        pattern += re.escape(before)
-        if after is not None:
-            pattern += _HOT_OBFUSCATION_VALUE + re.escape(after)
-        match = re.compile(_HOT_BODY + pattern + b"\n\n").match
-        if len(_HOT_TAILS) >= _HOT_TAILS_KEPT:
-            _HOT_TAILS.clear()
-        _HOT_TAILS[tail] = match
-    return match
 
 
 # The usage before the first report (frozen: one for every stream).
@@ -592,7 +573,7 @@ class OpenAIChatDecoder(Decoder):
         shape = shapes[-1] if shapes else None
         key: Hashable | None = None
         if shape is not None:
-            prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
+            prefix, (copy, ahead, behind), skip = shape.prefix, shape.tail, len(shape.prefix)
             key = self._hot_key(shape)
         while True:
             # A shape whose part cannot grow now looks for another: a text shape's prefix
@@ -608,20 +589,41 @@ class OpenAIChatDecoder(Decoder):
                     shape = self._hot_learn(buffer, pos)
                 if shape is None:
                     break
-                prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
+                prefix, (copy, ahead, behind), skip = shape.prefix, shape.tail, len(shape.prefix)
                 key = self._hot_key(shape)
                 if key is None:
                     break
-            match = tail(buffer, pos + skip)
-            if match is None:
+            # The string body to its closing quote, then the tail's bytes compared as bytes
+            # (a regex reads a literal a byte at a time: servers that put choices first
+            # have 200 bytes of tail); only an obfuscation value is matched.
+            body = _HOT_STRING_MATCH(buffer, pos + skip)
+            if body is None:
                 break
-            raw = match[1]
+            raw = body[1]
             if not raw:
                 break  # an empty string grows nothing: the fast path looks further
+            end = body.end() - 1
+            if copy is not None:  # the same body again, after the bytes between
+                if not buffer.startswith(copy, end):
+                    break
+                end += len(copy)
+                if not buffer.startswith(raw, end):
+                    break
+                end += len(raw)
+            if not buffer.startswith(ahead, end):
+                break
+            end += len(ahead)
+            if behind is not None:
+                value = _HOT_OBFUSCATION_MATCH(buffer, end)
+                if value is None or not buffer.startswith(behind, value.end() - 1):
+                    break
+                end = value.end() - 1 + len(behind)
+            if not buffer.startswith(b"\n\n", end):
+                break
             text = json_string_body(raw)
             if text is None or not grower.grow_text(key, text, out):
                 break
-            pos = match.end()
+            pos = end + 2
             if pos == size:
                 break  # (a live stream's chunk: its one event)
         if shape is not None and shapes[-1] is not shape and shape in shapes:
