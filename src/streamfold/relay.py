@@ -730,6 +730,28 @@ class Relay:
 
     # --- producing ----------------------------------------------------------------------
 
+    def stop_key(self, stream_id: str) -> str:
+        """The key a stop request for `stream_id` sets (see `request_stop`)."""
+        return self.keys(stream_id)[0].removesuffix(":events") + ":stop"
+
+    async def request_stop(self, stream_id: str) -> bool:
+        """Ask the producer of `stream_id`, on whichever worker it runs, to stop: it
+        closes its source (the request to the provider), ends the message with status
+        cancelled, keeping what arrived, and every reader gets that end. Returns whether
+        a producer held the stream when asked (False: it was finished, or not started:
+        a producer that starts later under the same id is not stopped by this).
+
+        The producer sees the request in its next write (the provider is streaming) or
+        within one heartbeat (`lease_ttl / 3`: the provider is silent). A reader that
+        disconnects stops nothing: only this does."""
+        stop = self.stop_key(stream_id)
+        _events_key, _checkpoint_key, lease = self.keys(stream_id)
+        expire_ms = int(self.config.expire_after * 1000)
+        producing, _set = await self._commands(
+            ("exists", (lease,), {}), ("set", (stop, "1"), {"px": expire_ms})
+        )
+        return bool(producing)
+
     def producer(
         self,
         stream_id: str,
@@ -782,6 +804,13 @@ class RelayProducer:
         self._saves_state = True
         self._heartbeat: asyncio.Task[None] | None = None
         self._lease_at = time.monotonic()
+        self.stop_key = relay.stop_key(stream_id)
+        self.stop_requested = False
+        """True once a `Relay.request_stop` for this stream reached the producer: its
+        message ends cancelled (`pump` closes its source; a loop of its own over `feed`
+        should stop reading when `finished` turns True)."""
+        self._pumping: asyncio.Task[Any] | None = None  # the task in `pump`, to wake it
+        self._awaiting_source = False  # pump is waiting for the source's next chunk
 
     @property
     def finished(self) -> bool:
@@ -811,6 +840,8 @@ class RelayProducer:
                 f"stream {self.stream_id!r} already exists (finished or abandoned); "
                 "use a new id, or relay.delete() it first"
             )
+        # A stop request left from an earlier stream of this id is not for this one.
+        await relay._commands(("delete", (self.stop_key,), {}))
         relay._producers.add(self)  # from here on, a stop() ends it too
         try:
             await self._write([], checkpoint=True)
@@ -839,6 +870,8 @@ class RelayProducer:
             await self.fail(exc)
             raise
         await self.send(events)
+        if self.stop_requested and not self._done:
+            events = events + await self.cancel()
         return events
 
     async def close(self) -> list[Event]:
@@ -877,22 +910,57 @@ class RelayProducer:
         await self.send([MessageCompleted(message=message)])
 
     async def pump(self, chunks: AsyncIterable[Any] | Iterable[Any]) -> Message:
-        """Feed every chunk, then close; return the final Message."""
+        """Feed every chunk, then close; return the final Message.
+
+        A `Relay.request_stop` for this stream, from any worker, ends it early: the
+        source is closed (an async generator's `aclose`, an iterator's `close`: for an
+        HTTP response's byte iterator, the request to the provider) and the message ends
+        with status cancelled, keeping what arrived."""
         await self.start()
-        if isinstance(chunks, AsyncIterable):
-            async for chunk in chunks:
-                await self.feed(chunk)
-                if self._done:
-                    break
-        else:
-            for chunk in chunks:
-                await self.feed(chunk)
-                if self._done:
-                    break
-                await asyncio.sleep(0)
+        self._pumping = asyncio.current_task()
+        try:
+            if isinstance(chunks, AsyncIterable):
+                iterator = aiter(chunks)
+                while not self._done and not self.stop_requested:
+                    self._awaiting_source = True
+                    try:
+                        chunk = await anext(iterator)
+                    except StopAsyncIteration:
+                        break
+                    finally:
+                        self._awaiting_source = False
+                    await self.feed(chunk)
+            else:
+                for chunk in chunks:
+                    await self.feed(chunk)
+                    if self._done:
+                        break
+                    await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            # Woken by a stop request while the source was silent: not a cancellation
+            # of the caller's, so it is taken back and the message ends cancelled.
+            if not self.stop_requested or task is None or task.uncancel() > 0:
+                raise
+        finally:
+            self._pumping = None
+        if self.stop_requested:
+            await _close_source(chunks)
+            await self.cancel()
         await self.close()
         assert self.message is not None
         return self.message
+
+    def _stop_seen(self) -> None:
+        """A stop request reached this producer (a write or the heartbeat saw its key)."""
+        if self.stop_requested or self._done:
+            return
+        self.stop_requested = True
+        task = self._pumping
+        if task is not None and self._awaiting_source and task is not asyncio.current_task():
+            # Waiting on a silent source: wake it (pump takes the cancellation back). A
+            # pump in the middle of a write sees the request when the write returns.
+            task.cancel()
 
     async def send(self, events: list[Event]) -> None:
         """Publish events folded elsewhere from this producer's folder (feed does it)."""
@@ -966,7 +1034,13 @@ class RelayProducer:
                 commands.append(("set", (self.lease_key, self._token), {"px": ttl_ms}))
             if ckpt is not None:
                 commands.append(("pexpire", (self.checkpoint_key, expire_ms), {}))
+            # A stop request from any worker: asked in the same round trip, at no cost.
+            commands.append(("exists", (self.stop_key,), {}))
         results, retried = await relay._batcher().run(commands)
+        if final is None:
+            stop_asked = results.pop()
+            if stop_asked == 1:
+                self._stop_seen()
         if retried:
             self._force_checkpoint = True  # Redis may have come back empty
         checkpoint_lost = probe and results[0] == 0
@@ -1021,8 +1095,11 @@ class RelayProducer:
                 pipe.set(self.lease_key, self._token, px=ttl_ms)
                 pipe.pexpire(self.events_key, expire_ms)
                 pipe.pexpire(self.checkpoint_key, expire_ms)
-                _lease, _events, checkpoint_kept = await pipe.execute()
+                pipe.exists(self.stop_key)
+                _lease, _events, checkpoint_kept, stop_asked = await pipe.execute()
                 self._lease_at = time.monotonic()
+                if stop_asked:
+                    self._stop_seen()  # the source is silent: the write would not see it
                 if not checkpoint_kept and not self._done:
                     # Redis restarted empty while this producer had nothing to write: a
                     # late joiner must still find the message so far.
@@ -1060,6 +1137,20 @@ class RelayProducer:
         the write is cancelled and awaited, never left running or failing unheard."""
         with contextlib.suppress(Exception):
             await asyncio.wait_for(ending, _LAST_WORD_TIMEOUT)
+
+
+async def _close_source(chunks: Any) -> None:
+    """Close what a stopped producer was reading (the provider's response), whatever kind
+    of iterable it is; one that cannot be closed is left to its owner."""
+    close = getattr(chunks, "aclose", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await close()
+        return
+    close = getattr(chunks, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            close()
 
 
 Command = tuple[str, tuple[Any, ...], dict[str, Any]]
