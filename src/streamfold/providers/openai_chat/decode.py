@@ -14,7 +14,7 @@ starts, because fragments of an earlier call can still arrive after it.
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
 import jiter
@@ -101,8 +101,6 @@ _HOT_STRING_MATCH = _HOT_STRING.match
 # An obfuscation value: printable ASCII but a quote or a backslash (valid UTF-8, and a
 # JSON string body as it is).
 _HOT_OBFUSCATION_VALUE = rb"[ !#-\[\]-~]*"
-# The same, to its closing quote (the match ends at the quote).
-_HOT_OBFUSCATION_MATCH = re.compile(_HOT_OBFUSCATION_VALUE + b'"').match
 _HOT_OBFUSCATION = b'"obfuscation":"'
 _HOT_DELTA = b'"delta":{'
 _HOT_MESSAGE = b'"message":{'
@@ -125,6 +123,15 @@ _HOT_SEEN_KEPT = 8
 # `_hot_learn`), then the bytes after the string, or those before and after the
 # obfuscation value (None: it has none).
 _HotTail = tuple[bytes | None, bytes, bytes | None]
+# The compiled tails: streams of a server share them, so a stream after the first learns
+# without compiling.
+_HOT_TAILS: dict[_HotTail, Callable[[bytes, int], re.Match[bytes] | None]] = {}
+_HOT_TAILS_KEPT = 256
+# A plain tail longer than this is compared as bytes after the string's closing quote,
+# not matched as a regex literal, which reads it a byte at a time (servers that put
+# choices first, Alibaba and llama.cpp, leave some 200 bytes after the text); a short
+# one costs less in the one regex than a second call.
+_HOT_LONG_TAIL = 96
 # The one field whose string a chunk may repeat (Writer copies the delta as `message`):
 # both places are a `content` key, which nothing compares with a value, so any text the
 # two hold alike is read as the probes were.
@@ -136,7 +143,7 @@ class _HotShape:
 
     `kind` says which part the body grows ("text", "reasoning", or "tool" with the
     fragment's `index`), `head` the bytes every chunk of the stream starts with. Plain
-    data only, so that a saved fold state holds it.
+    data only, so that a saved fold state holds it (`_hot_tail` compiles the tail).
     """
 
     __slots__ = ("head", "index", "kind", "prefix", "tail")
@@ -155,6 +162,33 @@ class _HotShape:
             if at >= 0:
                 cut = min(cut, at + len(mark))
         self.head = prefix[:cut]
+
+
+def _hot_tail(tail: _HotTail) -> Callable[[bytes, int], re.Match[bytes] | None]:
+    """The matcher of a JSON string body, the tail (the bytes up to the same body again,
+    and it, if copied; the bytes before an obfuscation value, the value, the bytes after
+    it) and the blank line ending the event; its group is the body."""
+    match = _HOT_TAILS.get(tail)
+    if match is None:
+        copy, before, after = tail
+        pattern = b"" if copy is None else re.escape(copy) + rb"\1"
+        pattern += re.escape(before)
+        if after is not None:
+            pattern += _HOT_OBFUSCATION_VALUE + re.escape(after)
+        match = re.compile(_HOT_BODY + pattern + b"\n\n").match
+        if len(_HOT_TAILS) >= _HOT_TAILS_KEPT:
+            _HOT_TAILS.clear()
+        _HOT_TAILS[tail] = match
+    return match
+
+
+def _hot_fixed(tail: _HotTail) -> bytes | None:
+    """A long plain tail with the blank line ending the event, compared as bytes after
+    the string (see _HOT_LONG_TAIL); None: the tail is matched with the string."""
+    copy, before, after = tail
+    if copy is None and after is None and len(before) > _HOT_LONG_TAIL:
+        return before + b"\n\n"
+    return None
 
 
 # The usage before the first report (frozen: one for every stream).
@@ -573,7 +607,8 @@ class OpenAIChatDecoder(Decoder):
         shape = shapes[-1] if shapes else None
         key: Hashable | None = None
         if shape is not None:
-            prefix, (copy, ahead, behind), skip = shape.prefix, shape.tail, len(shape.prefix)
+            prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
+            fixed = _hot_fixed(shape.tail)
             key = self._hot_key(shape)
         while True:
             # A shape whose part cannot grow now looks for another: a text shape's prefix
@@ -589,41 +624,32 @@ class OpenAIChatDecoder(Decoder):
                     shape = self._hot_learn(buffer, pos)
                 if shape is None:
                     break
-                prefix, (copy, ahead, behind), skip = shape.prefix, shape.tail, len(shape.prefix)
+                prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
+                fixed = _hot_fixed(shape.tail)
                 key = self._hot_key(shape)
                 if key is None:
                     break
-            # The string body to its closing quote, then the tail's bytes compared as bytes
-            # (a regex reads a literal a byte at a time: servers that put choices first
-            # have 200 bytes of tail); only an obfuscation value is matched.
-            body = _HOT_STRING_MATCH(buffer, pos + skip)
-            if body is None:
-                break
-            raw = body[1]
+            if fixed is None:
+                match = tail(buffer, pos + skip)
+                if match is None:
+                    break
+                raw = match[1]
+                end = match.end()
+            else:  # the string to its closing quote, then the tail as bytes
+                match = _HOT_STRING_MATCH(buffer, pos + skip)
+                if match is None:
+                    break
+                end = match.end() - 1
+                if not buffer.startswith(fixed, end):
+                    break
+                raw = match[1]
+                end += len(fixed)
             if not raw:
                 break  # an empty string grows nothing: the fast path looks further
-            end = body.end() - 1
-            if copy is not None:  # the same body again, after the bytes between
-                if not buffer.startswith(copy, end):
-                    break
-                end += len(copy)
-                if not buffer.startswith(raw, end):
-                    break
-                end += len(raw)
-            if not buffer.startswith(ahead, end):
-                break
-            end += len(ahead)
-            if behind is not None:
-                value = _HOT_OBFUSCATION_MATCH(buffer, end)
-                if value is None or not buffer.startswith(behind, value.end() - 1):
-                    break
-                end = value.end() - 1 + len(behind)
-            if not buffer.startswith(b"\n\n", end):
-                break
             text = json_string_body(raw)
             if text is None or not grower.grow_text(key, text, out):
                 break
-            pos = end + 2
+            pos = end
             if pos == size:
                 break  # (a live stream's chunk: its one event)
         if shape is not None and shapes[-1] is not shape and shape in shapes:
