@@ -138,6 +138,15 @@ _HOT_LONG_TAIL = 96
 _HOT_COPIED = b'"content":"'
 
 
+def _hot_fixed(tail: _HotTail) -> bytes | None:
+    """A long plain tail with the blank line ending the event, compared as bytes after
+    the string (see _HOT_LONG_TAIL); None: the tail is matched with the string."""
+    copy, before, after = tail
+    if copy is None and after is None and len(before) > _HOT_LONG_TAIL:
+        return before + b"\n\n"
+    return None
+
+
 class _HotShape:
     """A learned chunk shape the hot lane takes: `prefix` + a JSON string body + tail.
 
@@ -146,11 +155,12 @@ class _HotShape:
     data only, so that a saved fold state holds it (`_hot_tail` compiles the tail).
     """
 
-    __slots__ = ("head", "index", "kind", "prefix", "tail")
+    __slots__ = ("fixed", "head", "index", "kind", "prefix", "tail")
 
     def __init__(self, prefix: bytes, tail: _HotTail, kind: str, index: int | None) -> None:
         self.prefix = prefix
         self.tail = tail
+        self.fixed = _hot_fixed(tail)
         self.kind = kind
         self.index = index
         # The bytes every chunk of the stream starts with: up to the delta, or up to the
@@ -180,15 +190,6 @@ def _hot_tail(tail: _HotTail) -> Callable[[bytes, int], re.Match[bytes] | None]:
             _HOT_TAILS.clear()
         _HOT_TAILS[tail] = match
     return match
-
-
-def _hot_fixed(tail: _HotTail) -> bytes | None:
-    """A long plain tail with the blank line ending the event, compared as bytes after
-    the string (see _HOT_LONG_TAIL); None: the tail is matched with the string."""
-    copy, before, after = tail
-    if copy is None and after is None and len(before) > _HOT_LONG_TAIL:
-        return before + b"\n\n"
-    return None
 
 
 # The usage before the first report (frozen: one for every stream).
@@ -608,7 +609,7 @@ class OpenAIChatDecoder(Decoder):
         key: Hashable | None = None
         if shape is not None:
             prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
-            fixed = _hot_fixed(shape.tail)
+            fixed = shape.fixed
             key = self._hot_key(shape)
         while True:
             # A shape whose part cannot grow now looks for another: a text shape's prefix
@@ -625,7 +626,7 @@ class OpenAIChatDecoder(Decoder):
                 if shape is None:
                     break
                 prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
-                fixed = _hot_fixed(shape.tail)
+                fixed = shape.fixed
                 key = self._hot_key(shape)
                 if key is None:
                     break
