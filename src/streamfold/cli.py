@@ -250,12 +250,18 @@ def replay(
     speed: float = 1.0,
     out: IO[str] | None = None,
     title: str | None = None,
+    faults: str | None = None,
 ) -> None:
-    """Replay a recording into the terminal view or one of the JSON outputs."""
+    """Replay a recording into the terminal view or one of the JSON outputs; `faults`
+    (`cut_after_events=3,stall=2`, see `streamfold.testing.Faults`) play on the way."""
     stream = out or sys.stdout
-    steps = schedule(source.data, source.format, speed=speed, timing=source.timing)
-    # The timing reads the recorded arrival times (the pace at speed 1), whatever the speed.
-    arrivals = arrival_times(source.data, source.format, source.timing)
+    if faults:
+        steps, arrivals = _faulted_steps(source, faults, speed)
+    else:
+        steps = schedule(source.data, source.format, speed=speed, timing=source.timing)
+        # The timing reads the recorded arrival times (the pace at speed 1), whatever the
+        # speed.
+        arrivals = arrival_times(source.data, source.format, source.timing)
     heading = title if title is not None else f"{source.name} · {source.provider}"
     sink = make_sink(mode, stream)
     if not _is_live(sink) and _isatty(sys.stderr) and not _isatty(stream):
@@ -274,6 +280,23 @@ def replay(
         raise _no_events(exc, source.name) from None
     except StreamfoldError as exc:
         raise UsageError(f"{source.name}: {exc}") from None
+
+
+def _faulted_steps(
+    source: Source, spec: str, speed: float
+) -> tuple[list[tuple[float, bytes]], list[float]]:
+    """The (wait, chunk) steps of a replay with faults played, and their arrival times."""
+    import itertools
+
+    from .testing.replayer import faulted_chunks
+    from .testing.scenario import Faults
+
+    chunks, _ = faulted_chunks(
+        source.data, source.format, source.provider, Faults.parse(spec), timing=source.timing
+    )
+    check_speed(speed)
+    steps = [(chunk.wait / speed if speed else 0.0, chunk.data) for chunk in chunks]
+    return steps, list(itertools.accumulate(chunk.wait for chunk in chunks))
 
 
 def _isatty(stream: Any) -> bool:
@@ -388,6 +411,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="1 (default): recorded timing, else one event per 20 ms; 0: no waiting; 2: 2x",
     )
     rp.add_argument("--provider", help=f"override detection ({', '.join(PROVIDERS)})")
+    rp.add_argument(
+        "--fault",
+        default=None,
+        metavar="SPEC",
+        help="play faults on the way: cut_after_events=N, cut_after_bytes=N, stall=S "
+        "(after stall_after_events=N), ttft=S, tokens_per_second=R, error_frame=KIND",
+    )
     _add_output(rp)
 
     dp = sub.add_parser("demo", help="replay a recording bundled with streamfold")
@@ -402,6 +432,30 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--port", type=int, default=8765)
     sp.add_argument("--speed", type=_speed, default=1.0, help="pacing, as for replay")
     sp.add_argument("--redis", default=None, help="Redis URL: resumable replays on the demo page")
+    sp.add_argument(
+        "--scenario",
+        default=None,
+        metavar="FILE",
+        help="answer the API requests from this scenario's turns (TOML or JSON; see "
+        "streamfold.testing): matched on the request, with their faults",
+    )
+    sp.add_argument(
+        "--record",
+        choices=("none", "new", "all"),
+        default="none",
+        help="with --scenario and --upstream: new forwards a request no turn answers to the "
+        "upstream and records it as a turn (all: every request); secrets are not written",
+    )
+    sp.add_argument(
+        "--upstream", default=None, metavar="URL", help="the real API for --record (https://...)"
+    )
+    sp.add_argument(
+        "--redact",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a header or body field never written when recording (repeatable)",
+    )
     sp.add_argument(
         "--max-body",
         type=_byte_count,
@@ -500,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "replay":
             source = open_source(args.file, args.provider)
-            replay(source, mode=_mode(args), speed=args.speed, out=out)
+            replay(source, mode=_mode(args), speed=args.speed, out=out, faults=args.fault)
             return EXIT_OK
         if args.command == "demo":
             return _demo(args, out)
@@ -518,6 +572,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 redis_url=args.redis,
                 max_body=DEFAULT_MAX_BODY if args.max_body is None else args.max_body,
                 allow_hosts=args.allow_host,
+                scenario=args.scenario,
+                record=args.record,
+                upstream=args.upstream,
+                redact=args.redact,
             )
             return EXIT_OK
         parser.print_help()

@@ -21,6 +21,10 @@ from .display import MarkedInOrder
 from .events import (
     Event,
     MessageCompleted,
+    OutputCompleted,
+    OutputFailed,
+    OutputItem,
+    OutputPartial,
     PartCompleted,
     PartDelta,
     PartMarked,
@@ -215,6 +219,8 @@ class _Parts:
             return [*lines, *([[]] if lines else []), *footer_lines(event.message)]
         if isinstance(event, UsageUpdated):
             return None
+        if isinstance(event, OutputPartial | OutputItem | OutputCompleted | OutputFailed):
+            return None  # the output's text shows as its part
         assert_never(event)
 
     def growing(self, tail: int | None = None) -> list[list[Line]]:

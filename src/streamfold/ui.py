@@ -42,10 +42,15 @@ from typing import Any, Final, Literal, TypeVar, assert_never, get_args
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 
 from ._model import check_json_object
+from .construct import check_json_value
 from .errors import StreamfoldError, UsageError, preview
 from .events import (
     Event,
     MessageCompleted,
+    OutputCompleted,
+    OutputFailed,
+    OutputItem,
+    OutputPartial,
     PartCompleted,
     PartDelta,
     PartMarked,
@@ -237,6 +242,8 @@ class UIMessageStreamEncoder:
             out.extend(self._part_marked(event))
         elif isinstance(event, UsageUpdated):
             pass  # the final usage goes out with `finish`
+        elif isinstance(event, OutputPartial | OutputItem | OutputCompleted | OutputFailed):
+            pass  # the output's text already went out as its part's deltas
         elif isinstance(event, ProviderErrored):
             self._errored = True
             label = f"{event.error_type}: " if event.error_type else ""
@@ -285,6 +292,48 @@ class UIMessageStreamEncoder:
             return []
         return [*self.start(), {"type": "tool-approval-request", "approvalId": approval_id,
                                 "toolCallId": tool_call_id}]  # fmt: skip
+
+    def data(
+        self, name: str, data: Any, *, id: str | None = None, transient: bool = False
+    ) -> list[UIMessageChunk]:
+        """A `data-<name>` part of the app's own (a status line, a chart's points): with an
+        `id`, a later one of the same name and id replaces it; `transient` ones reach the
+        app's `onData` and are not kept in the message."""
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"data: expected a non-empty part name, got {name!r}")
+        if self._finished:
+            return []
+        check_json_value(data, "data")
+        chunk: UIMessageChunk = {"type": f"data-{name}", "data": data}
+        if id is not None:
+            chunk["id"] = id
+        if transient:
+            chunk["transient"] = True
+        return [*self.start(), chunk]
+
+    def metadata(self, metadata: Mapping[str, Any]) -> list[UIMessageChunk]:
+        """`message-metadata`: merged into the message's metadata as it streams."""
+        if not isinstance(metadata, Mapping):
+            raise UsageError(f"metadata: expected a mapping, got {type(metadata).__name__}")
+        if self._finished:
+            return []
+        value = check_json_object(dict(metadata), "metadata")
+        return [*self.start(), {"type": "message-metadata", "messageMetadata": value}]
+
+    def abort(self, reason: str | None = None) -> list[UIMessageChunk]:
+        """The user stopped the turn: open parts end, `abort`, and the stream is over
+        (`useChat` shows the message as stopped, not failed)."""
+        if self._finished:
+            return []
+        out = self.start()
+        out.extend(self._end_open())
+        out.extend(self._finish_step())
+        chunk: UIMessageChunk = {"type": "abort"}
+        if reason is not None:
+            chunk["reason"] = str(reason)
+        out.append(chunk)
+        self._finished = True
+        return out
 
     def fail(self, error: BaseException | str) -> list[UIMessageChunk]:
         """The fold raised: end the open parts, send an `error`, and finish."""

@@ -33,9 +33,11 @@ from support import IMPORTED_FROM, REAL
 
 from streamfold import (
     Event,
+    Message,
     MessageCompleted,
     NoEventsError,
     StreamFolder,
+    ToolResult,
     UsageError,
     event_to_json,
     fold,
@@ -1761,3 +1763,126 @@ def test_the_stop_route_stops_a_replay_on_another_worker(redis_server: RedisServ
         assert events[-1]["event"] == "message_completed"
         assert json.loads(events[-1]["data"])["message"]["status"] == "cancelled"
         assert http.post(f"{b}/relay/stop/not%20an%20id").status_code == 400
+
+
+# --- a turn: an agent loop's responses and the tool results between them ---------------
+
+TURN_FIRST, TURN_SECOND = "anthropic/thinking-then-tool-use.sse", "anthropic/text-basic.sse"
+
+
+def _paced_chunks(chunks: list[bytes], wait: float = 0.002) -> AsyncIterator[bytes]:
+    async def source() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            await asyncio.sleep(wait)
+            yield chunk
+
+    return source()
+
+
+def _turn_parts(items: list[Any]) -> list[Any]:
+    """A turn's items as what they say: each response's final Message, each tool result,
+    the end (checked: every response's items are a Snapshot then events to its end)."""
+    from streamfold.relay import TurnCompleted
+
+    out: list[Any] = []
+    for item in items:
+        inner = item.item
+        if isinstance(inner, Relayed) and isinstance(inner.event, MessageCompleted):
+            out.append(inner.event.message.model_dump(mode="json"))
+        elif isinstance(inner, ToolResult):
+            out.append(inner)
+        elif isinstance(inner, TurnCompleted):
+            out.append(inner.status)
+    return out
+
+
+async def test_a_turn_reaches_every_reader_and_a_late_joiner_gets_the_loop_so_far(
+    redis_server: RedisServer,
+) -> None:
+    first, second = reference(TURN_FIRST), reference(TURN_SECOND)
+    call = first.final["tool_calls"][0]
+    result = ToolResult(tool_call_id=call["call_id"], name=call["name"], content="v1.2.3")
+    config = fast_config()
+    async with (
+        Relay.from_url(redis_server.url, config) as worker_a,
+        Relay.from_url(redis_server.url, config) as worker_b,
+    ):
+        turn_id = sid()
+        early = asyncio.create_task(drain(worker_b.subscribe_turn(turn_id)))
+        mid: asyncio.Task[list[Any]] | None = None
+        async with worker_a.turn(turn_id) as turn:
+            await turn.respond(_paced_chunks(first.chunks))
+            await turn.tool_result(result)
+            # Joins while the second response is being written.
+            mid = asyncio.create_task(drain(worker_b.subscribe_turn(turn_id)))
+            await turn.respond(_paced_chunks(second.chunks))
+        late = await drain(worker_a.subscribe_turn(turn_id))
+        expected = [first.final, result, second.final, "complete"]
+        for items in (await asyncio.wait_for(early, 20), await mid, late):
+            assert _turn_parts(items) == expected
+            assert [i.step for i in items if not isinstance(i.item, Relayed)] == [1, 3]
+            # Each response: a snapshot, then exactly its events from there on.
+            for step, ref in ((0, first), (2, second)):
+                relayed = [i.item for i in items if i.step == step]
+                ref.check(relayed)
+
+        # The loop as one UI message: two steps, the tool's output between them.
+        from streamfold.ui import to_ui_message_stream
+
+        chunks = list(to_ui_message_stream(e for item in late for e in item.events()))
+        types = [c["type"] for c in chunks]
+        assert types.count("start-step") == 2
+        assert types.index("tool-output-available") < types.index("start-step", 2)
+
+        # Resuming after the tool result: the second response and the end, nothing before.
+        resumed = await drain(worker_b.subscribe_turn(turn_id, after="1"))
+        assert _turn_parts(resumed) == [second.final, "complete"]
+        middle = [i for i in late if i.step == 2][3]
+        after_middle = await drain(worker_b.subscribe_turn(turn_id, after=middle.id))
+        assert [i.id for i in after_middle] == [i.id for i in late][late.index(middle) + 1 :]
+        with pytest.raises(UsageError, match="after="):
+            await drain(worker_b.subscribe_turn(turn_id, after="x"))
+
+
+async def test_a_stop_ends_the_turn_from_any_worker(redis_server: RedisServer) -> None:
+    from streamfold.relay import RelayStopped
+
+    first, second = reference(TURN_FIRST), reference(TURN_SECOND)
+    call = first.final["tool_calls"][0]
+    closed: list[str] = []
+    config = fast_config()
+    async with (
+        Relay.from_url(redis_server.url, config) as worker_a,
+        Relay.from_url(redis_server.url, config) as worker_b,
+    ):
+        turn_id = sid()
+        reader = asyncio.create_task(drain(worker_b.subscribe_turn(turn_id)))
+        stopped_message: Message | None = None
+        async with worker_a.turn(turn_id) as turn:
+            await turn.respond(first.chunks)
+            await turn.tool_result(ToolResult(tool_call_id=call["call_id"], content="ok"))
+            answering = asyncio.create_task(turn.respond(_silent_after(second.chunks[:4], closed)))
+            await asyncio.sleep(0.2)
+            assert await worker_b.request_stop(turn_id) is True
+            stopped_message = await asyncio.wait_for(answering, 20)
+            with pytest.raises(RelayStopped):
+                await turn.respond(second.chunks)
+        assert closed == ["closed"]
+        assert stopped_message.status == "cancelled"
+        items = await asyncio.wait_for(reader, 20)
+        parts = _turn_parts(items)
+        assert parts[-1] == "cancelled"
+        assert parts[-2]["status"] == "cancelled"  # the response it stopped
+        assert await worker_b.request_stop(turn_id) is False
+
+
+async def test_a_lost_turn_producer_ends_its_readers_incomplete(relay: Relay) -> None:
+    from streamfold.relay import TurnCompleted
+
+    turn_id = sid()
+    turn = relay.turn(turn_id)
+    await turn.respond(reference(TURN_FIRST).chunks)
+    await turn._stop_beat()  # the worker died: no heartbeat, no end
+    items = await asyncio.wait_for(drain(relay.subscribe_turn(turn_id)), 20)
+    end = items[-1].item
+    assert isinstance(end, TurnCompleted) and end.synthetic and end.status == "incomplete"

@@ -34,16 +34,19 @@ from ..record import (
 from ..recording import bundled_recordings, detect_recording
 from ..timing import replay_clock
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
-from .guard import RequestRefused, read_json
 
 try:
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise UsageError(
-        "the streamfold demo page needs starlette: pip install 'streamfold[serve]'"
-    ) from exc
+
+    from .guard import RequestRefused, read_json
+except (ImportError, UsageError):  # pragma: no cover - depends on the installed extras
+    # The recordings' finder and the replay core (streamfold.testing's transports) need
+    # no server; the page's routes do, and say so when asked for.
+    _HAS_STARLETTE = False
+else:
+    _HAS_STARLETTE = True
 
 _SUFFIXES = (".sse", ".ndjson", ".jsonl", ".eventstream")
 _ASSETS = {
@@ -180,6 +183,10 @@ def _error(status: int, message: str) -> JSONResponse:
 
 def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -> list[Route]:
     """The demo page's routes, replaying the recordings of `recordings_dir` (default bundled)."""
+    if not _HAS_STARLETTE:  # pragma: no cover - depends on the installed extras
+        raise UsageError(
+            "the streamfold demo page needs starlette: pip install 'streamfold[serve]'"
+        )
     catalog = find_recordings(recordings_dir if recordings_dir is not None else _bundled())
     by_name = {r.name: r for r in catalog}
     default_speed = speed
