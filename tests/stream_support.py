@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from streamfold import ContentPart, Message, ToolCall, Usage
+from streamfold import Citation, CitationSource, ContentPart, Message, ToolCall, Usage
 
 _TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
 _NAME = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
@@ -36,12 +36,23 @@ _ENDS: list[tuple[str, str | None]] = [
 ]
 
 
+_CITATION = st.builds(
+    Citation,
+    cited_text=st.none() | _TEXT,
+    source=st.builds(CitationSource, type=st.just("web"), title=st.none() | _TEXT.filter(bool),
+                     url=st.just("https://example.com/") | _NAME.map(lambda n: f"https://{n}.test/")),
+)  # fmt: skip
+
+
 @st.composite
 def _parts(draw: st.DrawFn) -> ContentPart:
-    kind = draw(st.sampled_from(["text", "thinking"]))
+    kind = draw(st.sampled_from(["text", "text", "refusal", "thinking"]))
     text = draw(_TEXT.filter(bool))
+    if kind == "refusal":
+        return ContentPart.text(text, refusal=True)
     if kind == "text":
-        return ContentPart.text(text)
+        cited = draw(st.lists(_CITATION, max_size=2))
+        return ContentPart(type="text", content=text, citations=cited)
     signature = draw(st.none() | _SIGNATURE)
     return ContentPart.thinking(text, **({"signature": signature} if signature else {}))
 

@@ -667,17 +667,20 @@ def test_a_type_adapter_and_field_constraints_are_used_as_given() -> None:
 
 
 def test_the_ui_encoders_send_the_same_chunks_with_or_without_output() -> None:
+    # Apart from the UI stream's data-output part (the typed value: tests/ui/test_ui_output.py).
     from streamfold.agui import to_agui_events
-    from streamfold.ui import to_ui_message_stream
+    from streamfold.ui import DATA_OUTPUT, to_ui_message_stream
 
     chunks = chat_chunks(cut(REPORT_TEXT, [6, 20, 44]))
     still = float  # a clock that never moves (0.0): the timings sent are equal
     plain_events = list(fold(chunks, "openai", clock=still))
     output_events = list(fold(chunks, "openai", output=Report, clock=still))
     assert len(output_events) > len(plain_events)
-    assert list(to_ui_message_stream(output_events, message_id="m")) == list(
+    with_output = list(to_ui_message_stream(output_events, message_id="m"))
+    assert [c for c in with_output if c["type"] != DATA_OUTPUT] == list(
         to_ui_message_stream(plain_events, message_id="m")
     )
+    assert [c["data"]["state"] for c in with_output if c["type"] == DATA_OUTPUT][-1] == "complete"
     agui = [e.model_dump() for e in to_agui_events(output_events, thread_id="t", run_id="r")]
     assert agui == [e.model_dump() for e in to_agui_events(plain_events, thread_id="t", run_id="r")]
 

@@ -52,9 +52,18 @@ def _fold(message: Message, provider: str, **options: Any) -> Message:
     return fold_message(chunks, provider)
 
 
-def _essence(message: Message) -> dict[str, Any]:
+def _essence(message: Message, provider: str) -> dict[str, Any]:
+    texts = [p for p in message.content if p.type == "text"]
+    if provider in ("openai-chat", "openai-responses"):
+        # Refusals are parts of their own there (on Chat apart from the text, as its wire
+        # has them: their order against the text is lost); elsewhere they are text.
+        refusals = [p for p in texts if p.options.get("refusal") is True]
+        texts = [p for p in texts if p.options.get("refusal") is not True]
+    else:
+        refusals = []
     return {
-        "text": "".join(p.content or "" for p in message.content if p.type == "text"),
+        "text": "".join(p.content or "" for p in texts),
+        "refusal": "".join(p.content or "" for p in refusals),
         "thinking": "".join(p.content or "" for p in message.content if p.type == "thinking"),
         "calls": [(c.name, c.arguments) for c in message.tool_calls],
         "end": (message.status, message.stop_reason),
@@ -75,6 +84,14 @@ def _expected_end(message: Message, provider: str) -> tuple[Status, StopReason |
     but for the words the provider has none for (to_stream's docstring lists them), settled
     as every fold settles them (calls under "stop" stop with tool_use)."""
     status, stop = _said_end(message, provider)
+    refused = any(p.options.get("refusal") is True for p in message.content)
+    # A refusal part says it: on Chat with a "stop" finish, on Responses unless a tool call
+    # came.
+    says_refusal = provider == "openai-chat" or (
+        provider == "openai-responses" and not message.tool_calls
+    )
+    if says_refusal and refused and status == "complete" and stop == "stop":
+        stop = "refusal"
     # (An MCP approval request is a Responses item: other streams leave it out.)
     content = message.content if provider == "openai-responses" else []
     settled = settled_stop_reason(stop, status, message.tool_calls, content)
@@ -106,9 +123,9 @@ def _said_end(message: Message, provider: str) -> tuple[Status, StopReason | Non
 
 def _check_travels(message: Message, provider: str) -> None:
     once = _fold(message, provider)
-    expected = {**_essence(message), "end": _expected_end(message, provider)}
+    expected = {**_essence(message, provider), "end": _expected_end(message, provider)}
     if not any(c.arguments for c in message.tool_calls if isinstance(c.arguments, str)):
-        assert _essence(once) == expected
+        assert _essence(once, provider) == expected
     twice = _fold(once, provider)
     assert message_json(twice) == message_json(once)
 
@@ -144,7 +161,8 @@ def test_generated_messages_keep_their_essence_on_every_provider(
     message: Message, provider: str, piece: int
 ) -> None:
     once = fold_message(to_stream(message, provider, piece=piece), provider)
-    assert _essence(once) == {**_essence(message), "end": _expected_end(message, provider)}
+    expected = {**_essence(message, provider), "end": _expected_end(message, provider)}
+    assert _essence(once, provider) == expected
     twice = _fold(once, provider)
     assert message_json(twice) == message_json(once)
 

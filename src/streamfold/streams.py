@@ -50,15 +50,15 @@ def to_stream(
     - a message folded from that provider comes back equal: its parts (ids, signatures,
       encrypted reasoning, opaque server-tool blocks, citations), tool calls, status,
       stop reason, usage (the raw usage too) and the metadata the stream carries;
-    - any other message keeps its text, its thinking text, each tool call's name and
-      arguments, its status and its stop reason, but for the words the provider has none
-      for: a cancelled turn is a cut one (status incomplete) but on Responses; Anthropic's
-      `pause` and an MCP `approval` read as `stop` elsewhere (so `tool_use` next to tool
-      calls); `other` reads as `stop` but on Gemini; a filtered answer is Anthropic's
-      `refusal`, and on Ollama a normal `stop`; a `refusal` is a filtered answer on
-      Anthropic, Bedrock and Gemini, and `stop` on Ollama and on Chat and Responses
-      without a refusal part (those say it with one). The Message it folds to, written again,
-      comes back equal: one trip reaches the provider's form.
+    - any other message keeps its text (a refusal part is text but on Chat and Responses; on Chat
+      its order against the other text is lost), its thinking text, each tool call's name and
+      arguments, its status and its stop reason, but for the words the provider has none for: a
+      cancelled turn is a cut one (status incomplete) but on Responses; Anthropic's `pause` and an
+      MCP `approval` read as `stop` elsewhere (so `tool_use` next to tool calls); `other` reads as
+      `stop` but on Gemini; a filtered answer is Anthropic's `refusal`, and on Ollama a normal
+      `stop`; a `refusal` is a filtered answer on Anthropic, Bedrock and Gemini, and `stop` on
+      Ollama and on Chat and Responses without a refusal part (those say it with one). The Message
+      it folds to, written again, comes back equal: one trip reaches the provider's form.
 
     What a provider's stream cannot carry is listed in its writer's docstring
     (`streamfold.providers.<name>.stream`): a part it has no place for is left out with a

@@ -101,6 +101,9 @@ def chat_judge(message: Message) -> None:
     }
     assert theirs == {**_ours(ours), "thinking": theirs["thinking"]}
     assert choice.finish_reason == ours.raw_stop_reason
+    # The annotations, one list for the message, as the fold's citations.
+    urls = [a.url_citation.url for a in choice.message.annotations or []]
+    assert urls == [c.source.url for p in ours.content for c in p.citations if c.source]
 
 
 def ours_thinking_seen(sdk_message: Any) -> str:

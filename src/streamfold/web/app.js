@@ -318,6 +318,29 @@ export class MessageView {
     part.node.append(el("div", "tool-error", chunk.errorText));
   }
 
+  // the app's tool results (an agent loop): shown under the call they answer
+  toolResult(chunk, state, text) {
+    const part = this.parts.get(`tool:${chunk.toolCallId}`);
+    if (!part) return;
+    const box = el("div", `tool-output ${state}`);
+    box.append(el("span", "badge", state === "done" ? "result" : state), el("pre", "args", text));
+    part.node.append(box);
+    part.node.dataset.result = state;
+  }
+
+  on_tool_output_available(chunk) {
+    const text = typeof chunk.output === "string" ? chunk.output : JSON.stringify(chunk.output, null, 2);
+    this.toolResult(chunk, "done", text);
+  }
+
+  on_tool_output_error(chunk) {
+    this.toolResult(chunk, "error", chunk.errorText);
+  }
+
+  on_tool_output_denied(chunk) {
+    this.toolResult(chunk, "denied", "the user did not approve this call");
+  }
+
   // sources and files
   sourceList() {
     if (!this.sources) {
@@ -373,6 +396,35 @@ export class MessageView {
       node.append(el("span", "badge", chunk.mediaType), el("span", null, chunk.url.slice(0, 80)));
     }
     this.add(node);
+  }
+
+  // The structured output (fold(..., output=...)): one data part, replaced as it grows,
+  // as the AI SDK's reader replaces a data part of the same type and id.
+  on_data_output(chunk) {
+    let part = this.parts.get(`data-output:${chunk.id}`);
+    if (!part) {
+      const node = el("div", "part output");
+      const head = el("div", "output-head");
+      const state = el("span", "badge", "typed output");
+      const count = el("span", "label", "");
+      head.append(state, count);
+      const body = el("pre", "args");
+      node.append(head, body);
+      part = { node, body, count, updates: 0 };
+      this.parts.set(`data-output:${chunk.id}`, part);
+      this.add(node);
+    }
+    const data = chunk.data || {};
+    part.updates += 1;
+    part.node.dataset.updates = String(part.updates);
+    part.node.dataset.state =
+      data.state === "complete" ? "done" : data.state === "failed" ? "error" : "streaming";
+    // The value stays on the element (tests read it); the page shows it indented.
+    part.node.streamfoldValue = data.value;
+    part.body.textContent = data.state === "failed"
+      ? String(data.error)
+      : JSON.stringify(data.value, null, 2);
+    part.count.textContent = `${data.state} · update ${part.updates}`;
   }
 
   onData(chunk) {
@@ -468,7 +520,10 @@ async function loadRecordings() {
   }
   const wanted = new URLSearchParams(location.search).get("recording");
   if (wanted && recordings.some((r) => r.name === wanted)) select.value = wanted;
-  const speed = new URLSearchParams(location.search).get("speed");
+  const params = new URLSearchParams(location.search);
+  if (params.get("output") === "json") $("#output").checked = true;
+  if (params.get("output_tool")) $("#output-tool").value = params.get("output_tool");
+  const speed = params.get("speed");
   if (speed && [...$("#speed").options].some((o) => o.value === speed)) $("#speed").value = speed;
 }
 
@@ -479,7 +534,12 @@ async function replay(recording, speed) {
   const view = new MessageView($("#message"), $("#finish"), $("#counter"));
   setStatus("streaming", "streaming…");
   try {
-    const url = `/ui-stream?recording=${encodeURIComponent(recording)}&speed=${speed}`;
+    let url = `/ui-stream?recording=${encodeURIComponent(recording)}&speed=${speed}`;
+    if ($("#output").checked) {
+      url += "&output=json";
+      const tool = $("#output-tool").value.trim();
+      if (tool) url += `&output_tool=${encodeURIComponent(tool)}`;
+    }
     const response = await fetch(url, { signal: controller.signal });
     if (!response.ok) throw new Error((await response.json()).error?.message ?? response.statusText);
     if (response.headers.get("x-vercel-ai-ui-message-stream") !== "v1") {

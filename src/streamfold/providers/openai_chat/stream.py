@@ -8,8 +8,10 @@ calls (function and custom), web page citations (`url_citation` annotations), Gr
 executed tools, usage, finish reason, id, model, `created` and the chunk fields the fold
 keeps (`system_fingerprint`, ...).
 
-Not carried: the order of text against tool calls beyond what the wire can say (adjacent
-text parts join into one, as a server's would); images, files and another provider's
+Not carried: the order of text against tool calls and refusals beyond what the wire can
+say (adjacent text parts join into one, and the refusal is a text of its own, as a
+server's would be); which text a citation belongs to (the message's annotations are one
+list, on its first text, their spans in the whole text); images, files and another provider's
 opaque blocks (a ReplayWarning, or an EncodeError with `strict=True`); citations without
 a URL; part options but the thinking ones above; other tool call metadata.
 """
@@ -53,32 +55,30 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
     chunks: list[dict[str, Any]] = [_chunk(head, {"role": "assistant", "content": ""})]
     calls = 0
     detail = 0
-    # Text parts next to each other are one text on the wire: their annotations go in one
-    # delta before it (the openai SDK's stream helper takes one annotations list a text;
-    # a second delta of them makes it raise), their spans moved into the joined text.
-    run: list[dict[str, Any]] | None = None
-    run_length = 0
+    # The message's text is one string on the wire (the SDK's `message.content`), and its
+    # annotations one list: they go in one delta before the first text, their spans moved
+    # into the whole text (the openai SDK's stream helper raises on a second delta of them).
+    notes: list[dict[str, Any]] = []
+    placed = False
+    length = 0
     for position, item in enumerate(message.stream_order()):
-        if (
-            isinstance(item, ContentPart)
-            and item.type == "text"
-            and not item.options.get("refusal")
-        ):
-            if run is None:
-                run, run_length = [], 0
-                chunks.append(_chunk(head, {"annotations": run}))
-            run.extend(
-                n for c in item.citations if (n := _annotation(writer, position, c, run_length))
+        if isinstance(item, ContentPart) and item.type == "text":
+            if item.options.get("refusal") is True:
+                text = item.content or ""
+                chunks.extend(_chunk(head, {"refusal": t}) for t in writer.pieces(text))
+                continue
+            if not placed:
+                chunks.append(_chunk(head, {"annotations": notes}))  # (filled below)
+                placed = True
+            notes.extend(
+                n for c in item.citations if (n := _annotation(writer, position, c, length))
             )
             text = item.content or ""
-            run_length += len(text)
+            length += len(text)
             chunks.extend(_chunk(head, {"content": t}) for t in writer.pieces(text))
-            continue
-        if isinstance(item, ToolCall):
+        elif isinstance(item, ToolCall):
             chunks.extend(_call_chunks(writer, head, item, calls, position))
             calls += 1
-        elif item.type == "text":
-            chunks.extend(_chunk(head, {"refusal": t}) for t in writer.pieces(item.content or ""))
         elif item.type == "thinking":
             chunks.extend(_thinking_chunks(writer, head, item, detail))
             detail += 1
@@ -92,8 +92,6 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
             else:
                 reason = "a Chat Completions stream has no field for it"
                 writer.drop(position, part_kind(item), reason)
-                continue  # (nothing on the wire: the text around it stays one)
-        run = None
     chunks = [c for c in chunks if c["choices"][0]["delta"] != {"annotations": []}]
     out = [sse(chunk) for chunk in chunks]
     if message.status in ("incomplete", "cancelled"):
