@@ -28,12 +28,16 @@ from support import (
     DeltaShape,
     assert_fast_same,
     assert_hot_lane_same,
+    chat_delta_kind,
+    chat_shapes,
     decoded_payloads,
     read,
     recordings,
+    reshape_chat_sse,
     reshape_responses,
     responses_delta_shapes,
     split_at,
+    sse_payloads,
 )
 
 from streamfold import fold
@@ -43,6 +47,7 @@ from streamfold.providers.openai_responses import OpenAIResponsesDecoder
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.generate import generate
+from streamfold.providers.openai_chat import OpenAIChatDecoder
 
 
 def _generated(provider: str, workload: str) -> bytes:
@@ -57,6 +62,12 @@ _STREAMS: list[tuple[str, bytes]] = [
     ("openai-chat", read("openai-chat/text-long-nano.sse")),
     ("openai-chat", _generated("openai-chat", "mixed")),
     ("openai-chat", read("deepseek/reasoner-reasoning-content.sse")),
+    # Layouts with fields repeated in every chunk: Snowflake's, Writer's, Perplexity's.
+    *(
+        ("openai-chat", reshape_chat_sse(_generated("openai-chat", "mixed"), template, 8))
+        for name, template in chat_shapes().items()
+        if name in ("snowflake text", "writer text", "perplexity search text")
+    ),
     ("openai-responses", read("openai-responses/reasoning-summary.sse")),
     ("openai-responses", read("openai-responses/function-call-reasoning-usage.sse")),
     ("openai-responses", _generated("openai-responses", "mixed")),
@@ -214,3 +225,50 @@ def test_hot_lane_takes_every_responses_shape(
     pieces = [data[at : at + 65536] for at in range(0, len(data), 65536)]
     list(fold(pieces, "openai-responses"))
     assert len([p for p in decoded if p.get("type") in RESPONSES_DELTA_FAMILY]) <= len(pieces)
+
+
+# Every Chat delta shape (each layout found in the recordings, and the built ones of
+# servers not recorded), re-written onto generated streams, with thinking first or none.
+
+_SHAPES = chat_shapes()
+_SHAPE_STREAM = generate("openai-chat", "mixed", 150).sse
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+@pytest.mark.parametrize("shape", list(_SHAPES))
+@pytest.mark.parametrize("thinking", [0, 20])
+def test_every_chat_shape_folds_the_same_with_the_lanes(shape: str, thinking: int) -> None:
+    data = reshape_chat_sse(_SHAPE_STREAM, _SHAPES[shape], thinking)
+    for size in (61, 4096, 65536):
+        pieces = [data[at : at + size] for at in range(0, len(data), size)]
+        assert_hot_lane_same(pieces, "openai-chat")
+    events = [piece for piece in re.split(rb"(?<=\n\n)", data) if piece]
+    assert_hot_lane_same(events, None)
+    assert_hot_lane_same([data], "openai-chat", strict=True)
+    assert_hot_lane_same([data[:3000], data[3000:]], "openai-chat", partial_arguments=True)
+    assert_fast_same([data], "openai-chat")
+    assert_fast_same(sse_payloads(data), "openai-chat")
+    assert_fast_same(sse_payloads(data), "openai-chat", strict=True)
+
+
+@pytest.mark.usefixtures("lane_from_the_first_event")
+@pytest.mark.parametrize("shape", list(_SHAPES))
+def test_the_lanes_take_the_deltas_of_every_chat_shape(
+    monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    """Not vacuous: whatever the layout, decode() sees the chunks that open or end
+    something, and few of the plain deltas (those before a shape is learned), as SSE in
+    pieces, one event per piece, and as decoded dicts."""
+    data = reshape_chat_sse(_SHAPE_STREAM, _SHAPES[shape], 20)
+    payloads = sse_payloads(data)
+    plain = sum(chat_delta_kind(payload) is not None for payload in payloads)
+    other = len(payloads) - plain
+    assert plain > 100
+    decoded = decoded_payloads(monkeypatch, OpenAIChatDecoder)
+    live = [piece for piece in re.split(rb"(?<=\n\n)", data) if piece]
+    for pieces in ([data[at : at + 65536] for at in range(0, len(data), 65536)], live, payloads):
+        decoded.clear()
+        list(fold(pieces, "openai-chat"))
+        # A shape is learned from its second chunk; each call (3) and the thinking and
+        # the text learn theirs, and the text's once more as a chunk of a call ends it.
+        assert len(decoded) - other <= 14, [chat_delta_kind(p) for p in decoded]
