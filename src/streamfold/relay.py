@@ -851,14 +851,16 @@ class RelayProducer:
         ttl_ms = int(cfg.lease_ttl * 1000)
         # Through the batcher: a thousand producers starting at once share a round trip
         # (and a connection) instead of each waiting for one of the pool's.
-        (taken,) = await relay._commands(
-            ("set", (self.lease_key, self._token), {"nx": True, "px": ttl_ms})
+        # Whether the stream exists is asked in the same round trip, after the SET: its
+        # answer counts only if the lease is ours.
+        taken, exists = await relay._commands(
+            ("set", (self.lease_key, self._token), {"nx": True, "px": ttl_ms}),
+            ("exists", (self.checkpoint_key, self.events_key), {}),
         )
         if not taken:
             (owner,) = await relay._commands(("get", (self.lease_key,), {}))
             if owner is None or _text(owner) != self._token:  # not a retried SET of ours
                 raise RelayBusy(f"stream {self.stream_id!r} is being produced by another worker")
-        (exists,) = await relay._commands(("exists", (self.checkpoint_key, self.events_key), {}))
         if exists:
             await relay._commands(("delete", (self.lease_key,), {}))
             raise RelayBusy(
@@ -1035,12 +1037,23 @@ class RelayProducer:
         # reconnects silently): a batch without a checkpoint first asks whether the last
         # one is still there, so a lost one is written again at once.
         probe = ckpt is None
-        commands: list[Command] = [("exists", (self.checkpoint_key,), {})] if probe else []
+        # Whether a stop was requested is asked in the same round trip, at no cost. With
+        # the probe it is one command: EXISTS counts a key named twice twice, so the
+        # answer is the checkpoint's 1 plus the stop key's 2 (a command less per batch).
+        both = probe and final is None
+        commands: list[Command] = []
+        if both:
+            commands.append(("exists", (self.checkpoint_key, self.stop_key, self.stop_key), {}))
+        elif probe:
+            commands.append(("exists", (self.checkpoint_key,), {}))
+        # The XADD as Redis takes it: redis-py's xadd() checks and rebuilds its arguments
+        # on every call, a cost paid per event by a producer that already has them right.
+        key, maxlen = self.events_key, cfg.maxlen
         commands += [
             (
-                "xadd",
-                (self.events_key, {"e": body, "t": now}),
-                {"id": _entry_id(first + n), "maxlen": cfg.maxlen, "approximate": True},
+                "execute_command",
+                ("XADD", key, "MAXLEN", "~", maxlen, _entry_id(first + n), "e", body, "t", now),
+                {},
             )
             for n, body in enumerate(bodies)
         ]
@@ -1059,16 +1072,20 @@ class RelayProducer:
                 commands.append(("set", (self.lease_key, self._token), {"px": ttl_ms}))
             if ckpt is not None:
                 commands.append(("pexpire", (self.checkpoint_key, expire_ms), {}))
-            # A stop request from any worker: asked in the same round trip, at no cost.
-            commands.append(("exists", (self.stop_key,), {}))
+            if not both:  # a stop request from any worker
+                commands.append(("exists", (self.stop_key,), {}))
         results, retried = await relay._batcher().run(commands)
-        if final is None:
-            stop_asked = results.pop()
-            if stop_asked == 1:
-                self._stop_seen()
+        if final is not None:
+            stop_asked = False
+        elif both:
+            stop_asked = isinstance(results[0], int) and results[0] >= 2
+        else:
+            stop_asked = results.pop() == 1
+        if stop_asked:
+            self._stop_seen()
         if retried:
             self._force_checkpoint = True  # Redis may have come back empty
-        checkpoint_lost = probe and results[0] == 0
+        checkpoint_lost = probe and isinstance(results[0], int) and results[0] % 2 == 0
         if checkpoint_lost:
             self._force_checkpoint = True
         for result in results[probe:]:
