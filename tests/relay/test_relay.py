@@ -1886,3 +1886,29 @@ async def test_a_lost_turn_producer_ends_its_readers_incomplete(relay: Relay) ->
     items = await asyncio.wait_for(drain(relay.subscribe_turn(turn_id)), 20)
     end = items[-1].item
     assert isinstance(end, TurnCompleted) and end.synthetic and end.status == "incomplete"
+
+
+async def test_a_write_between_checkpoints_costs_its_xadds_and_one_exists(tmp_path: Path) -> None:
+    """Per batch of events the producer asks Redis two things (is the checkpoint still
+    there, was a stop requested) in a single EXISTS: a command per event is the cost."""
+    server = RedisServer(tmp_path / "commands")
+    server.start()
+    try:
+        ref = reference(RECORDINGS[0])
+        # No checkpoint and no heartbeat inside the measured feeds.
+        config = fast_config(checkpoint_every=5000, lease_ttl=60.0)
+        async with Relay.from_url(server.url, config) as relay:
+            producer = relay.producer(sid())
+            await producer.start()
+            await relay.redis.config_resetstat()
+            writes = 0
+            for chunk in ref.chunks:
+                writes += bool(await producer.feed(chunk))
+            calls = await _command_calls(relay.redis)
+            assert calls["xadd"] == producer.seq
+            assert calls["exists"] == writes
+            await producer.close()
+            items = await drain(relay.subscribe(producer.stream_id, after=0))
+            assert [event_to_json(i.event) for i in items] == ref.events  # type: ignore[arg-type]
+    finally:
+        server.stop()
