@@ -332,8 +332,12 @@ def table(
         "| decoded dicts |",
         "|---|---|--:|--:|--:|",
     ]
+    measured = {r["workload"] for r in rows}
     for s in shapes:
+        if s["name"] not in measured:
+            continue
         for b in builds:
+
             def span(inp: str, b: str = b, s: dict[str, Any] = s) -> str:
                 values = [cells.get((s["name"], b, inp, n)) for n in shown]
                 return " / ".join("-" if v is None else f"{v:.2f}x" for v in values)
@@ -371,9 +375,11 @@ def targets(rows: list[dict[str, Any]], build: str | None = None) -> list[str]:
             continue
         worst = max(ratios)
         over = sorted({w for v, w, _ in ratios if v > limit})
-        verdict = "met" if not over else f"NOT met on {len(over)} of {len({w for _, w, _ in ratios})}"
+        shapes_seen = len({w for _, w, _ in ratios})
+        verdict = "met" if not over else f"NOT met on {len(over)} of {shapes_seen}"
+        median = statistics.median(v for v, _, _ in ratios)
         out.append(
-            f"{what} ≤ {limit}x floor: {verdict} (median {statistics.median(v for v, _, _ in ratios):.2f}x, "
+            f"{what} ≤ {limit}x floor: {verdict} (median {median:.2f}x, "
             f"worst {worst[0]:.2f}x: {worst[1]} at {run._size(worst[2])})"
         )
     return out
@@ -381,8 +387,11 @@ def targets(rows: list[dict[str, Any]], build: str | None = None) -> list[str]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """List the shapes, or measure them in this process and print the table."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.shapes", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.shapes",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--list", action="store_true", help="print the shapes found, no timing")
     parser.add_argument("--shape", action="append", help="a shape's name or prefix (repeatable)")
     parser.add_argument("--sizes", default="10000,100000")
