@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import inspect
 import math
 import re
+import types
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar, Final
 
@@ -97,6 +99,10 @@ _is_ascii: Final = str.isascii
 _OPENAI_CHAT_HELPER = "openai.lib.streaming.chat"
 # How much of the input's start the error for input without an event quotes.
 _START_BYTES = 200
+# A generator object's type, and the code flag that makes one awaitable
+# (types.coroutine): what check_source looks for in a generator.
+_GENERATOR: Final = types.GeneratorType
+_ITERABLE_COROUTINE: Final = inspect.CO_ITERABLE_COROUTINE
 # Metadata a fold records whether or not it understood any event of its stream.
 _UNLEARNED_METADATA = frozenset({"provider", "skipped_events", "truncated_tail"})
 
@@ -1335,6 +1341,11 @@ def _source(
 ) -> tuple[Any, Any]:
     if type(chunks) is list:
         return chunks, provider  # the common case
+    if type(chunks) is _GENERATOR and not chunks.gi_code.co_flags & _ITERABLE_COROUTINE:
+        # A plain generator (httpx's iter_bytes, a caller's own): nothing check_source
+        # refuses, and its checks (interpreted, ABC instance checks) were a microsecond
+        # of a short stream's fold.
+        return chunks, provider
     if isinstance(chunks, Recording):
         return chunks, provider or chunks.provider
     if isinstance(chunks, bytes | bytearray | str | dict | MessageDelta | ContentPart):
