@@ -1,7 +1,9 @@
-"""InvokeModel's dict lane (BedrockInvokeDecoder.object_text, which the fold takes for
-eventstream messages and decoded dicts alike) against the full path: every Anthropic
-recording as Bedrock streams it, a generated stream, and the invoke fuzz's mutated
-streams, folded with and without the lane, give the same events, error and message."""
+"""InvokeModel's lanes against the full path: the eventstream lane
+(BedrockInvokeDecoder.eventstream_shortcut: a chunk message's bytes, through the Anthropic
+decoder's SSE hot lane) and the dict lane (object_text, for the messages the first leaves
+and for decoded dicts). Every Anthropic recording as Bedrock streams it, generated
+streams, and the invoke fuzz's mutated streams (events and bytes), folded with and
+without the lanes, give the same events, error and message."""
 
 from __future__ import annotations
 
@@ -12,7 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from invoke_support import INVOKE_SOURCES, boto3_events, chunk_frame, invoke_bytes
-from reliability.test_fuzz import EXAMPLES, HypothesisChooser, mutate_events, parse
+from reliability.test_fuzz import (
+    EXAMPLES,
+    HypothesisChooser,
+    mutate_bytes,
+    mutate_events,
+    parse,
+    split,
+)
 from support import assert_fast_same
 
 from providers.bedrock_invoke.test_fuzz import wrap
@@ -56,3 +65,40 @@ def test_mutated_invoke_streams_fold_the_same_with_the_lane(rel: str, data: st.D
     assert_fast_same([raw], "bedrock-invoke", strict=strict)
     assert_fast_same(decoded, "bedrock-invoke", strict=strict)
     data.draw(st.just(done), label="mutations")
+
+
+@settings(
+    max_examples=max(100, EXAMPLES // 4),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(rel=st.sampled_from(INVOKE_SOURCES), data=st.data())
+def test_byte_mutated_invoke_streams_fold_the_same_with_the_lanes(
+    rel: str, data: st.DataObject
+) -> None:
+    c = HypothesisChooser(data)
+    raw, done = mutate_bytes(invoke_bytes(rel), c)
+    assert_fast_same(split(raw, c), "bedrock-invoke")
+    data.draw(st.just(done), label="mutations")
+
+
+def test_a_chunk_wrapper_written_otherwise_takes_the_full_path() -> None:
+    # Escapes, other keys or whitespace in the wrapper: the lane declines, the fold reads
+    # the JSON (the same message either way).
+    import base64
+    import json
+
+    from invoke_support import claude_events, eventstream_message
+
+    headers = {":event-type": "chunk", ":content-type": "application/json"}
+    headers[":message-type"] = "event"
+    for form in ('{{"bytes":"{}"}}', '{{ "bytes": "{}", "p": "ab" }}', '{{"p":"x","bytes":"{}"}}'):
+        frames = []
+        for event in claude_events("anthropic/text-basic.sse"):
+            b64 = base64.b64encode(json.dumps(event, separators=(",", ":")).encode()).decode()
+            frames.append(eventstream_message(headers, form.format(b64).encode()))
+        assert_fast_same([b"".join(frames)], "bedrock-invoke")
+    escaped = b64.replace("/", "\\/") if "/" in b64 else b64
+    assert_fast_same(
+        [eventstream_message(headers, ('{"bytes":"' + escaped + '"}').encode())], "bedrock-invoke"
+    )
