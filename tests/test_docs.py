@@ -13,6 +13,7 @@ An example that cannot run here (none today) says so on the line before its fenc
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import textwrap
 from collections.abc import AsyncIterator, Iterator
@@ -87,9 +88,13 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             '"tests/fixtures/real/anthropic/thinking-then-tool-use.sse")',
             "concepts/resuming.md: folder = streamfold.StreamFolder()",
             "live-ui.md: from starlette.responses import StreamingResponse",
+            "live-ui.md: from streamfold import ToolResult, fold",
+            "agent-loops.md: from streamfold import ToolResult, fold",
+            "live-ui.md: from streamfold import encode",
             "providers/index.md: class LineChat(streamfold.Decoder):",
             "providers/streamfold.md: CP = streamfold.ContentPart",
             "relay.md: # app.py",
+            'relay.md: async with relay.turn("chat-42/turn-7") as turn:          # worker A',
         ]
     )
     assert all(reason.strip() for _, reason in BLOCKS.values() if reason is not None)
@@ -227,6 +232,63 @@ def test_the_live_ui_example() -> None:
     assert text.rstrip().endswith("data: [DONE]")
 
 
+def test_the_agent_loop_ui_example() -> None:
+    namespace: dict[str, Any] = {
+        "first_response_bytes": [read("anthropic/thinking-then-tool-use.sse")],
+        "second_response_bytes": [read("anthropic/text-basic.sse")],
+        "run_tool": lambda call: f"{call.name} ran",
+    }
+    exec(_block("live-ui.md: from streamfold import ToolResult, fold"), namespace)
+    chunks = [
+        json.loads(line[6:])
+        for line in b"".join(namespace["body"]).decode().splitlines()
+        if line.startswith("data: {")
+    ]
+    types = [c["type"] for c in chunks]
+    assert types.count("start-step") == 2 and types.count("finish-step") == 2
+    output = chunks[types.index("tool-output-available")]
+    assert output == {
+        "type": "tool-output-available",
+        "toolCallId": namespace["call"].call_id,
+        "output": "fixed_version ran",
+    }
+    assert types.index("tool-output-available") < types.index("start-step", 2)
+
+
+def test_the_agent_loop_agui_example() -> None:
+    pytest.importorskip("ag_ui")
+    namespace: dict[str, Any] = {
+        "first_response_bytes": [read("anthropic/thinking-then-tool-use.sse")],
+        "second_response_bytes": [read("anthropic/text-basic.sse")],
+        "run_tool": lambda call: f"{call.name} ran",
+    }
+    exec(_block("agent-loops.md: from streamfold import ToolResult, fold"), namespace)
+    types = [
+        json.loads(line[6:])["type"]
+        for line in b"".join(namespace["body"]).decode().splitlines()
+        if line.startswith("data: ")
+    ]
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+    assert types.count("STEP_STARTED") == 2
+    assert types.index("TOOL_CALL_RESULT") < types.index("STEP_STARTED", 2)
+
+
+def test_the_ui_messages_example() -> None:
+    history = [
+        streamfold.Message.user("Weather in Paris?"),
+        streamfold.fold_message(
+            [read("anthropic/thinking-then-tool-use.sse")], provider="anthropic"
+        ),
+    ]
+    from streamfold.ui import dump_ui_messages
+
+    namespace: dict[str, Any] = {"request_body": {"messages": dump_ui_messages(history)}}
+    exec(_block("live-ui.md: from streamfold import encode"), namespace)
+    signature = history[1].content[0].options["signature"]
+    assert namespace["body"]["messages"][1]["content"][0]["signature"] == signature
+    assert namespace["stored"] == namespace["request_body"]["messages"]
+
+
 def test_the_bring_your_own_provider_example() -> None:
     class Response:
         def iter_bytes(self) -> Iterator[bytes]:
@@ -325,6 +387,46 @@ def test_the_demo_app_example() -> None:
     namespace: dict[str, Any] = {}
     exec(_block("relay.md: # app.py"), namespace)
     assert namespace["app"].routes
+
+
+def test_the_turn_example(tmp_path: Path) -> None:
+    pytest.importorskip("redis")
+    from redis_support import REDIS_SERVER, SKIP_REASON, RedisServer
+
+    if REDIS_SERVER is None:
+        pytest.skip(SKIP_REASON)
+    from streamfold import ToolResult
+    from streamfold.relay import Relay, TurnCompleted
+
+    class Response:
+        def __init__(self, rel: str) -> None:
+            self.data = read(rel)
+
+        async def aiter_bytes(self) -> AsyncIterator[bytes]:
+            yield self.data
+
+    block = _block('relay.md: async with relay.turn("chat-42/turn-7") as turn:          # worker A')
+    code = "async def example():\n" + textwrap.indent(block, "    ") + "\n    return item\n"
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+
+        async def run() -> Any:
+            async with Relay.from_url(server.url) as relay:
+                namespace: dict[str, Any] = {
+                    "relay": relay,
+                    "response_1": Response("anthropic/thinking-then-tool-use.sse"),
+                    "response_2": Response("anthropic/text-basic.sse"),
+                    "run_tool": lambda call: ToolResult(tool_call_id=call.call_id, content="ok"),
+                }
+                exec(code, namespace)
+                return await namespace["example"]()
+
+        last = asyncio.run(run())
+    finally:
+        server.stop()
+    assert isinstance(last.item, TurnCompleted) and last.item.status == "complete"
+    assert last.step == 2 + 1  # two responses and a tool result, then the end
 
 
 def test_the_request_info_example() -> None:

@@ -135,7 +135,7 @@ import jiter
 
 from .accumulator import Accumulator
 from .deltas import ClosePart, Delta, GrowPart, OpenPart, UpdateMessage
-from .errors import EventJSONError, StreamfoldError, UsageError
+from .errors import EventJSONError, StreamfoldError, UsageError, preview
 from .events import (
     Event,
     MessageCompleted,
@@ -148,7 +148,7 @@ from .events import (
 from .events_json import event_from_json, event_to_json
 from .fold import StreamFolder, _source
 from .limits import Limits
-from .message import Message, Usage
+from .message import Message, ToolResult, Usage
 
 T = TypeVar("T")
 
@@ -730,6 +730,53 @@ class Relay:
 
     # --- producing ----------------------------------------------------------------------
 
+    def stop_key(self, stream_id: str) -> str:
+        """The key a stop request for `stream_id` sets (see `request_stop`)."""
+        return self.keys(stream_id)[0].removesuffix(":events") + ":stop"
+
+    async def request_stop(self, stream_id: str) -> bool:
+        """Ask the producer of `stream_id`, on whichever worker it runs, to stop: it
+        closes its source (the request to the provider), ends the message with status
+        cancelled, keeping what arrived, and every reader gets that end. Returns whether
+        a producer held the stream when asked (False: it was finished, or not started:
+        a producer that starts later under the same id is not stopped by this).
+
+        The producer sees the request in its next write (the provider is streaming) or
+        within one heartbeat (`lease_ttl / 3`: the provider is silent). A reader that
+        disconnects stops nothing: only this does."""
+        stop = self.stop_key(stream_id)
+        _events_key, _checkpoint_key, lease = self.keys(stream_id)
+        turn_list, turn_lease = _turn_keys(self, stream_id)
+        expire_ms = int(self.config.expire_after * 1000)
+        producing, turning, last_step, _set = await self._commands(
+            ("exists", (lease,), {}),
+            ("exists", (turn_lease,), {}),
+            ("lindex", (turn_list, -1), {}),
+            ("set", (stop, "1"), {"px": expire_ms}),
+        )
+        if turning and last_step is not None:
+            # A turn: its response being written stops at its next write too, not only
+            # at the turn's next heartbeat.
+            step = _json(last_step)
+            response = step.get("response") if isinstance(step, dict) else None
+            if isinstance(response, str) and _STREAM_ID.match(response):
+                await self._commands(("set", (self.stop_key(response), "1"), {"px": expire_ms}))
+        return bool(producing or turning)
+
+    def turn(self, turn_id: str) -> RelayTurn:
+        """A producer of a whole agent-loop turn under `turn_id` (see RelayTurn)."""
+        self.keys(turn_id)  # the same rules as a stream id
+        return RelayTurn(self, turn_id)
+
+    def subscribe_turn(
+        self, turn_id: str, after: str | int | None = None
+    ) -> AsyncIterator[TurnRelayed]:
+        """The turn's items, from any worker: each response (a Snapshot, then its events),
+        each tool result, then TurnCompleted. A reader that joins late gets the loop so
+        far, then the rest; `after=<the id of the last item seen>` resumes right after it."""
+        self.keys(turn_id)
+        return _turn_items(self, turn_id, after)
+
     def producer(
         self,
         stream_id: str,
@@ -782,6 +829,13 @@ class RelayProducer:
         self._saves_state = True
         self._heartbeat: asyncio.Task[None] | None = None
         self._lease_at = time.monotonic()
+        self.stop_key = relay.stop_key(stream_id)
+        self.stop_requested = False
+        """True once a `Relay.request_stop` for this stream reached the producer: its
+        message ends cancelled (`pump` closes its source; a loop of its own over `feed`
+        should stop reading when `finished` turns True)."""
+        self._pumping: asyncio.Task[Any] | None = None  # the task in `pump`, to wake it
+        self._awaiting_source = False  # pump is waiting for the source's next chunk
 
     @property
     def finished(self) -> bool:
@@ -811,6 +865,8 @@ class RelayProducer:
                 f"stream {self.stream_id!r} already exists (finished or abandoned); "
                 "use a new id, or relay.delete() it first"
             )
+        # A stop request left from an earlier stream of this id is not for this one.
+        await relay._commands(("delete", (self.stop_key,), {}))
         relay._producers.add(self)  # from here on, a stop() ends it too
         try:
             await self._write([], checkpoint=True)
@@ -839,6 +895,8 @@ class RelayProducer:
             await self.fail(exc)
             raise
         await self.send(events)
+        if self.stop_requested and not self._done:
+            events = events + await self.cancel()
         return events
 
     async def close(self) -> list[Event]:
@@ -877,22 +935,57 @@ class RelayProducer:
         await self.send([MessageCompleted(message=message)])
 
     async def pump(self, chunks: AsyncIterable[Any] | Iterable[Any]) -> Message:
-        """Feed every chunk, then close; return the final Message."""
+        """Feed every chunk, then close; return the final Message.
+
+        A `Relay.request_stop` for this stream, from any worker, ends it early: the
+        source is closed (an async generator's `aclose`, an iterator's `close`: for an
+        HTTP response's byte iterator, the request to the provider) and the message ends
+        with status cancelled, keeping what arrived."""
         await self.start()
-        if isinstance(chunks, AsyncIterable):
-            async for chunk in chunks:
-                await self.feed(chunk)
-                if self._done:
-                    break
-        else:
-            for chunk in chunks:
-                await self.feed(chunk)
-                if self._done:
-                    break
-                await asyncio.sleep(0)
+        self._pumping = asyncio.current_task()
+        try:
+            if isinstance(chunks, AsyncIterable):
+                iterator = aiter(chunks)
+                while not self._done and not self.stop_requested:
+                    self._awaiting_source = True
+                    try:
+                        chunk = await anext(iterator)
+                    except StopAsyncIteration:
+                        break
+                    finally:
+                        self._awaiting_source = False
+                    await self.feed(chunk)
+            else:
+                for chunk in chunks:
+                    await self.feed(chunk)
+                    if self._done:
+                        break
+                    await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            # Woken by a stop request while the source was silent: not a cancellation
+            # of the caller's, so it is taken back and the message ends cancelled.
+            if not self.stop_requested or task is None or task.uncancel() > 0:
+                raise
+        finally:
+            self._pumping = None
+        if self.stop_requested:
+            await _close_source(chunks)
+            await self.cancel()
         await self.close()
         assert self.message is not None
         return self.message
+
+    def _stop_seen(self) -> None:
+        """A stop request reached this producer (a write or the heartbeat saw its key)."""
+        if self.stop_requested or self._done:
+            return
+        self.stop_requested = True
+        task = self._pumping
+        if task is not None and self._awaiting_source and task is not asyncio.current_task():
+            # Waiting on a silent source: wake it (pump takes the cancellation back). A
+            # pump in the middle of a write sees the request when the write returns.
+            task.cancel()
 
     async def send(self, events: list[Event]) -> None:
         """Publish events folded elsewhere from this producer's folder (feed does it)."""
@@ -966,7 +1059,13 @@ class RelayProducer:
                 commands.append(("set", (self.lease_key, self._token), {"px": ttl_ms}))
             if ckpt is not None:
                 commands.append(("pexpire", (self.checkpoint_key, expire_ms), {}))
+            # A stop request from any worker: asked in the same round trip, at no cost.
+            commands.append(("exists", (self.stop_key,), {}))
         results, retried = await relay._batcher().run(commands)
+        if final is None:
+            stop_asked = results.pop()
+            if stop_asked == 1:
+                self._stop_seen()
         if retried:
             self._force_checkpoint = True  # Redis may have come back empty
         checkpoint_lost = probe and results[0] == 0
@@ -1021,8 +1120,11 @@ class RelayProducer:
                 pipe.set(self.lease_key, self._token, px=ttl_ms)
                 pipe.pexpire(self.events_key, expire_ms)
                 pipe.pexpire(self.checkpoint_key, expire_ms)
-                _lease, _events, checkpoint_kept = await pipe.execute()
+                pipe.exists(self.stop_key)
+                _lease, _events, checkpoint_kept, stop_asked = await pipe.execute()
                 self._lease_at = time.monotonic()
+                if stop_asked:
+                    self._stop_seen()  # the source is silent: the write would not see it
                 if not checkpoint_kept and not self._done:
                     # Redis restarted empty while this producer had nothing to write: a
                     # late joiner must still find the message so far.
@@ -1060,6 +1162,20 @@ class RelayProducer:
         the write is cancelled and awaited, never left running or failing unheard."""
         with contextlib.suppress(Exception):
             await asyncio.wait_for(ending, _LAST_WORD_TIMEOUT)
+
+
+async def _close_source(chunks: Any) -> None:
+    """Close what a stopped producer was reading (the provider's response), whatever kind
+    of iterable it is; one that cannot be closed is left to its owner."""
+    close = getattr(chunks, "aclose", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await close()
+        return
+    close = getattr(chunks, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            close()
 
 
 Command = tuple[str, tuple[Any, ...], dict[str, Any]]
@@ -1591,6 +1707,291 @@ def _contiguous(entries: list[Relayed]) -> bool:
     return all(b.seq == a.seq + 1 for a, b in itertools.pairwise(entries))
 
 
+# --- turns: the responses of an agent loop and the tool results between them -----------
+#
+# A turn is a list of steps under `P T:turn` (RPUSH, JSON): {"response": <stream id>} for
+# each response, published as a stream of its own (`T/0`, `T/1`, ...: everything above
+# holds for it), {"tool_result": <ToolResult>} for each result the app sends, and a last
+# {"end": {"status": ...}}. `P T:turn-lease` is the turn producer's heartbeat. A reader
+# walks the list: a response's stream from its start (a snapshot of a finished one is
+# the whole message), a tool result as it is, then waits for the next step; one that
+# joins late gets the loop so far, then the rest.
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCompleted:
+    """The turn is over: `status` complete, cancelled (stopped), error, or incomplete (its
+    producer was lost: `synthetic`)."""
+
+    type: Literal["turn_completed"] = field(default="turn_completed", init=False)
+    status: Literal["complete", "cancelled", "error", "incomplete"] = "complete"
+    synthetic: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRelayed:
+    """One item of a turn's subscription."""
+
+    id: str
+    """`<step>:<entry id>` (a response's entry), `<step>` (a tool result or the end): pass
+    it as `after=` to resume right after it."""
+    step: int
+    """The step's place in the turn (responses and tool results, in order)."""
+    item: Relayed | ToolResult | TurnCompleted
+
+    def events(self) -> list[Event | ToolResult]:
+        """This item as what the UI and AG-UI encoders take: a snapshot's events, an
+        event, a tool result; nothing for the end (close the encoder)."""
+        item = self.item
+        if isinstance(item, Relayed):
+            event = item.event
+            return list(event.events()) if isinstance(event, Snapshot) else [event]
+        if isinstance(item, ToolResult):
+            return [item]
+        return []
+
+
+def _turn_keys(relay: Relay, turn_id: str) -> tuple[str, str]:
+    base = relay.keys(turn_id)[0].removesuffix(":events")
+    return base + ":turn", base + ":turn-lease"
+
+
+class RelayTurn:
+    """Publishes one turn of an agent loop: `respond(chunks)` per response, `tool_result`
+    per result the app sends, `close()`. As an async context manager it starts, and on
+    leaving ends the turn: complete, cancelled if the block was cancelled or a stop was
+    requested, error if the block raised."""
+
+    def __init__(self, relay: Relay, turn_id: str) -> None:
+        if len(turn_id) > 190:
+            raise UsageError(
+                f"relay.turn: expected a turn id of at most 190 characters, got {len(turn_id)}"
+            )
+        self.relay = relay
+        self.turn_id = turn_id
+        self.list_key, self.lease_key = _turn_keys(relay, turn_id)
+        self.stop_key = relay.stop_key(turn_id)
+        self.steps = 0
+        self.messages: list[Message] = []
+        self.producer: RelayProducer | None = None
+        """The response being published now."""
+        self._token = secrets.token_hex(8)
+        self._started = False
+        self._done = False
+        self._stopped = False
+        self._beat: asyncio.Task[None] | None = None
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once a `Relay.request_stop` of the turn reached it."""
+        return self._stopped
+
+    async def start(self) -> None:
+        """Take the turn's lease; refuse a turn id that exists already."""
+        if self._started:
+            return
+        relay, cfg = self.relay, self.relay.config
+        relay._check_running(f"produce turn {self.turn_id!r}")
+        ttl_ms = int(cfg.lease_ttl * 1000)
+        taken, exists, _stale = await relay._commands(
+            ("set", (self.lease_key, self._token), {"nx": True, "px": ttl_ms}),
+            ("exists", (self.list_key,), {}),
+            ("delete", (self.stop_key,), {}),
+        )
+        if not taken:
+            raise RelayBusy(f"turn {self.turn_id!r} is being produced by another worker")
+        if exists:
+            await relay._commands(("delete", (self.lease_key,), {}))
+            raise RelayBusy(f"turn {self.turn_id!r} already exists; use a new id")
+        self._started = True
+        self._beat = asyncio.create_task(self._heartbeat(), name=f"relay-turn-{self.turn_id}")
+
+    async def _push(self, step: dict[str, Any]) -> None:
+        expire_ms = int(self.relay.config.expire_after * 1000)
+        await self.relay._commands(
+            ("rpush", (self.list_key, _dumps(step)), {}),
+            ("pexpire", (self.list_key, expire_ms), {}),
+        )
+        self.steps += 1
+
+    async def _check_stop(self) -> bool:
+        (asked,) = await self.relay._commands(("exists", (self.stop_key,), {}))
+        self._stopped = self._stopped or bool(asked)
+        return self._stopped
+
+    async def respond(
+        self, chunks: Any, *, provider: str | None = None, folder: StreamFolder | None = None
+    ) -> Message:
+        """Fold one response of the loop and publish it as the turn's next step; return
+        its Message (status cancelled when a stop came meanwhile)."""
+        await self.start()
+        self._check_open("respond")
+        if await self._check_stop():
+            raise RelayStopped(f"turn {self.turn_id!r}: a stop was requested")
+        stream_id = f"{self.turn_id}/{self.steps}"
+        source, provider = _source(chunks, provider, "RelayTurn.respond", asynchronous=True)
+        producer = self.relay.producer(
+            stream_id, folder=folder, provider=None if folder else provider
+        )
+        await producer.start()  # the stream exists before the step names it
+        await self._push({"response": stream_id})
+        self.producer = producer
+        if self._stopped:  # asked between the check above and now
+            producer._stop_seen()
+        try:
+            async with producer:
+                message = await producer.pump(source)
+        finally:
+            self.producer = None
+        self.messages.append(message)
+        if producer.stop_requested:
+            self._stopped = True
+        return message
+
+    async def tool_result(self, result: ToolResult) -> None:
+        """Publish a tool result the app got (the loop's next step)."""
+        if not isinstance(result, ToolResult):
+            raise UsageError(f"tool_result: expected a ToolResult, got {type(result).__name__}")
+        await self.start()
+        self._check_open("tool_result")
+        await self._push({"tool_result": result.model_dump(mode="json")})
+
+    async def close(self, status: Literal["complete", "cancelled", "error"] = "complete") -> None:
+        """End the turn (its readers get TurnCompleted)."""
+        await self.start()
+        if self._done:
+            return
+        if self._stopped and status == "complete":
+            status = "cancelled"
+        self._done = True
+        await self._push({"end": {"status": status}})
+        expire_ms = int(self.relay.config.expire_after * 1000)
+        await self.relay._commands(
+            ("delete", (self.lease_key,), {}), ("pexpire", (self.list_key, expire_ms), {})
+        )
+        await self._stop_beat()
+
+    def _check_open(self, what: str) -> None:
+        if self._done:
+            raise UsageError(f"RelayTurn.{what}: the turn {self.turn_id!r} is closed")
+
+    async def _heartbeat(self) -> None:
+        relay, cfg = self.relay, self.relay.config
+        ttl_ms = int(cfg.lease_ttl * 1000)
+        while not self._done:
+            await asyncio.sleep(cfg.heartbeat)
+            with contextlib.suppress(RelayError, *relay._errors):
+                _lease, asked = await relay._commands(
+                    ("set", (self.lease_key, self._token), {"px": ttl_ms}),
+                    ("exists", (self.stop_key,), {}),
+                )
+                if asked and not self._stopped:
+                    self._stopped = True
+                    producer = self.producer
+                    if producer is not None:  # the response being written stops too
+                        producer._stop_seen()
+
+    async def _stop_beat(self) -> None:
+        task, self._beat = self._beat, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def __aenter__(self) -> RelayTurn:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if self._done:
+                return
+            if exc is None or (isinstance(exc, RelayStopped) and self._stopped):
+                await self.close()
+            elif isinstance(exc, asyncio.CancelledError | GeneratorExit | KeyboardInterrupt):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.close("cancelled"), _LAST_WORD_TIMEOUT)
+            elif not isinstance(exc, RelayUnavailable):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.close("error"), _LAST_WORD_TIMEOUT)
+        finally:
+            await self._stop_beat()
+
+
+async def _turn_items(
+    relay: Relay, turn_id: str, after: str | int | None
+) -> AsyncIterator[TurnRelayed]:
+    list_key, lease_key = _turn_keys(relay, turn_id)
+    cfg = relay.config
+    step, entry_after = _turn_after(after)
+    deadline = time.monotonic() + cfg.start_timeout
+    delay = 0.02
+    lease_gone_since: float | None = None
+    for _ in range(_MAX_ATTEMPTS * 1000):
+        (raw,) = await relay._commands(("lindex", (list_key, step), {}))
+        if raw is None:
+            lease, length = await relay._commands(
+                ("exists", (lease_key,), {}), ("llen", (list_key,), {})
+            )
+            now = time.monotonic()
+            if not lease and not length and now >= deadline:
+                raise RelayNotFound(
+                    f"no relayed turn {turn_id!r} within {cfg.start_timeout:g} s "
+                    "(never started, or expired)"
+                )
+            if length and not lease:
+                lease_gone_since = lease_gone_since or now
+                if now - lease_gone_since >= cfg.lease_ttl:
+                    yield TurnRelayed(str(step), step, TurnCompleted("incomplete", synthetic=True))
+                    return
+            else:
+                lease_gone_since = None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, cfg.poll)
+            continue
+        delay = 0.02
+        entry = _json(raw)
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise RelayError(
+                f"turn {turn_id!r} step {step}: expected one step, got {preview(entry)}"
+            )
+        ((kind, value),) = entry.items()
+        if kind == "response" and isinstance(value, str):
+            async for relayed in relay.subscribe(value, after=entry_after):
+                yield TurnRelayed(f"{step}:{relayed.id}", step, relayed)
+        elif kind == "tool_result":
+            try:
+                result = ToolResult.model_validate(value)
+            except StreamfoldError as exc:
+                raise RelayError(f"turn {turn_id!r} step {step}: {exc}") from None
+            yield TurnRelayed(str(step), step, result)
+        elif kind == "end" and isinstance(value, dict):
+            said = value.get("status")
+            status: Literal["complete", "cancelled", "error", "incomplete"] = (
+                said if said in ("complete", "cancelled", "error") else "incomplete"
+            )
+            yield TurnRelayed(str(step), step, TurnCompleted(status))
+            return
+        else:
+            raise RelayError(f"turn {turn_id!r} step {step}: unknown step {kind!r}")
+        step += 1
+        entry_after = None
+    raise RelayError(f"turn {turn_id!r}: the subscription ran too long")
+
+
+def _turn_after(after: str | int | None) -> tuple[int, str | None]:
+    """Where a turn's subscription starts: (step, the entry id in its response, if any)."""
+    if after is None:
+        return 0, None
+    if isinstance(after, str):
+        head, colon, entry = after.partition(":")
+        if head.isdigit() and (not colon or _ENTRY_ID.match(entry)):
+            return (int(head), entry) if colon else (int(head) + 1, None)
+    raise UsageError(
+        f"subscribe_turn: expected after= an id '<step>' or '<step>:0-<seq>', got {after!r}"
+    )
+
+
 __all__ = [
     "CHECKPOINT_VERSION",
     "Checkpoint",
@@ -1601,8 +2002,11 @@ __all__ = [
     "RelayNotFound",
     "RelayProducer",
     "RelayStopped",
+    "RelayTurn",
     "RelayUnavailable",
     "Relayed",
     "Snapshot",
+    "TurnCompleted",
+    "TurnRelayed",
     "event_from_json",
 ]

@@ -665,7 +665,7 @@ def create_app(
         Route("/model/{model}/converse", server.converse, methods=["POST"]),
         Route("/recordings", server.listing, methods=["GET"]),
     ]
-    from .web import ui_routes  # the demo page: /, /ui/*, /ui-recordings, /ui-stream
+    from .web import ui_routes  # the demo page: /, /ui/*, /ui-recordings, /ui-stream, /agui
 
     routes.extend(ui_routes(directory, speed=speed))
     lifespan = None

@@ -36,10 +36,13 @@ they come: the final usage is in `finish`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
-from typing import Any, Final, assert_never
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final, Literal, TypeVar, assert_never, get_args
 
-from .errors import StreamfoldError
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
+
+from ._model import check_json_object
+from .errors import StreamfoldError, UsageError, preview
 from .events import (
     Event,
     MessageCompleted,
@@ -50,8 +53,9 @@ from .events import (
     ProviderErrored,
     UsageUpdated,
 )
-from .message import Message, ToolCall, Usage
-from .parts import INFERRED_OPTION, Citation, ContentPart, utterance
+from .limits import MAX_JSON_DEPTH, json_depth_over
+from .message import Message, Status, StopReason, ToolCall, ToolResult, Usage
+from .parts import INFERRED_OPTION, Citation, CitationSource, ContentPart, utterance
 
 UIMessageChunk = dict[str, Any]
 """One chunk of the UI message stream, as the JSON object sent on a `data:` line."""
@@ -200,6 +204,8 @@ class UIMessageStreamEncoder:
         self._last: Message | None = None
         self._last_timing: Mapping[str, Any] | None = None
         self._errored = False
+        self.steps: list[dict[str, Any]] = []
+        """Each finished response's `message_metadata` (an agent loop's steps)."""
 
     def part_id(self, index: int) -> str:
         """The id of the part at slot `index` in the current step."""
@@ -238,11 +244,47 @@ class UIMessageStreamEncoder:
         elif isinstance(event, MessageCompleted):
             self._last = event.message
             self._last_timing = event.timing
+            self.steps.append(message_metadata(event.message, event.timing))
             out.extend(self._end_open())
             out.extend(self._finish_step())
         else:
             assert_never(event)
         return out
+
+    def tool_result(self, result: ToolResult) -> list[UIMessageChunk]:
+        """The app's tool finished: `tool-output-available` with its output, or
+        `tool-output-error` (`is_error`), or `tool-output-denied` (the user said no: the
+        result's `approval` option says `approved: false`)."""
+        if self._finished:
+            return []
+        out = self.start()
+        call_id = result.tool_call_id
+        approval = result.options.get("approval")
+        if isinstance(approval, dict) and isinstance(approval.get("id"), str):
+            out.extend(self.approval_request(call_id, approval["id"]))
+        if isinstance(approval, dict) and approval.get("approved") is False:
+            out.append({"type": "tool-output-denied", "toolCallId": call_id})
+        elif result.is_error:
+            out.append(
+                {
+                    "type": "tool-output-error",
+                    "toolCallId": call_id,
+                    "errorText": _result_text(result),
+                }
+            )
+        else:
+            out.append({"type": "tool-output-available", "toolCallId": call_id,
+                        "output": tool_output(result)})  # fmt: skip
+        return out
+
+    def approval_request(self, tool_call_id: str, approval_id: str) -> list[UIMessageChunk]:
+        """The app asks the user to approve a call before it runs it: the call's part
+        shows `approval-requested`; the answer comes back on the UI message
+        (`approval: {id, approved, reason}`), which `load_ui_messages` reads."""
+        if self._finished:
+            return []
+        return [*self.start(), {"type": "tool-approval-request", "approvalId": approval_id,
+                                "toolCallId": tool_call_id}]  # fmt: skip
 
     def fail(self, error: BaseException | str) -> list[UIMessageChunk]:
         """The fold raised: end the open parts, send an `error`, and finish."""
@@ -289,6 +331,10 @@ class UIMessageStreamEncoder:
         if self._last is not None:
             finish["finishReason"] = finish_reason(self._last)
             finish["messageMetadata"] = message_metadata(self._last, self._last_timing)
+            if len(self.steps) > 1:
+                # Each response's provider, model, id and stop reason: an agent loop's
+                # steps may differ, and history read back needs each step's provider.
+                finish["messageMetadata"]["steps"] = self.steps
         elif self._errored:
             finish["finishReason"] = "error"
         return [finish]
@@ -596,9 +642,13 @@ def _file_chunk(part: ContentPart) -> UIMessageChunk | None:
 
 
 def to_ui_message_stream(
-    events: Iterable[Event], *, message_id: str | None = None
+    events: Iterable[Event | ToolResult], *, message_id: str | None = None
 ) -> Iterator[UIMessageChunk]:
-    """Turn streamfold events into UI message stream chunks (a StreamfoldError becomes `error`)."""
+    """Turn streamfold events into UI message stream chunks (a StreamfoldError becomes `error`).
+
+    The events of several responses in a row (an agent loop) are the steps of one UI
+    message; a `ToolResult` between them (the app ran the tool) is the call's output.
+    """
     encoder = UIMessageStreamEncoder(message_id=message_id)
     yield from encoder.start()
     iterator = iter(events)
@@ -610,12 +660,15 @@ def to_ui_message_stream(
         except StreamfoldError as exc:
             yield from encoder.fail(exc)
             return
-        yield from encoder.feed(event)
+        if isinstance(event, ToolResult):
+            yield from encoder.tool_result(event)
+        else:
+            yield from encoder.feed(event)
     yield from encoder.close()
 
 
 async def ato_ui_message_stream(
-    events: AsyncIterable[Event], *, message_id: str | None = None
+    events: AsyncIterable[Event | ToolResult], *, message_id: str | None = None
 ) -> AsyncIterator[UIMessageChunk]:
     """Async `to_ui_message_stream`: over `async for` events (an `afold`, say)."""
     encoder = UIMessageStreamEncoder(message_id=message_id)
@@ -631,7 +684,10 @@ async def ato_ui_message_stream(
             for chunk in encoder.fail(exc):
                 yield chunk
             return
-        for chunk in encoder.feed(event):
+        chunks = (
+            encoder.tool_result(event) if isinstance(event, ToolResult) else encoder.feed(event)
+        )
+        for chunk in chunks:
             yield chunk
     for chunk in encoder.close():
         yield chunk
@@ -657,17 +713,696 @@ async def aencode_sse(chunks: AsyncIterable[UIMessageChunk]) -> AsyncIterator[by
     yield _DONE
 
 
+# --- UI messages: what `useChat` keeps and sends back ------------------------------------
+#
+# A UIMessage (the `ai` package's type) is one bubble of the chat: a user's message, or the
+# assistant's whole turn, whose `step-start` parts divide the responses of an agent loop and
+# whose tool parts carry each call's input and, once the app ran it, its output. streamfold
+# history is one Message per response, and a tool message with the results after each.
+# `dump_ui_messages` writes the bubbles exactly as `readUIMessageStream` builds them from
+# this module's stream (it runs the same encoder), `load_ui_messages` reads them back the
+# way the package's `convertToModelMessages` does, keeping what streamfold put in
+# `providerMetadata.streamfold` (signatures, ids, markers), so the next request goes out to
+# any provider with thinking and tool results intact.
+
+UIMessage = dict[str, Any]
+"""One message of `useChat`'s list (`UIMessage`), as JSON."""
+
+MAX_UI_MESSAGES_BYTES: Final = 32 * 1024 * 1024
+"""The most JSON text `load_ui_messages` reads by default (a chat's history, files inline)."""
+
+UI_ID_KEY: Final = "ui_message_id"
+"""The Message metadata key that keeps a UIMessage's id through a load and a dump."""
+
+_DENIED_TEXT: Final = "Tool call execution denied."  # the `ai` package's own words
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class UIMessagesError(StreamfoldError, ValueError):
+    """UI messages are not what `useChat` sends: names the message and part, and why."""
+
+
+def _result_text(result: ToolResult) -> str:
+    if isinstance(result.content, str):
+        return result.content
+    return "".join(part.content or "" for part in result.content if part.type == "text")
+
+
+def tool_output(result: ToolResult) -> Any:
+    """A tool result's `output` in a UI tool part: the JSON value a UI gave it (kept in the
+    result's `output` option), else its text, else its parts as JSON."""
+    if "output" in result.options:
+        return result.options["output"]
+    if isinstance(result.content, str):
+        return result.content
+    return [part.model_dump(mode="json", exclude_defaults=True) for part in result.content]
+
+
+def _merge_objects(base: Any, update: Any) -> Any:
+    # The package's mergeObjects: objects merge key by key, anything else replaces.
+    if not isinstance(base, dict) or not isinstance(update, dict):
+        return update
+    merged = dict(base)
+    for key, value in update.items():
+        merged[key] = _merge_objects(merged.get(key), value) if key in merged else value
+    return merged
+
+
+def _chunk_metadata(part: dict[str, Any], chunk: UIMessageChunk, key: str) -> None:
+    meta = chunk.get("providerMetadata")
+    if meta is not None:
+        part[key] = meta
+
+
+def ui_message_from_chunks(chunks: Iterable[UIMessageChunk], *, message_id: str = "") -> UIMessage:
+    """The UIMessage the `ai` package's `readUIMessageStream` builds from a stream of the
+    chunks this module writes (its last snapshot): what `useChat` holds once it ends."""
+    parts: list[dict[str, Any]] = []
+    message: UIMessage = {"id": message_id, "role": "assistant", "parts": parts}
+    active: dict[tuple[str, str], dict[str, Any]] = {}
+    tools: dict[str, dict[str, Any]] = {}
+    for chunk in chunks:
+        kind = chunk["type"]
+        if kind in ("start", "finish", "message-metadata"):
+            if kind == "start" and chunk.get("messageId") is not None:
+                message["id"] = chunk["messageId"]
+            if chunk.get("messageMetadata") is not None:
+                old = message.get("metadata")
+                new = chunk["messageMetadata"]
+                message["metadata"] = new if old is None else _merge_objects(old, new)
+        elif kind in ("text-start", "reasoning-start"):
+            name = kind.removesuffix("-start")
+            part: dict[str, Any] = {"type": name}
+            if name == "reasoning":
+                part["id"] = chunk["id"]
+            part.update(text="", state="streaming")
+            _chunk_metadata(part, chunk, "providerMetadata")
+            active[(name, chunk["id"])] = part
+            parts.append(part)
+        elif kind in ("text-delta", "reasoning-delta", "text-end", "reasoning-end"):
+            name, _, step = kind.partition("-")
+            part = active[(name, chunk["id"])]
+            if step == "delta":
+                part["text"] += chunk["delta"]
+            else:
+                part["state"] = "done"
+                del active[(name, chunk["id"])]
+            _chunk_metadata(part, chunk, "providerMetadata")
+        elif kind in ("file", "source-url", "source-document"):
+            keys = {
+                "file": ("mediaType", "url"),
+                "source-url": ("sourceId", "url", "title"),
+                "source-document": ("sourceId", "mediaType", "title", "filename"),
+            }[kind]
+            part = {"type": kind, **{k: chunk[k] for k in keys if chunk.get(k) is not None}}
+            _chunk_metadata(part, chunk, "providerMetadata")
+            parts.append(part)
+        elif kind == "tool-input-start":
+            part = {"type": f"tool-{chunk['toolName']}", "toolCallId": chunk["toolCallId"],
+                    "state": "input-streaming"}  # fmt: skip
+            _chunk_metadata(part, chunk, "callProviderMetadata")
+            tools[chunk["toolCallId"]] = part
+            parts.append(part)
+        elif kind == "tool-input-delta":
+            part = _tool_part(tools, chunk)
+            part["rawInput"] = part.get("rawInput", "") + chunk["inputTextDelta"]
+            part["input"] = _partial_json(part["rawInput"])
+        elif kind in ("tool-input-available", "tool-input-error"):
+            part = _tool_part(tools, chunk, create=True)
+            part["type"] = f"tool-{chunk['toolName']}"
+            part.pop("rawInput", None)
+            if kind == "tool-input-available":
+                part.update(state="input-available", input=chunk["input"])
+            else:
+                part.pop("input", None)
+                part.update(state="output-error", rawInput=chunk["input"],
+                            errorText=chunk["errorText"])  # fmt: skip
+            _chunk_metadata(part, chunk, "callProviderMetadata")
+        elif kind == "tool-approval-request":
+            part = _tool_part(tools, chunk)
+            part.update(state="approval-requested", approval={"id": chunk["approvalId"]})
+        elif kind == "tool-output-denied":
+            _tool_part(tools, chunk)["state"] = "output-denied"
+        elif kind in ("tool-output-available", "tool-output-error"):
+            part = _tool_part(tools, chunk)
+            if kind == "tool-output-available":
+                part.update(state="output-available", output=chunk["output"])
+            else:
+                part.update(state="output-error", errorText=chunk["errorText"])
+            _chunk_metadata(part, chunk, "resultProviderMetadata")
+        elif kind == "start-step":
+            parts.append({"type": "step-start"})
+        elif kind == "finish-step":
+            active.clear()
+        elif kind.startswith("data-"):
+            if chunk.get("transient"):
+                continue
+            same = [
+                p
+                for p in parts
+                if p["type"] == kind and "id" in chunk and p.get("id") == chunk["id"]
+            ]
+            if same:
+                same[0]["data"] = chunk.get("data")
+            else:
+                parts.append(dict(chunk))
+        # error, abort: said to the app as they come; nothing of the message's
+    return message
+
+
+def _tool_part(
+    tools: dict[str, dict[str, Any]], chunk: UIMessageChunk, *, create: bool = False
+) -> dict[str, Any]:
+    part = tools.get(chunk["toolCallId"])
+    if part is None:
+        if not create:
+            raise UIMessagesError(
+                f"{chunk['type']}: expected a tool call {chunk['toolCallId']!r} started "
+                "earlier in the message, got none"
+            )
+        part = tools[chunk["toolCallId"]] = {"type": "", "toolCallId": chunk["toolCallId"]}
+    return part
+
+
+def _partial_json(text: str) -> Any:
+    # What a cut call's input reads as so far (the package's parsePartialJson).
+    import jiter
+
+    try:
+        return jiter.from_json(text.encode(), partial_mode="trailing-strings")
+    except ValueError:
+        return None
+
+
+def dump_ui_messages(messages: Iterable[Message]) -> list[UIMessage]:
+    """streamfold history as the `UIMessage[]` `useChat` keeps.
+
+    A user or system message is one UIMessage; the assistant messages of a turn and the
+    tool messages between them (an agent loop) are one, a step per response, each tool
+    part holding its call's input and the app's output. Every assistant message is
+    written as `readUIMessageStream` would build it from `to_ui_message_stream` (the same
+    encoder runs), with the part options under `providerMetadata.streamfold`, and each
+    step's provider, model and response id in the metadata's `steps`.
+    """
+    from .relay import Snapshot  # the relay module is the larger import: only when used
+
+    out: list[UIMessage] = []
+    turn: list[Message] = []
+
+    def end_turn() -> None:
+        if not turn:
+            return
+        items: list[Event | ToolResult] = []
+        for message in turn:
+            if message.role == "assistant":
+                items.extend(Snapshot(message=message).events())
+                items.append(MessageCompleted(message=message))
+            items.extend(message.tool_results)
+        encoder = UIMessageStreamEncoder(message_id=_ui_id(turn, len(out)))
+        chunks: list[UIMessageChunk] = encoder.start()
+        for item in items:
+            chunks += (
+                encoder.tool_result(item) if isinstance(item, ToolResult) else encoder.feed(item)
+            )
+        chunks += encoder.close()
+        ui = ui_message_from_chunks(chunks)
+        _answer_approvals(ui, [r for m in turn for r in m.tool_results])
+        out.append(ui)
+        turn.clear()
+
+    for mi, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise UsageError(
+                f"dump_ui_messages: expected Message objects, got {type(message).__name__} at {mi}"
+            )
+        if message.role in ("assistant", "tool") or (
+            message.role == "user" and message.tool_results and not message.content
+        ):
+            if message.role != "assistant" and not turn:
+                raise UsageError(
+                    f"dump_ui_messages: message {mi} holds tool results but no assistant "
+                    "message before it in its turn made the calls"
+                )
+            turn.append(message)
+            continue
+        end_turn()
+        out.append(_plain_ui_message(message, _ui_id([message], len(out)), mi))
+    end_turn()
+    return out
+
+
+def _answer_approvals(ui: UIMessage, results: list[ToolResult]) -> None:
+    # The user's answer to an approval request is set on the message by the browser, not
+    # streamed: a stored message holds it as the browser sent it back.
+    answers = {r.tool_call_id: r.options["approval"] for r in results if "approval" in r.options}
+    for part in ui["parts"]:
+        answer = answers.get(part.get("toolCallId", ""))
+        if isinstance(answer, dict) and "approval" in part:
+            part["approval"] = {**part["approval"], **answer}
+
+
+def _ui_id(messages: list[Message], position: int) -> str:
+    for message in messages:
+        known = message.metadata.get(UI_ID_KEY)
+        if isinstance(known, str):
+            return known
+    return f"message-{position}"
+
+
+def _plain_ui_message(message: Message, ui_id: str, mi: int) -> UIMessage:
+    parts: list[dict[str, Any]] = []
+    for pi, part in enumerate(message.content):
+        if part.type == "text":
+            text: dict[str, Any] = {"type": "text", "text": part.content or ""}
+            text.update(_provider_metadata(dict(part.options)))
+            parts.append(text)
+        elif part.type in ("image", "image_url", "file", "file_url"):
+            file = _file_chunk(part)
+            if file is not None:
+                file.pop("type")
+                parts.append({"type": "file", **file})
+        else:
+            raise UsageError(
+                f"dump_ui_messages: message {mi} ({message.role}) part {pi} is {part.type!r}: "
+                "a UIMessage of that role holds text and files only"
+            )
+    return {"id": ui_id, "role": message.role, "parts": parts}
+
+
+# The shapes `useChat` sends, checked before anything is read from them: known fields must
+# have the right type; fields the package may add later are ignored.
+class _UIPart(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    type: StrictStr
+
+
+class _UIMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    id: StrictStr
+    role: Literal["system", "user", "assistant"]
+    metadata: Any = None
+    parts: list[_UIPart]
+
+
+class _Text(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    text: StrictStr
+    providerMetadata: dict[str, Any] | None = None
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    url: StrictStr
+    mediaType: StrictStr
+    filename: StrictStr | None = None
+    providerMetadata: dict[str, Any] | None = None
+
+
+class _Source(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    sourceId: StrictStr
+    url: StrictStr | None = None
+    title: StrictStr | None = None
+    mediaType: StrictStr | None = None
+    filename: StrictStr | None = None
+    providerMetadata: dict[str, Any] | None = None
+
+
+class _Approval(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    id: StrictStr
+    approved: StrictBool | None = None
+    reason: StrictStr | None = None
+
+
+class _Tool(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    toolCallId: StrictStr
+    toolName: StrictStr | None = None
+    state: Literal[
+        "input-streaming",
+        "input-available",
+        "approval-requested",
+        "approval-responded",
+        "output-available",
+        "output-error",
+        "output-denied",
+    ]
+    input: Any = None
+    rawInput: Any = None
+    output: Any = None
+    errorText: StrictStr | None = None
+    providerExecuted: StrictBool | None = None
+    preliminary: StrictBool | None = None
+    callProviderMetadata: dict[str, Any] | None = None
+    approval: _Approval | None = None
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    data: Any = None
+
+
+def load_ui_messages(
+    messages: str | bytes | Sequence[Mapping[str, Any]], *, max_bytes: int = MAX_UI_MESSAGES_BYTES
+) -> list[Message]:
+    """The `UIMessage[]` a browser sent (`useChat`'s request body's `messages`, as JSON
+    text or decoded) as streamfold history, ready for `streamfold.encode`.
+
+    Read as the `ai` package's `convertToModelMessages` reads them: a system message's
+    text; a user's text and files; each step of an assistant message one assistant
+    Message (text, reasoning, files, the calls whose input is complete) and, when the app
+    answered any of its calls (output, error, or the user's denial), a tool message with
+    the results. `providerMetadata.streamfold` gives each part back its options
+    (thinking signatures, ids, narration markers) and each call its metadata; the
+    metadata's `steps` (what `dump_ui_messages` writes) give each step its provider,
+    model and response id. Sources become citations of the text they back; other data
+    parts and calls still being written are left out, as the package leaves them out.
+
+    Raises UIMessagesError naming the message and part when the input is not UI messages.
+    """
+    value = _ui_json(messages, max_bytes)
+    if not isinstance(value, list):
+        raise UIMessagesError(f"UI messages: expected a list, got {type(value).__name__}")
+    history: list[Message] = []
+    for mi, raw in enumerate(value):
+        try:
+            ui = _UIMessage.model_validate(raw)
+        except ValidationError as exc:
+            raise _ui_error(f"message {mi}", exc) from None
+        first = len(history)
+        if ui.role == "assistant":
+            history.extend(_load_assistant(ui, mi))
+        else:
+            history.append(_load_plain(ui, mi))
+        if len(history) > first:
+            first_message = history[first]
+            history[first] = first_message.model_copy(
+                update={"metadata": {**first_message.metadata, UI_ID_KEY: ui.id}}
+            )
+    return history
+
+
+def _ui_json(messages: str | bytes | Sequence[Mapping[str, Any]], max_bytes: int) -> Any:
+    if isinstance(messages, str | bytes):
+        size = len(messages.encode() if isinstance(messages, str) else messages)
+        if size > max_bytes:
+            raise UIMessagesError(
+                f"UI messages: expected at most {max_bytes} bytes of JSON, got {size}"
+            )
+        try:
+            value = json.loads(messages)
+        except (ValueError, RecursionError) as exc:
+            raise UIMessagesError(
+                f"UI messages: expected JSON text, got {preview(messages)} ({exc})"
+            ) from None
+    else:
+        value = messages
+    depth = json_depth_over(value, MAX_JSON_DEPTH)
+    if depth is not None:
+        raise UIMessagesError(
+            f"UI messages: expected JSON at most {MAX_JSON_DEPTH} levels deep, got deeper"
+        )
+    return value
+
+
+def _ui_error(where: str, exc: ValidationError) -> UIMessagesError:
+    problems = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(value)"
+        problems.append(f"{loc}: {err['msg']}, got {preview(err['input'])}")
+    return UIMessagesError(f"UI messages: {where}: " + "; ".join(problems))
+
+
+def _part(model: type[_M], part: _UIPart, where: str) -> _M:
+    try:
+        return model.model_validate(part.model_dump())
+    except ValidationError as exc:
+        raise _ui_error(f"{where} ({part.type})", exc) from None
+
+
+def _options(meta: dict[str, Any] | None, where: str) -> dict[str, Any]:
+    options = (meta or {}).get(METADATA_KEY)
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise UIMessagesError(
+            f"UI messages: {where}: expected providerMetadata.{METADATA_KEY} to be an object, "
+            f"got {type(options).__name__}"
+        )
+    return check_json_object(options, f"{where} providerMetadata.{METADATA_KEY}")
+
+
+def _load_plain(ui: _UIMessage, mi: int) -> Message:
+    content: list[ContentPart] = []
+    for pi, part in enumerate(ui.parts):
+        where = f"message {mi} part {pi}"
+        if part.type == "text":
+            text = _part(_Text, part, where)
+            content.append(ContentPart(type="text", content=text.text,
+                                       options=_options(text.providerMetadata, where)))  # fmt: skip
+        elif part.type == "file":
+            content.append(_load_file(_part(_File, part, where), where))
+        # data parts: the package's converter leaves them to the app (convertDataPart)
+    return Message(role=ui.role, content=content)
+
+
+def _load_file(file: _File, where: str) -> ContentPart:
+    options = {"media": file.mediaType, **_options(file.providerMetadata, where)}
+    if file.filename is not None:
+        options.setdefault("filename", file.filename)
+    image = file.mediaType.startswith("image/")
+    head, comma, data = file.url.partition(",")
+    if file.url.startswith("data:") and comma and head.endswith(";base64"):
+        return ContentPart(type="image" if image else "file", content=data, options=options)
+    return ContentPart(type="image_url" if image else "file_url", content=file.url, options=options)
+
+
+def _load_assistant(ui: _UIMessage, mi: int) -> list[Message]:
+    steps: list[list[tuple[int, _UIPart]]] = [[]]
+    for pi, part in enumerate(ui.parts):
+        if part.type == "step-start":
+            if steps[-1]:
+                steps.append([])
+        else:
+            steps[-1].append((pi, part))
+    metadata = ui.metadata if isinstance(ui.metadata, dict) else {}
+    step_meta = metadata.get("steps")
+    sources = {
+        p.sourceId: p
+        for pi, raw in enumerate(ui.parts)
+        if raw.type in ("source-url", "source-document")
+        for p in [_part(_Source, raw, f"message {mi} part {pi}")]
+    }
+    out: list[Message] = []
+    for si, step in enumerate(steps):
+        if not step:
+            continue
+        meta = step_meta[si] if isinstance(step_meta, list) and si < len(step_meta) else metadata
+        out.extend(_load_step(step, meta if isinstance(meta, dict) else {}, sources, mi))
+    return out
+
+
+def _load_step(
+    step: list[tuple[int, _UIPart]], meta: dict[str, Any], sources: dict[str, _Source], mi: int
+) -> list[Message]:
+    content: list[ContentPart] = []
+    calls: list[ToolCall] = []
+    results: list[ToolResult] = []
+    slot = 0
+    for pi, part in step:
+        where = f"message {mi} part {pi}"
+        kind = part.type
+        if kind in ("text", "reasoning"):
+            text = _part(_Text, part, where)
+            options = _options(text.providerMetadata, where)
+            if kind == "reasoning":
+                content.append(ContentPart(type="thinking", content=text.text, options=options))
+                slot += 1
+                continue
+            pieces = _cited_pieces(text.text, options, sources, where)
+            content.extend(pieces)
+            slot += len(pieces)
+        elif kind == "file":
+            content.append(_load_file(_part(_File, part, where), where))
+            slot += 1
+        elif kind == DATA_BLOCK:
+            data = _part(_Data, part, where).data
+            if not isinstance(data, dict):
+                raise UIMessagesError(
+                    f"UI messages: {where}: expected {DATA_BLOCK} data to be an object"
+                )
+            content.append(ContentPart(type="unsupported", options=check_json_object(data, where)))
+            slot += 1
+        elif kind.startswith("tool-") or kind == "dynamic-tool":
+            tool = _part(_Tool, part, where)
+            name = tool.toolName if kind == "dynamic-tool" else kind.removeprefix("tool-")
+            if tool.state == "input-streaming" or name is None:
+                continue  # still being written: no call to send (nor does the package)
+            metadata = _options(tool.callProviderMetadata, where)
+            if tool.providerExecuted:
+                metadata["provider_executed"] = True
+            if isinstance(tool.input, dict):
+                call = ToolCall(call_id=tool.toolCallId, name=name, arguments=tool.input,
+                                index=slot, status="complete", metadata=metadata)  # fmt: skip
+            else:
+                raw = tool.rawInput if isinstance(tool.rawInput, str) else json.dumps(tool.input)
+                call = ToolCall.model_construct(
+                    call_id=tool.toolCallId, name=name, arguments=raw, index=slot,
+                    status="complete",
+                    metadata={**metadata, "arguments_error": tool.errorText or "not a JSON object"},
+                )  # fmt: skip
+            calls.append(call)
+            slot += 1
+            result = _tool_result(tool, name)
+            if result is not None and not tool.providerExecuted:
+                results.append(result)
+        # step-start is the split; sources are read as citations; other data parts are the app's
+    step_message = Message(
+        role="assistant",
+        content=content,
+        tool_calls=calls,
+        status=_literal(meta.get("status"), Status, "complete"),
+        usage=_load_usage(meta.get("usage"), f"message {mi} metadata"),
+        stop_reason=_literal(meta.get("stopReason"), StopReason, None),
+        raw_stop_reason=stop if isinstance(stop := meta.get("rawStopReason"), str) else None,
+        metadata={
+            k: meta[v]
+            for k, v in (("provider", "provider"), ("model", "model"), ("id", "responseId"))
+            if isinstance(meta.get(v), str)
+        },
+    )
+    return [step_message, Message.tool(results)] if results else [step_message]
+
+
+def _tool_result(tool: _Tool, name: str) -> ToolResult | None:
+    approval = tool.approval.model_dump(exclude_none=True) if tool.approval else None
+    options: dict[str, Any] = {} if approval is None else {"approval": approval}
+    if tool.state == "output-denied":
+        reason = tool.approval.reason if tool.approval and tool.approval.reason else _DENIED_TEXT
+        return ToolResult(tool_call_id=tool.toolCallId, name=name, content=reason,
+                          is_error=True, options=options)  # fmt: skip
+    if tool.state == "output-error":
+        return ToolResult(tool_call_id=tool.toolCallId, name=name,
+                          content=tool.errorText or "", is_error=True, options=options)  # fmt: skip
+    if tool.state != "output-available" or tool.preliminary:
+        return None
+    output = tool.output
+    if isinstance(output, str):
+        return ToolResult(tool_call_id=tool.toolCallId, name=name, content=output, options=options)
+    parts = _as_parts(output)
+    if parts is not None:
+        return ToolResult(tool_call_id=tool.toolCallId, name=name, content=parts, options=options)
+    text = json.dumps(output, ensure_ascii=False)
+    return ToolResult(tool_call_id=tool.toolCallId, name=name, content=text,
+                      options={**options, "output": output})  # fmt: skip
+
+
+def _as_parts(output: Any) -> list[ContentPart] | None:
+    # What `tool_output` writes for a result of parts, read back as parts.
+    if not isinstance(output, list) or not output:
+        return None
+    try:
+        return [ContentPart.model_validate(item) for item in output]
+    except StreamfoldError:
+        return None
+
+
+def _literal(value: Any, kind: Any, default: Any) -> Any:
+    return value if value in get_args(kind) else default
+
+
+_USAGE_FIELDS: Final = {
+    "inputTokens": "input_tokens",
+    "outputTokens": "output_tokens",
+    "cacheReadTokens": "cache_read_tokens",
+    "cacheWriteTokens": "cache_write_tokens",
+    "reasoningTokens": "reasoning_tokens",
+}
+
+
+def _load_usage(value: Any, where: str) -> Usage | None:
+    # The usage `message_metadata` wrote (its totalTokens is worked out again).
+    if not isinstance(value, dict):
+        return None
+    fields = {name: value[key] for key, name in _USAGE_FIELDS.items() if key in value}
+    try:
+        return Usage.model_validate(fields)
+    except StreamfoldError as exc:
+        raise UIMessagesError(f"UI messages: {where}: usage: {exc}") from None
+
+
+def _cited_pieces(
+    text: str, options: dict[str, Any], sources: dict[str, _Source], where: str
+) -> list[ContentPart]:
+    """A text part back as the parts the encoder joined: each cited piece its own part,
+    citing its sources (see the module docstring on joined text)."""
+    ranges = options.pop("citations", None)
+    if not isinstance(ranges, list) or not ranges:
+        return [ContentPart(type="text", content=text, options=options)]
+    pieces: list[ContentPart] = []
+    at = 0
+    for cited in ranges:
+        if not isinstance(cited, dict):
+            raise UIMessagesError(f"UI messages: {where}: a citation range must be an object")
+        start, end = cited.get("start"), cited.get("end")
+        if not (
+            isinstance(start, int) and isinstance(end, int) and at <= start <= end <= len(text)
+        ):
+            raise UIMessagesError(
+                f"UI messages: {where}: expected citation ranges in order within the text's "
+                f"{len(text)} characters, got {preview(cited)}"
+            )
+        if start > at:
+            pieces.append(ContentPart(type="text", content=text[at:start], options=options))
+        ids = cited.get("sourceIds")
+        ids = ids if isinstance(ids, list) else []
+        citations = [_citation(sources[i]) for i in ids if isinstance(i, str) and i in sources]
+        pieces.append(ContentPart(type="text", content=text[start:end], options=options,
+                                  citations=citations))  # fmt: skip
+        at = end
+    if at < len(text):
+        pieces.append(ContentPart(type="text", content=text[at:], options=options))
+    return pieces
+
+
+def _citation(source: _Source) -> Citation:
+    meta = dict(_options(source.providerMetadata, "source")) if source.providerMetadata else {}
+    if source.url is not None and source.mediaType is None:
+        return Citation(source=CitationSource(type="web", url=source.url, title=source.title,
+                                              metadata=meta))  # fmt: skip
+    document_id = meta.pop("document_id", None)
+    url = meta.pop("url", None)
+    return Citation(
+        source=CitationSource(
+            type="document",
+            title=source.title,
+            document_id=document_id if isinstance(document_id, str) else None,
+            url=url if isinstance(url, str) else None,
+            metadata=meta,
+        )
+    )
+
+
 __all__ = [
     "DATA_BLOCK",
+    "MAX_UI_MESSAGES_BYTES",
     "METADATA_KEY",
+    "UI_ID_KEY",
     "UI_MESSAGE_STREAM_HEADERS",
+    "UIMessage",
     "UIMessageChunk",
     "UIMessageStreamEncoder",
+    "UIMessagesError",
     "aencode_sse",
     "ato_ui_message_stream",
+    "dump_ui_messages",
     "encode_chunk",
     "encode_sse",
     "finish_reason",
+    "load_ui_messages",
     "message_metadata",
     "to_ui_message_stream",
+    "tool_output",
+    "ui_message_from_chunks",
 ]

@@ -33,9 +33,11 @@ from support import IMPORTED_FROM, REAL
 
 from streamfold import (
     Event,
+    Message,
     MessageCompleted,
     NoEventsError,
     StreamFolder,
+    ToolResult,
     UsageError,
     event_to_json,
     fold,
@@ -1611,3 +1613,276 @@ def test_redis_down_ends_every_page_reader_within_the_reconnect_timeout(
         assert json.loads(data)["error"]["type"] == "RelayUnavailable", (name, data)
         # reconnect_timeout plus one poll, and some slack for a loaded machine
         assert after <= config.reconnect_timeout + config.poll + 1.0, (name, ended)
+
+
+# --- stop: any worker can end a stream; a reader that leaves cannot ---------------------
+
+
+def _silent_after(chunks: list[bytes], closed: list[str]) -> AsyncIterator[bytes]:
+    """A provider's response that sends `chunks` and then goes quiet (a model thinking):
+    `closed` records that whoever read it closed it (the HTTP request's end)."""
+
+    async def source() -> AsyncIterator[bytes]:
+        try:
+            for chunk in chunks:
+                yield chunk
+            await asyncio.Event().wait()  # never set: only a close ends this
+        finally:
+            closed.append("closed")
+
+    return source()
+
+
+async def _until_events(items: AsyncIterator[Relayed], count: int) -> list[Relayed]:
+    got: list[Relayed] = []
+    async for item in items:
+        got.append(item)
+        if not isinstance(item.event, Snapshot) and item.seq >= count:
+            break
+    return got
+
+
+@pytest.mark.parametrize("quiet", [True, False], ids=["provider-silent", "provider-streaming"])
+async def test_a_stop_from_another_worker_ends_the_stream_for_every_reader(
+    redis_server: RedisServer, quiet: bool
+) -> None:
+    ref = reference(RECORDINGS[0])
+    half = len(ref.chunks) // 2
+    closed: list[str] = []
+    config = fast_config()
+    async with (
+        Relay.from_url(redis_server.url, config) as worker_a,
+        Relay.from_url(redis_server.url, config) as worker_b,
+    ):
+        stream = sid()
+        if quiet:
+            source = _silent_after(ref.chunks[:half], closed)
+        else:
+
+            async def streaming() -> AsyncIterator[bytes]:
+                # A provider still sending: the stop is seen in the producer's next write.
+                try:
+                    for chunk in ref.chunks[:half]:
+                        yield chunk
+                    while True:
+                        await asyncio.sleep(0.01)
+                        yield b": keep-alive\n\n"
+                finally:
+                    closed.append("closed")
+
+            source = streaming()
+        producing = asyncio.create_task(worker_a.publish(stream, source))
+        reader_a = worker_a.subscribe(stream)
+        reader_b = worker_b.subscribe(stream)
+        # What arrived is kept: the message is a fold of those chunks, cancelled there.
+        folder = StreamFolder()
+        arrived = sum(len(folder.feed(chunk)) for chunk in ref.chunks[:half])
+        (cancelled,) = [e for e in folder.cancel() if isinstance(e, MessageCompleted)]
+        # Once every chunk sent so far is published, the provider goes quiet (or sends
+        # only keep-alives): then the stop comes, from the other worker.
+        seen = await asyncio.wait_for(_until_events(reader_b, arrived), 20)
+        assert seen
+
+        assert await worker_b.request_stop(stream) is True
+        message = await asyncio.wait_for(producing, 20)
+
+        assert closed == ["closed"]  # the source (the provider's response) was closed
+        assert message.status == "cancelled"
+        assert message.content and message.content == cancelled.message.content
+        assert message.tool_calls == cancelled.message.tool_calls
+        for reader in (reader_a, reader_b):
+            items = await asyncio.wait_for(drain(reader), 20)
+            final = items[-1].event
+            assert isinstance(final, MessageCompleted) and not items[-1].synthetic
+            assert final.message.status == "cancelled"
+            assert final.message.model_dump(mode="json") == message.model_dump(mode="json")
+        # The stored end is the same for a reader that comes later.
+        late = await drain(worker_b.subscribe(stream))
+        assert isinstance(late[-1].event, MessageCompleted)
+        assert late[-1].event.message.status == "cancelled"
+        assert await worker_b.request_stop(stream) is False  # over: nothing to stop
+
+
+async def test_a_reader_that_leaves_stops_nothing(relay: Relay) -> None:
+    ref = reference(RECORDINGS[1])
+
+    async def paced() -> AsyncIterator[bytes]:
+        for chunk in ref.chunks:
+            await asyncio.sleep(0.005)
+            yield chunk
+
+    stream = sid()
+    producing = asyncio.create_task(relay.publish(stream, paced()))
+    reader = relay.subscribe(stream)
+    await asyncio.wait_for(_until_events(reader, 2), 20)
+    await reader.aclose()  # type: ignore[attr-defined]  # the browser tab closed
+    message = await asyncio.wait_for(producing, 20)
+    assert message.status == "complete"
+    assert message.model_dump(mode="json") == ref.final
+
+
+async def test_a_stop_asked_before_the_stream_starts_does_not_stop_it(relay: Relay) -> None:
+    ref = reference(RECORDINGS[1])
+    stream = sid()
+    assert await relay.request_stop(stream) is False
+    message = await relay.publish(stream, ref.chunks)
+    assert message.status == "complete"
+
+
+async def test_a_stop_is_not_the_callers_cancellation(relay: Relay) -> None:
+    # A producer's own task cancelled (the worker shutting down) still raises to its owner.
+    closed: list[str] = []
+    ref = reference(RECORDINGS[1])
+    stream = sid()
+    producing = asyncio.create_task(relay.publish(stream, _silent_after(ref.chunks[:3], closed)))
+    await asyncio.wait_for(_until_events(relay.subscribe(stream), 1), 20)
+    producing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await producing
+    items = await drain(relay.subscribe(stream))
+    assert isinstance(items[-1].event, MessageCompleted)
+    assert items[-1].event.message.status == "cancelled"
+
+
+def test_the_stop_route_stops_a_replay_on_another_worker(redis_server: RedisServer) -> None:
+    import httpx
+
+    config = fast_config(checkpoint_every=4, lease_ttl=2.0)
+    a_worker, b_worker = _worker(redis_server.url, config), _worker(redis_server.url, config)
+    with a_worker as a, b_worker as b, httpx.Client(timeout=20) as http:
+        # A slow replay: it is still running when the stop comes.
+        started = http.post(f"{a}/relay/start", json={"recording": PAGE_RECORDING, "speed": 0.02})
+        stream = started.json()["id"]
+        with http.stream("GET", f"{a}/relay/events/{stream}") as response:
+            first = _sse_events(response.iter_lines(), 2)
+        assert first
+        stopped = http.post(f"{b}/relay/stop/{stream}")
+        assert stopped.status_code == 202 and stopped.json() == {"id": stream, "stopping": True}
+        with http.stream("GET", f"{b}/relay/events/{stream}") as response:
+            events = _sse_events(response.iter_lines(), 100_000)
+        assert events[-1]["event"] == "message_completed"
+        assert json.loads(events[-1]["data"])["message"]["status"] == "cancelled"
+        assert http.post(f"{b}/relay/stop/not%20an%20id").status_code == 400
+
+
+# --- a turn: an agent loop's responses and the tool results between them ---------------
+
+TURN_FIRST, TURN_SECOND = "anthropic/thinking-then-tool-use.sse", "anthropic/text-basic.sse"
+
+
+def _paced_chunks(chunks: list[bytes], wait: float = 0.002) -> AsyncIterator[bytes]:
+    async def source() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            await asyncio.sleep(wait)
+            yield chunk
+
+    return source()
+
+
+def _turn_parts(items: list[Any]) -> list[Any]:
+    """A turn's items as what they say: each response's final Message, each tool result,
+    the end (checked: every response's items are a Snapshot then events to its end)."""
+    from streamfold.relay import TurnCompleted
+
+    out: list[Any] = []
+    for item in items:
+        inner = item.item
+        if isinstance(inner, Relayed) and isinstance(inner.event, MessageCompleted):
+            out.append(inner.event.message.model_dump(mode="json"))
+        elif isinstance(inner, ToolResult):
+            out.append(inner)
+        elif isinstance(inner, TurnCompleted):
+            out.append(inner.status)
+    return out
+
+
+async def test_a_turn_reaches_every_reader_and_a_late_joiner_gets_the_loop_so_far(
+    redis_server: RedisServer,
+) -> None:
+    first, second = reference(TURN_FIRST), reference(TURN_SECOND)
+    call = first.final["tool_calls"][0]
+    result = ToolResult(tool_call_id=call["call_id"], name=call["name"], content="v1.2.3")
+    config = fast_config()
+    async with (
+        Relay.from_url(redis_server.url, config) as worker_a,
+        Relay.from_url(redis_server.url, config) as worker_b,
+    ):
+        turn_id = sid()
+        early = asyncio.create_task(drain(worker_b.subscribe_turn(turn_id)))
+        mid: asyncio.Task[list[Any]] | None = None
+        async with worker_a.turn(turn_id) as turn:
+            await turn.respond(_paced_chunks(first.chunks))
+            await turn.tool_result(result)
+            # Joins while the second response is being written.
+            mid = asyncio.create_task(drain(worker_b.subscribe_turn(turn_id)))
+            await turn.respond(_paced_chunks(second.chunks))
+        late = await drain(worker_a.subscribe_turn(turn_id))
+        expected = [first.final, result, second.final, "complete"]
+        for items in (await asyncio.wait_for(early, 20), await mid, late):
+            assert _turn_parts(items) == expected
+            assert [i.step for i in items if not isinstance(i.item, Relayed)] == [1, 3]
+            # Each response: a snapshot, then exactly its events from there on.
+            for step, ref in ((0, first), (2, second)):
+                relayed = [i.item for i in items if i.step == step]
+                ref.check(relayed)
+
+        # The loop as one UI message: two steps, the tool's output between them.
+        from streamfold.ui import to_ui_message_stream
+
+        chunks = list(to_ui_message_stream(e for item in late for e in item.events()))
+        types = [c["type"] for c in chunks]
+        assert types.count("start-step") == 2
+        assert types.index("tool-output-available") < types.index("start-step", 2)
+
+        # Resuming after the tool result: the second response and the end, nothing before.
+        resumed = await drain(worker_b.subscribe_turn(turn_id, after="1"))
+        assert _turn_parts(resumed) == [second.final, "complete"]
+        middle = [i for i in late if i.step == 2][3]
+        after_middle = await drain(worker_b.subscribe_turn(turn_id, after=middle.id))
+        assert [i.id for i in after_middle] == [i.id for i in late][late.index(middle) + 1 :]
+        with pytest.raises(UsageError, match="after="):
+            await drain(worker_b.subscribe_turn(turn_id, after="x"))
+
+
+async def test_a_stop_ends_the_turn_from_any_worker(redis_server: RedisServer) -> None:
+    from streamfold.relay import RelayStopped
+
+    first, second = reference(TURN_FIRST), reference(TURN_SECOND)
+    call = first.final["tool_calls"][0]
+    closed: list[str] = []
+    config = fast_config()
+    async with (
+        Relay.from_url(redis_server.url, config) as worker_a,
+        Relay.from_url(redis_server.url, config) as worker_b,
+    ):
+        turn_id = sid()
+        reader = asyncio.create_task(drain(worker_b.subscribe_turn(turn_id)))
+        stopped_message: Message | None = None
+        async with worker_a.turn(turn_id) as turn:
+            await turn.respond(first.chunks)
+            await turn.tool_result(ToolResult(tool_call_id=call["call_id"], content="ok"))
+            answering = asyncio.create_task(turn.respond(_silent_after(second.chunks[:4], closed)))
+            await asyncio.sleep(0.2)
+            assert await worker_b.request_stop(turn_id) is True
+            stopped_message = await asyncio.wait_for(answering, 20)
+            with pytest.raises(RelayStopped):
+                await turn.respond(second.chunks)
+        assert closed == ["closed"]
+        assert stopped_message.status == "cancelled"
+        items = await asyncio.wait_for(reader, 20)
+        parts = _turn_parts(items)
+        assert parts[-1] == "cancelled"
+        assert parts[-2]["status"] == "cancelled"  # the response it stopped
+        assert await worker_b.request_stop(turn_id) is False
+
+
+async def test_a_lost_turn_producer_ends_its_readers_incomplete(relay: Relay) -> None:
+    from streamfold.relay import TurnCompleted
+
+    turn_id = sid()
+    turn = relay.turn(turn_id)
+    await turn.respond(reference(TURN_FIRST).chunks)
+    await turn._stop_beat()  # the worker died: no heartbeat, no end
+    items = await asyncio.wait_for(drain(relay.subscribe_turn(turn_id)), 20)
+    end = items[-1].item
+    assert isinstance(end, TurnCompleted) and end.synthetic and end.status == "incomplete"

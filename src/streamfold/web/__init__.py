@@ -230,11 +230,59 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
         headers = {**UI_MESSAGE_STREAM_HEADERS, "x-streamfold-recording": recording.name}
         return StreamingResponse(body_bytes, headers=headers)
 
+    async def agui(request: Request) -> Response:
+        # An AG-UI agent's run: the body is the protocol's RunAgentInput (checked with the
+        # package's own model); the recording is `?recording=` or `forwardedProps.recording`.
+        try:
+            from ag_ui.core import RunAgentInput
+            from pydantic import ValidationError
+
+            from ..agui import aencode_agui_sse, ato_agui_events
+        except ImportError:
+            return _error(
+                501, "AG-UI needs the ag-ui-protocol package: pip install 'streamfold[agui]'"
+            )
+        try:
+            body = await read_json(request)
+        except RequestRefused as exc:
+            return _error(exc.status, exc.message)
+        try:
+            run = RunAgentInput.model_validate(body)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or '(body)'}: {e['msg']}" for e in exc.errors()[:5]
+            )
+            return _error(400, f"expected an AG-UI RunAgentInput: {problems}")
+        forwarded = run.forwarded_props if isinstance(run.forwarded_props, dict) else {}
+        wanted = request.query_params.get("recording") or forwarded.get("recording")
+        if not isinstance(wanted, str) or not wanted:
+            return _error(
+                400, "expected ?recording=<name> or forwardedProps.recording (see /ui-recordings)"
+            )
+        recording = by_name.get(wanted)
+        if recording is None:
+            return _error(404, f"no recording named {wanted!r} (see /ui-recordings)")
+        try:
+            pace = _speed(request.query_params.get("speed"), default_speed)
+            data = recording.read()
+        except UsageError as exc:
+            return _error(400, str(exc))
+        except LookupError as exc:
+            return _error(404, str(exc))
+        events = afold(_paced(recording, pace, data), recording.provider)
+        agui_events = ato_agui_events(events, thread_id=run.thread_id, run_id=run.run_id)
+        headers = {"cache-control": "no-cache", "x-accel-buffering": "no",
+                   "x-streamfold-recording": recording.name}  # fmt: skip
+        return StreamingResponse(
+            aencode_agui_sse(agui_events), media_type="text/event-stream", headers=headers
+        )
+
     return [
         Route("/", page, methods=["GET"]),
         Route("/ui/{name}", asset, methods=["GET"]),
         Route("/ui-recordings", listing, methods=["GET"]),
         Route("/ui-stream", stream, methods=["GET", "POST"]),
+        Route("/agui", agui, methods=["POST"]),
     ]
 
 

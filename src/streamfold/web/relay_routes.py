@@ -12,6 +12,10 @@
                                     with `id: <entry id>`; reconnecting with `Last-Event-ID`
                                     (or `?after=<entry id>`) gets exactly the events missed.
                                     The first one, without either, is `event: snapshot`.
+    POST /relay/stop/{id}           stop that stream, from any worker: its producer closes
+                                    the replay (a provider's response, in an app) and ends
+                                    the message cancelled; every reader gets that end.
+                                    202 {"id", "stopping": whether it was still producing}
     GET  /relay/info                {"relay": true}: the page shows its "resumable" switch
 
 Two workers behind a load balancer, both with `relay_routes(Relay.from_url(REDIS))`: the
@@ -315,9 +319,22 @@ def relay_routes(
 
         return StreamingResponse(body(), headers=SSE_HEADERS)
 
+    async def stop(request: Request) -> Response:
+        # Any worker takes it: the producer, wherever it runs, closes its source and ends
+        # the message cancelled; every reader gets that end. Closing a reader stops nothing.
+        stream_id = request.path_params["id"]
+        try:
+            producing = await relay.request_stop(stream_id)
+        except UsageError as exc:
+            return _error(400, str(exc))
+        except RelayError as exc:
+            return _unavailable(exc)
+        return JSONResponse({"id": stream_id, "stopping": producing}, status_code=202)
+
     return [
         Route("/relay/info", info, methods=["GET"]),
         Route("/relay/start", start, methods=["POST"]),
+        Route("/relay/stop/{id}", stop, methods=["POST"]),
         Route("/relay/ui-stream/{id}", ui_stream, methods=["GET"]),
         Route("/relay/events/{id}", events, methods=["GET"]),
     ]
