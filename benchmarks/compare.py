@@ -671,7 +671,8 @@ def report(saved: dict[str, Any], baseline: dict[str, Any] | None = None) -> str
             )
     for name, conc in saved["concurrency"].items():
         parts.append(f"[{name}] " + concurrency.report(conc))
-    parts += ["", summary(saved), "", targets_report(saved, baseline)]
+    if saved["rows"]:
+        parts += ["", summary(saved), "", targets_report(saved, baseline)]
     if saved.get("shape_rows"):
         parts += ["", shapes_report(saved)]
     return "\n".join(parts)
@@ -755,9 +756,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None
     if args.show:
         saved: dict[str, Any] = json.loads(args.show.read_text())
-        shown = f"{summary(saved)}\n\n{targets_markdown(saved, baseline)}"
+        shown = f"{summary(saved)}\n\n{targets_markdown(saved, baseline)}" if saved["rows"] else ""
         if saved.get("shape_rows"):
-            shown += f"\n\n{shapes_report(saved)}"
+            shown += f"\n\n{shapes_report(saved)}" if shown else shapes_report(saved)
         print(shown if args.markdown else report(saved, baseline))
         return saved
 
