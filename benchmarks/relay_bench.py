@@ -15,7 +15,12 @@ persistence), with the same producer, the same streams and the same readers; by 
 - phase `bare`: each reader is the least a Redis consumer can do: blocking XREAD of the
   stream's entries from the first one (redis-py asyncio, one pool per process), orjson
   per entry, nothing else. A blocked XREAD holds its connection, so this costs one
-  connection per reader.
+  connection per reader;
+- phase `pubsub`: the tightest floor, a bare Redis pub/sub fan-out: the producer PUBLISHes
+  each chunk (no fold, no history), each reader process holds one PSUBSCRIBE connection,
+  parses each message once and feeds the readers in the process (an asyncio queue each).
+  Pub/sub keeps nothing, so a reader gets only what is published after it joins: its
+  deliveries are its live events, and its latency is the fan-out's alone.
 
 Reported for each phase: deliveries (every reader x every event of its stream, whether it
 came in a snapshot or as an entry) per CPU-second of the reader processes; the added
@@ -49,7 +54,7 @@ RECORDINGS = [
     "openai-chat/tool-calls-parallel-interleaved-args.sse",
     "openai-chat/text-include-usage.sse",
 ]
-MODES = ("streamfold", "bare")
+MODES = ("streamfold", "bare", "pubsub")
 _JOIN_SPREAD = 0.3  # readers join up to this long after their stream starts
 _FD_HEADROOM = 200
 
@@ -143,6 +148,7 @@ def produce(
     pace: float,
     stagger: float,
     hiredis: bool = True,
+    mode: str = "streamfold",
 ) -> dict[str, Any]:
     from streamfold.relay import Relay
 
@@ -162,9 +168,35 @@ def produce(
             await producer.pump(paced())
         return producer.seq
 
+    async def one_pubsub(client: Any, n: int, t0: float) -> int:
+        import orjson
+
+        await asyncio.sleep(max(0.0, t0 + n * stagger - time.time()))
+        chunks = sources[n % len(sources)]
+        channel = f"{prefix}bench-{n}"
+        for k, chunk in enumerate(chunks):
+            end = k == len(chunks) - 1
+            body = {"t": time.time(), "seq": k + 1, "e": chunk.decode(), "end": end}
+            await client.publish(channel, orjson.dumps(body))
+            if not end:
+                await asyncio.sleep(pace)
+        return len(chunks)
+
     async def main() -> dict[str, Any]:
         options = _client_options(hiredis, "bench-producer")
         cpu = time.process_time()
+        if mode == "pubsub":
+            import redis.asyncio as aioredis
+
+            pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=128, **options)
+            client = aioredis.Redis.from_pool(pool)
+            try:
+                await client.ping()
+                t0 = await start.wait()
+                counts = await asyncio.gather(*(one_pubsub(client, n, t0) for n in range(streams)))
+            finally:
+                await client.aclose()
+            return {"events": sum(counts), "end": time.time(), "cpu_s": time.process_time() - cpu}
         async with Relay.from_url(url, _config(prefix), max_connections=128, **options) as relay:
             await relay.redis.ping()
             t0 = await start.wait()
@@ -259,6 +291,45 @@ def consume(
                         return
         failures.append(f"stream {stream} reader {reader}: no end within 300 s")
 
+    fed: dict[int, list[asyncio.Queue[Any]]] = {}  # pubsub: the readers of each stream here
+
+    async def fan_out(pubsub: Any) -> None:
+        import orjson
+
+        while True:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            if message is None or message["type"] != "pmessage":
+                continue
+            stream = int(message["channel"].rsplit(b"-", 1)[1])
+            body = orjson.loads(message["data"])  # once, for every reader here
+            for queue in fed.get(stream, ()):
+                queue.put_nowait(body)
+
+    async def pubsub_reader(queue: asyncio.Queue[Any], stream: int, reader: int, t0: float) -> None:
+        # Fed from the start (pub/sub keeps nothing for a reader that comes later); its
+        # latency counts from when it would have joined, as the other readers' does.
+        nonlocal delivered
+        joined = _join_at(t0, stagger, stream, reader)
+        last = None
+        try:
+            while True:
+                body = await asyncio.wait_for(queue.get(), 300)
+                now = time.time()
+                seen(stream, reader, last, body["seq"])
+                last = body["seq"]
+                delivered += 1
+                if body["t"] >= joined:
+                    latencies.append(now - body["t"])
+                if body["end"]:
+                    return
+        finally:
+            fed[stream].remove(queue)
+
+    def feed_from_the_start(stream: int) -> asyncio.Queue[Any]:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        fed.setdefault(stream, []).append(queue)
+        return queue
+
     async def reader(read: Any, source: Any, stream: int, n: int, t0: float) -> None:
         try:
             await read(source, stream, n, t0)
@@ -281,6 +352,27 @@ def consume(
                 await asyncio.gather(*(reader(streamfold_reader, r, s, n, t0) for s, n in jobs))
                 cpu = time.process_time() - cpu
                 return cpu, await _connections(r.redis, name)
+        if mode == "pubsub":
+            subscriber = aioredis.Redis.from_url(url, **options)
+            pubsub = subscriber.pubsub()
+            await pubsub.psubscribe(f"{prefix}bench-*")
+            queues = [feed_from_the_start(s) for s, _n in jobs]
+            t0 = await start.wait()
+            cpu = time.process_time()
+            fanning = asyncio.create_task(fan_out(pubsub))
+            await asyncio.gather(
+                *(
+                    reader(pubsub_reader, q, s, n, t0)
+                    for q, (s, n) in zip(queues, jobs, strict=True)
+                )
+            )
+            cpu = time.process_time() - cpu
+            fanning.cancel()
+            # The subscriber's connection (CLIENT LIST asks on another of the pool's).
+            connections = await _connections(subscriber, name) - 1
+            await pubsub.aclose()
+            await subscriber.aclose()
+            return cpu, connections
         # One connection per blocked reader: redis-py's plain pool, or where Redis and the
         # file-descriptor limit allow fewer, its blocking pool (readers wait for one).
         if len(jobs) <= max_connections:
@@ -385,7 +477,7 @@ def phase(
             reader_end, writer_end = ctx.Pipe(duplex=False)
             producer = ctx.Process(
                 target=_produce_to_pipe,
-                args=(writer_end, server.url, prefix, streams, start, pace, stagger, hiredis),
+                args=(writer_end, server.url, prefix, streams, start, pace, stagger, hiredis, mode),
             )
             processes = [*consumers, producer]
             for process in processes:
@@ -432,6 +524,11 @@ def phase(
         "reader_connection_cap": (maxclients - _FD_HEADROOM) // procs * procs,
         "redis_cpu_s": round(redis_cpu, 2),
         "producer_cpu_s": round(produced["cpu_s"], 2),
+        # What publishing costs the producer per event (fold, JSON, the writes): the
+        # relay's own share, beside the pub/sub floor's PUBLISH of each chunk.
+        "producer_cpu_us_per_event": round(produced["cpu_s"] / produced["events"] * 1e6, 1)
+        if produced["events"]
+        else None,
     }
 
 
@@ -458,12 +555,14 @@ def run(
     for mode in modes:
         result[mode] = phase(mode, streams, readers, procs, pace, stagger, hiredis)
         print(mode, json.dumps(result[mode]), file=sys.stderr, flush=True)
-    if all(mode in result for mode in MODES):
-        ours, bare = result["streamfold"], result["bare"]
-        result["ratios"] = {
-            name: round(ours[name] / bare[name], 3) if ours[name] and bare[name] else None
-            for name in ("deliveries_per_cpu_s", "latency_median_ms", "latency_p99_ms")
-        }
+    names = ("deliveries_per_cpu_s", "latency_median_ms", "latency_p99_ms")
+    for floor, key in (("bare", "ratios"), ("pubsub", "ratios_pubsub")):
+        if "streamfold" in result and floor in result:
+            ours, theirs = result["streamfold"], result[floor]
+            result[key] = {
+                name: round(ours[name] / theirs[name], 3) if ours[name] and theirs[name] else None
+                for name in names
+            }
     return result
 
 
@@ -478,7 +577,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--procs", type=int, default=2, help="reader processes")
     parser.add_argument("--pace", type=float, default=0.02, help="seconds between events")
     parser.add_argument("--stagger", type=float, default=0.002, help="seconds between starts")
-    parser.add_argument("--modes", default=",".join(MODES), help="streamfold,bare")
+    parser.add_argument("--modes", default=",".join(MODES), help="streamfold,bare,pubsub")
     parser.add_argument("--no-hiredis", action="store_true", help="the pure-Python parser")
     parser.add_argument("--quick", action="store_true", help="100 streams x 10 readers")
     parser.add_argument("--json", help="also write the result here")

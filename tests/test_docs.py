@@ -69,6 +69,13 @@ def _block(key: str) -> str:
 AS_IN_THE_README = ["index.md: import httpx", "relay.md: from streamfold.relay import Relay"]
 
 
+# The test files of docs/testing.md: pytest runs them (tests/testing/test_testing_page.py).
+TESTING_PAGE = [
+    f"testing.md: # {name}"
+    for name in ("test_weather.py", "test_frameworks.py", "test_claude.py", "test_retry.py")
+] + ["testing.md: # test_cut.py"]
+
+
 def test_every_python_block_is_run_or_says_why_not() -> None:
     # A new example needs a test below, or a `<!-- not run: ... -->` line with a reason.
     runnable = sorted(key for key, (_, not_run) in BLOCKS.items() if not_run is None)
@@ -80,6 +87,7 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             "api/timing.md: from streamfold import telemetry",
             "api/timing.md: from streamfold.telemetry import RequestInfo",
             "api/timing.md: sent_at = time.monotonic()",
+            "api/streams.md: import streamfold",
             "cli.md: from streamfold.record import tee",
             "concepts/narration.md: for event in streamfold.fold(chunks):",
             "concepts/pipeline.md: for event in streamfold.fold(chunks):            "
@@ -87,6 +95,7 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             "concepts/pipeline.md: recording = streamfold.load_recording("
             '"tests/fixtures/real/anthropic/thinking-then-tool-use.sse")',
             "concepts/resuming.md: folder = streamfold.StreamFolder()",
+            "concepts/structured-output.md: from pydantic import BaseModel",
             "live-ui.md: from starlette.responses import StreamingResponse",
             "live-ui.md: from streamfold import ToolResult, fold",
             "agent-loops.md: from streamfold import ToolResult, fold",
@@ -94,6 +103,8 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             "providers/index.md: class LineChat(streamfold.Decoder):",
             "providers/streamfold.md: CP = streamfold.ContentPart",
             "relay.md: # app.py",
+            # tests/testing/test_testing_page.py runs these, with their scenario files.
+            *TESTING_PAGE,
             'relay.md: async with relay.turn("chat-42/turn-7") as turn:          # worker A',
         ]
     )
@@ -118,6 +129,15 @@ def test_every_file_named_is_there() -> None:
         if "*" not in path
     }
     assert sorted((where, path) for where, path in named if not (ROOT / path).exists()) == []
+
+
+def test_the_to_stream_example(capsys: pytest.CaptureFixture[str]) -> None:
+    namespace: dict[str, Any] = {}
+    exec(_block("api/streams.md: import streamfold"), namespace)
+    assert capsys.readouterr().out == "error\n"
+    # Four events kept, then the error event: Anthropic's own.
+    assert namespace["broken"][:4] == namespace["chunks"][:4]
+    assert namespace["broken"][4].startswith(b"event: error\n")
 
 
 def test_the_recording_example(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -195,6 +215,20 @@ def test_the_resume_example() -> None:
     assert namespace["state"]["mac"]
     last = namespace["events"][-1]
     assert isinstance(last, MessageCompleted) and last.message == fold_message(data)
+
+
+def test_the_structured_output_example(capsys: pytest.CaptureFixture[str]) -> None:
+    cities = '[{"name": "Istanbul", "country": "Turkey"}, {"name": "Moscow", "country": "Russia"}]'
+    head = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": {"content": cities[i : i + 9]}}]}
+        for i in range(0, len(cities), 9)
+    ]
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    namespace: dict[str, Any] = {"chunks": chunks}
+    exec(_block("concepts/structured-output.md: from pydantic import BaseModel"), namespace)
+    assert capsys.readouterr().out == "0: Istanbul, Turkey\n1: Moscow, Russia\n"
+    assert [city.name for city in namespace["cities"]] == ["Istanbul", "Moscow"]
 
 
 def test_the_tee_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

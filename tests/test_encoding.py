@@ -105,7 +105,7 @@ def test_anthropic_roundtrip(rel: str) -> None:
 
 
 def test_anthropic_recordings_exist() -> None:
-    assert len(target_recordings("anthropic")) == 16
+    assert len(target_recordings("anthropic")) == 18
 
 
 # --- OpenAI Chat -------------------------------------------------------------------------------

@@ -14,6 +14,11 @@ from streamfold import (
     FrozenEventError,
     Message,
     MessageCompleted,
+    OutputCompleted,
+    OutputFailed,
+    OutputItem,
+    OutputPartial,
+    OutputValidationError,
     PartCompleted,
     PartDelta,
     PartMarked,
@@ -57,6 +62,10 @@ SAMPLES: list[tuple[type[Any], dict[str, Any]]] = [
         {"error_type": "overloaded", "message": "busy", "raw": {}, "partial": MESSAGE},
     ),
     (MessageCompleted, {"message": MESSAGE}),
+    (OutputPartial, {"value": {"a": [1]}, "changes": (("set", ("a", 0), 1),)}),
+    (OutputItem, {"index": 0, "value": {"a": 1}}),
+    (OutputCompleted, {"value": [{"a": 1}]}),
+    (OutputFailed, {"error": OutputValidationError("expected JSON", "{", [{"type": "x"}])}),
 ]
 IDS = [cls.__name__ for cls, _ in SAMPLES]
 

@@ -111,8 +111,8 @@ def _reencode(message: EventStreamMessage) -> bytes:
 # --- the recordings ----------------------------------------------------------------------
 
 
-def test_there_are_six_recordings() -> None:
-    assert len(EVENTSTREAMS) == 6
+def test_there_are_seven_recordings() -> None:
+    assert len(EVENTSTREAMS) == 7
 
 
 @pytest.mark.parametrize("name", EVENTSTREAMS)

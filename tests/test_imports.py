@@ -135,11 +135,12 @@ def test_nothing_but_main_imports_the_cli() -> None:
 
 
 def test_only_the_edges_import_the_adapters() -> None:
-    # The adapters need optional libraries: the core never imports them; serve does.
+    # The adapters need optional libraries: the core never imports them; the replay
+    # server's core (serve's, and streamfold.testing's transports') does.
     importers = sorted(
         name
         for name, targets in import_graph().items()
         if not name.startswith("streamfold.interop")
         and any(t.startswith("streamfold.interop") for t in targets)
     )
-    assert importers == ["streamfold.serve"]
+    assert importers == ["streamfold.web.replay_api"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._build import is_compiled
 from .accumulator import Accumulator
-from .aio import AsyncFold, afold, afold_message
+from .aio import AsyncFold, afold, afold_message, afold_output
 from .deltas import (
     ClosePart,
     Delta,
@@ -27,6 +27,7 @@ from .errors import (
     InvalidModelError,
     NoEventsError,
     OptionsError,
+    OutputValidationError,
     PartMergeError,
     StateError,
     StreamfoldError,
@@ -38,6 +39,10 @@ from .errors import (
 from .events import (
     Event,
     MessageCompleted,
+    OutputCompleted,
+    OutputFailed,
+    OutputItem,
+    OutputPartial,
     PartCompleted,
     PartDelta,
     PartMarked,
@@ -46,7 +51,7 @@ from .events import (
     UsageUpdated,
 )
 from .events_json import event_from_json, event_to_json
-from .fold import Fold, StreamFolder, fold, fold_message
+from .fold import Fold, StreamFolder, fold, fold_message, fold_output
 from .framing import NDJSONDecoder, SSEDecoder, SSEEvent
 from .limits import Limits
 from .message import (
@@ -87,6 +92,7 @@ from .providers import (
 )
 from .providers.messagedelta import events_to_deltas
 from .recording import Recording, load_recording
+from .streams import to_stream
 from .timing import PartTiming, StreamTiming
 from .ui import (
     UI_MESSAGE_STREAM_HEADERS,
@@ -129,6 +135,11 @@ __all__ = [
     "NoEventsError",
     "OpenPart",
     "OptionsError",
+    "OutputCompleted",
+    "OutputFailed",
+    "OutputItem",
+    "OutputPartial",
+    "OutputValidationError",
     "PartCompleted",
     "PartDelta",
     "PartMarked",
@@ -161,6 +172,7 @@ __all__ = [
     "aencode_sse",
     "afold",
     "afold_message",
+    "afold_output",
     "apply_change",
     "ato_ui_message_stream",
     "check_replayable",
@@ -175,6 +187,7 @@ __all__ = [
     "extract_display_items",
     "fold",
     "fold_message",
+    "fold_output",
     "has_citations",
     "is_compiled",
     "is_narration",
@@ -190,6 +203,7 @@ __all__ = [
     "registered_providers",
     "set_option_on_last_part",
     "to_message",
+    "to_stream",
     "to_ui_message_stream",
     "unregister_provider",
     "utterance",

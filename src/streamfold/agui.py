@@ -33,6 +33,10 @@ from .errors import StreamfoldError, UsageError
 from .events import (
     Event,
     MessageCompleted,
+    OutputCompleted,
+    OutputFailed,
+    OutputItem,
+    OutputPartial,
     PartCompleted,
     PartDelta,
     PartMarked,
@@ -131,6 +135,8 @@ class AGUIEncoder:
             pass  # each response's final usage goes out with RUN_FINISHED
         elif isinstance(event, ProviderErrored):
             self._error = (event.message, event.error_type)
+        elif isinstance(event, OutputPartial | OutputItem | OutputCompleted | OutputFailed):
+            pass  # the structured output's text already went out as its part's deltas
         elif isinstance(event, MessageCompleted):
             out += self._start_step()  # a response with no parts is a step all the same
             self._end_step(event.message)

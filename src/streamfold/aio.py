@@ -19,9 +19,9 @@ from typing import Any
 import anyio
 
 from .arguments import check_timing
-from .errors import UsageError
+from .errors import OutputValidationError, UsageError
 from .events import Event, MessageCompleted
-from .fold import StreamFolder, _check_folder_arguments, _source, _timing_for
+from .fold import StreamFolder, _check_folder_arguments, _output_folder, _source, _timing_for
 from .limits import DEFAULT_LIMITS
 from .message import Message
 from .timing import StreamTiming
@@ -103,6 +103,16 @@ class AsyncFold:
     def partial_arguments(self, index: Any) -> Any:
         """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`)."""
         return self.folder.partial_arguments(index)
+
+    @property
+    def output(self) -> Any:
+        """The structured output (`output=`): the latest partial value, then the final one."""
+        return self.folder.output
+
+    @property
+    def output_error(self) -> OutputValidationError | None:
+        """Why the structured output failed (it was sent as `OutputFailed`), or None."""
+        return self.folder.output_error
 
     async def aclose(self) -> None:
         """Stop early: the message keeps everything received, with status cancelled."""
@@ -293,12 +303,15 @@ def afold(
     started_at: Any = None,
     clock: Any = None,
     request: Any = None,
+    output: Any = None,
+    output_tool: Any = None,
 ) -> AsyncFold:
     """Fold an async stream into events (bytes, str, dicts, SDK objects or MessageDeltas).
 
     `partial_arguments`: as for `fold`, tool-call PartDeltas carry `arguments_changes`.
     `started_at`, `clock`: the timing's, and `request` (a `telemetry.RequestInfo`) what
-    telemetry records of the request, as for `fold`.
+    telemetry records of the request, as for `fold`. `output`, `output_tool`: the
+    structured output, as for `fold` (`AsyncFold.output`).
     """
     if (clock is not None and not callable(clock)) or (
         started_at is not None and (type(started_at) is not float or not math.isfinite(started_at))
@@ -307,18 +320,18 @@ def afold(
     _check_folder_arguments(
         "afold", provider, choice, strict, "assistant", limits, partial_arguments, None
     )
+    box = _output_folder("afold", output, output_tool)
     source, provider = _source(chunks, provider, "afold", asynchronous=True)
-    return AsyncFold(
-        source,
-        StreamFolder(
-            provider,
-            choice=choice,
-            strict=strict,
-            limits=limits,
-            partial_arguments=partial_arguments,
-            timing=_timing_for(clock, started_at, provider, request),
-        ),
+    folder = StreamFolder(
+        provider,
+        choice=choice,
+        strict=strict,
+        limits=limits,
+        partial_arguments=partial_arguments,
+        timing=_timing_for(clock, started_at, provider, request),
     )
+    folder._output = box
+    return AsyncFold(source, folder)
 
 
 async def afold_message(
@@ -350,3 +363,37 @@ async def afold_message(
             final = event.message
     assert final is not None  # a fold always ends with MessageCompleted
     return final
+
+
+async def afold_output(
+    chunks: AsyncIterable[Any] | Iterable[Any] | Any,
+    output: Any,
+    provider: Any = None,
+    *,
+    output_tool: Any = None,
+    choice: Any = 0,
+    strict: Any = False,
+    limits: Any = DEFAULT_LIMITS,
+    started_at: Any = None,
+    clock: Any = None,
+    request: Any = None,
+) -> Any:
+    """Fold an async stream and return only its structured output (see `fold_output`)."""
+    folded = afold(
+        chunks,
+        provider,
+        choice=choice,
+        strict=strict,
+        limits=limits,
+        started_at=started_at,
+        clock=clock,
+        request=request,
+        output=output,
+        output_tool=output_tool,
+    )
+    async for _ in folded:
+        pass
+    error = folded.output_error
+    if error is not None:
+        raise error
+    return folded.output

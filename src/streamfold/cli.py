@@ -1,6 +1,7 @@
 """The `streamfold` command: replay recorded streams, a demo, a replay server, a recorder.
 
     streamfold replay FILE [--speed X] [--jsonl | --display | --message] [--provider P]
+                           [--output module:Model [--output-tool NAME]]
     streamfold demo [NAME]
     streamfold serve [DIR] [--host H] [--port N] [--speed X] [--max-body N] [--allow-host H]
     streamfold record OUT [--jsonl | --display | --message]   (reads the stream on stdin)
@@ -8,6 +9,12 @@
 Pacing: a recording made with `streamfold.record` replays with its recorded timing; any
 other replays one event every `EVENT_INTERVAL` seconds (20 ms) at `--speed 1`. `--speed 2`
 is twice as fast, `--speed 0` does not wait at all.
+
+`--output module:Model` folds the answer's JSON (the text after the last tool call, or
+the arguments of the tool call `--output-tool` names) as structured output: the terminal
+shows the typed value filling in, `--jsonl` adds the output's events. The module is
+imported (the current directory first on the path), as the user asked on the command
+line; anything there that is not a pydantic model or a type pydantic validates is refused.
 """
 
 from __future__ import annotations
@@ -204,13 +211,21 @@ def run(
     total_bytes: int = 0,
     sleep: Callable[[float], None] = time.sleep,
     arrivals: Sequence[float] | None = None,
+    output: Any = None,
+    output_tool: str | None = None,
 ) -> None:
     """Fold paced (wait, chunk) pairs into `sink`, keeping what arrived if interrupted.
 
     `arrivals`: the recorded arrival time of each chunk, which the timing then reads
-    (else the clock's: how the replay came, at its speed)."""
+    (else the clock's: how the replay came, at its speed). `output`, `output_tool`: the
+    structured output, as for `fold`."""
     clock, arrive = replay_clock(list(arrivals or ()))
-    folder = StreamFolder(provider, timing=StreamTiming(clock, 0.0) if arrivals else None)
+    folder = StreamFolder(
+        provider,
+        timing=StreamTiming(clock, 0.0) if arrivals else None,
+        output=output,
+        output_tool=output_tool,
+    )
     sink.start(title, total_bytes)
     try:
         for n, (wait, chunk) in enumerate(chunks):
@@ -250,12 +265,22 @@ def replay(
     speed: float = 1.0,
     out: IO[str] | None = None,
     title: str | None = None,
+    faults: str | None = None,
+    output: Any = None,
+    output_tool: str | None = None,
 ) -> None:
-    """Replay a recording into the terminal view or one of the JSON outputs."""
+    """Replay a recording into the terminal view or one of the JSON outputs; `faults`
+    (`cut_after_events=3,stall=2`, see `streamfold.testing.Faults`) play on the way.
+
+    `output`, `output_tool`: fold the answer's JSON as structured output (as for `fold`)."""
     stream = out or sys.stdout
-    steps = schedule(source.data, source.format, speed=speed, timing=source.timing)
-    # The timing reads the recorded arrival times (the pace at speed 1), whatever the speed.
-    arrivals = arrival_times(source.data, source.format, source.timing)
+    if faults:
+        steps, arrivals = _faulted_steps(source, faults, speed)
+    else:
+        steps = schedule(source.data, source.format, speed=speed, timing=source.timing)
+        # The timing reads the recorded arrival times (the pace at speed 1), whatever the
+        # speed.
+        arrivals = arrival_times(source.data, source.format, source.timing)
     heading = title if title is not None else f"{source.name} · {source.provider}"
     sink = make_sink(mode, stream)
     if not _is_live(sink) and _isatty(sys.stderr) and not _isatty(stream):
@@ -269,11 +294,95 @@ def replay(
             title=heading,
             total_bytes=len(source.data),
             arrivals=arrivals,
+            output=output,
+            output_tool=output_tool,
         )
     except NoEventsError as exc:
         raise _no_events(exc, source.name) from None
     except StreamfoldError as exc:
         raise UsageError(f"{source.name}: {exc}") from None
+
+
+def _faulted_steps(
+    source: Source, spec: str, speed: float
+) -> tuple[list[tuple[float, bytes]], list[float]]:
+    """The (wait, chunk) steps of a replay with faults played, and their arrival times."""
+    import itertools
+
+    from .testing.replayer import faulted_chunks
+    from .testing.scenario import Faults
+
+    chunks, _ = faulted_chunks(
+        source.data, source.format, source.provider, Faults.parse(spec), timing=source.timing
+    )
+    check_speed(speed)
+    steps = [(chunk.wait / speed if speed else 0.0, chunk.data) for chunk in chunks]
+    return steps, list(itertools.accumulate(chunk.wait for chunk in chunks))
+
+
+def load_output(spec: str) -> Any:
+    """The type `--output module:Model` names: a pydantic model, a TypeAdapter, or another
+    type pydantic validates (`Items = list[Product]` in the module); UsageError else."""
+    import importlib
+
+    from pydantic import BaseModel, TypeAdapter
+
+    module_name, colon, attr = spec.partition(":")
+    if not colon or not _dotted(module_name) or not _dotted(attr):
+        raise UsageError(
+            f"--output: expected module:Model (e.g. myapp.schemas:Answer), got {spec!r}"
+        )
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` would: the user's own modules
+    try:
+        value: Any = importlib.import_module(module_name)
+    except Exception as exc:  # the module's own code may raise anything while importing
+        raise UsageError(
+            f"--output: expected an importable module {module_name!r}, got "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    for name in attr.split("."):
+        if not hasattr(value, name):
+            raise UsageError(f"--output: expected {module_name!r} to define {attr!r}, it does not")
+        value = getattr(value, name)
+    if isinstance(value, TypeAdapter):
+        return value
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        return value
+    if _is_type(value):
+        try:
+            return TypeAdapter(value)
+        except Exception as exc:  # pydantic's schema errors are of several kinds
+            raise UsageError(
+                f"--output: expected a type pydantic validates, got {spec} = {value!r} "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+            ) from None
+    raise UsageError(
+        f"--output: expected a pydantic model or a type pydantic validates, got {spec} = "
+        f"{_describe(value)}"
+    )
+
+
+def _dotted(name: str) -> bool:
+    return bool(name) and all(part.isidentifier() for part in name.split("."))
+
+
+def _is_type(value: Any) -> bool:
+    """A class or a typing construct (list[X], X | None, Annotated[...], a TypedDict...)."""
+    import types
+    import typing
+
+    if isinstance(value, type):
+        return True
+    if isinstance(value, types.GenericAlias | types.UnionType):
+        return True
+    return typing.get_origin(value) is not None
+
+
+def _describe(value: Any) -> str:
+    kind = type(value).__name__
+    text = repr(value)
+    return f"{text[:80]}… ({kind})" if len(text) > 80 else f"{text} ({kind})"
 
 
 def _isatty(stream: Any) -> bool:
@@ -388,6 +497,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="1 (default): recorded timing, else one event per 20 ms; 0: no waiting; 2: 2x",
     )
     rp.add_argument("--provider", help=f"override detection ({', '.join(PROVIDERS)})")
+    rp.add_argument(
+        "--fault",
+        default=None,
+        metavar="SPEC",
+        help="play faults on the way: cut_after_events=N, cut_after_bytes=N, stall=S "
+        "(after stall_after_events=N), ttft=S, tokens_per_second=R, error_frame=KIND",
+    )
+    rp.add_argument(
+        "--output",
+        metavar="MODULE:MODEL",
+        help="fold the answer's JSON as this pydantic model (or type), shown as it fills in",
+    )
+    rp.add_argument(
+        "--output-tool",
+        metavar="NAME",
+        help="with --output: the tool call whose arguments are the output (default: the "
+        "answer's text)",
+    )
     _add_output(rp)
 
     dp = sub.add_parser("demo", help="replay a recording bundled with streamfold")
@@ -402,6 +529,30 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--port", type=int, default=8765)
     sp.add_argument("--speed", type=_speed, default=1.0, help="pacing, as for replay")
     sp.add_argument("--redis", default=None, help="Redis URL: resumable replays on the demo page")
+    sp.add_argument(
+        "--scenario",
+        default=None,
+        metavar="FILE",
+        help="answer the API requests from this scenario's turns (TOML or JSON; see "
+        "streamfold.testing): matched on the request, with their faults",
+    )
+    sp.add_argument(
+        "--record",
+        choices=("none", "new", "all"),
+        default="none",
+        help="with --scenario and --upstream: new forwards a request no turn answers to the "
+        "upstream and records it as a turn (all: every request); secrets are not written",
+    )
+    sp.add_argument(
+        "--upstream", default=None, metavar="URL", help="the real API for --record (https://...)"
+    )
+    sp.add_argument(
+        "--redact",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a header or body field never written when recording (repeatable)",
+    )
     sp.add_argument(
         "--max-body",
         type=_byte_count,
@@ -499,8 +650,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = sys.stdout
     try:
         if args.command == "replay":
+            if args.output_tool is not None and args.output is None:
+                raise UsageError("--output-tool: expected --output module:Model with it")
+            output = load_output(args.output) if args.output is not None else None
             source = open_source(args.file, args.provider)
-            replay(source, mode=_mode(args), speed=args.speed, out=out)
+            replay(
+                source,
+                mode=_mode(args),
+                speed=args.speed,
+                out=out,
+                faults=args.fault,
+                output=output,
+                output_tool=args.output_tool,
+            )
             return EXIT_OK
         if args.command == "demo":
             return _demo(args, out)
@@ -518,6 +680,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 redis_url=args.redis,
                 max_body=DEFAULT_MAX_BODY if args.max_body is None else args.max_body,
                 allow_hosts=args.allow_host,
+                scenario=args.scenario,
+                record=args.record,
+                upstream=args.upstream,
+                redact=args.redact,
             )
             return EXIT_OK
         parser.print_help()

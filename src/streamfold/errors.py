@@ -221,3 +221,32 @@ class StreamLimitError(StreamfoldError):
         self.actual = actual
         self.partial: Any = None  # the Message so far; set by the fold
         super().__init__(f"{what}: expected at most {maximum} ({limit}), got {actual}")
+
+
+class OutputValidationError(StreamfoldError):
+    """A fold's structured output (`fold(..., output=Model)`) is not a valid value.
+
+    `text`: the output's raw JSON text as it arrived (None when no part held any);
+    `errors`: pydantic's errors (`ValidationError.errors()`), empty when the text is not
+    JSON at all; `reason`: what went wrong, in words. The Message is complete regardless.
+    """
+
+    def __init__(self, reason: str, text: str | None, errors: list[Any] | None = None) -> None:
+        self.reason = _cut(reason, _REASON_CHARS)
+        self.text = text
+        self.errors: list[Any] = errors or []
+        shown = "no output text" if text is None else preview(text)
+        super().__init__(f"structured output: {self.reason} (the text: {shown})")
+
+    def __eq__(self, other: object) -> bool:
+        # By value, as the OutputFailed event that carries it is.
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, OutputValidationError)
+        return (self.reason, self.text, self.errors) == (other.reason, other.text, other.errors)
+
+    def __hash__(self) -> int:
+        return hash((self.reason, self.text))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.reason, self.text, self.errors))

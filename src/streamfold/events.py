@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal, NoReturn
 
 from .display import DisplayItem
-from .errors import FrozenEventError
+from .errors import FrozenEventError, OutputValidationError
 from .message import Message, ToolCall, Usage
 from .partial_json import Change
 from .parts import Citation, ContentPart, PartType, Utterance
@@ -243,6 +243,66 @@ class MessageCompleted(_Event):
         return (_rebuild, (type(self), {"message": self.message, "timing": self.timing}))
 
 
+class OutputPartial(_Event):
+    """The structured output (`fold(..., output=Model)`) so far, each time it changed.
+
+    `value`: the partial value, validated as far as it arrived (see
+    docs/concepts/structured-output.md for the rule); `changes`: what this delta added to
+    the output's JSON (`streamfold.partial_json` changes, paths from the output's root).
+    `value` is live: the next event may grow the lists it holds in place (that is what
+    keeps the cost per delta flat); copy it to keep a snapshot. `changes` are not shared.
+    """
+
+    __match_args__ = ("value", "changes")
+    __slots__ = __match_args__
+    type: Final[Literal["output_partial"]] = "output_partial"
+    value: Any
+    changes: tuple[Change, ...]
+
+    def __init__(self, *, value: Any, changes: tuple[Change, ...] = ()) -> None:
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "changes", changes)
+
+
+class OutputItem(_Event):
+    """Element `index` of a top-level list output is complete, validated as the element type."""
+
+    __match_args__ = ("index", "value")
+    __slots__ = __match_args__
+    type: Final[Literal["output_item"]] = "output_item"
+    index: int
+    value: Any
+
+    def __init__(self, *, index: int, value: Any) -> None:
+        object.__setattr__(self, "index", index)
+        object.__setattr__(self, "value", value)
+
+
+class OutputCompleted(_Event):
+    """The structured output, whole and fully validated (as `validate_json` of its text)."""
+
+    __match_args__ = ("value",)
+    __slots__ = __match_args__
+    type: Final[Literal["output_completed"]] = "output_completed"
+    value: Any
+
+    def __init__(self, *, value: Any) -> None:
+        object.__setattr__(self, "value", value)
+
+
+class OutputFailed(_Event):
+    """The structured output is not a valid value: `error` says why (its raw text, pydantic's
+    errors). The fold goes on: the Message is complete all the same."""
+
+    __match_args__ = ("error",)
+    __slots__ = __match_args__
+    type: Final[Literal["output_failed"]] = "output_failed"
+    error: OutputValidationError
+
+    def __init__(self, *, error: OutputValidationError) -> None:
+        object.__setattr__(self, "error", error)
+
+
 Event = (
     PartStarted
     | PartDelta
@@ -251,4 +311,8 @@ Event = (
     | UsageUpdated
     | ProviderErrored
     | MessageCompleted
+    | OutputPartial
+    | OutputItem
+    | OutputCompleted
+    | OutputFailed
 )

@@ -9,12 +9,18 @@ from __future__ import annotations
 import json
 from typing import Any, assert_never
 
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
 from .construct import check_json_object, check_json_value
 from .display import DisplayItem
-from .errors import EventJSONError
+from .errors import EventJSONError, OutputValidationError
 from .events import (
     Event,
     MessageCompleted,
+    OutputCompleted,
+    OutputFailed,
+    OutputItem,
+    OutputPartial,
     PartCompleted,
     PartDelta,
     PartMarked,
@@ -57,6 +63,13 @@ def event_to_json(event: Event) -> dict[str, Any]:
     provider_errored: {type, error_type, message, raw, partial}
     message_completed:{type, message} (not its timing: as for ==, the same bytes give
                       the same JSON on every run)
+    output_partial:   {type, value, changes}
+    output_item:      {type, index, value}
+    output_completed: {type, value}
+    output_failed:    {type, reason, text, errors}
+
+    An output's `value` is written as pydantic writes it in JSON mode; read back, it is
+    that JSON (the type it was validated as is the caller's, not the event's).
 
     `part` is a ContentPart or ToolCall as `model_dump(mode="json")` gives it; `part_type`
     is the ContentPart type or "tool_call".
@@ -110,7 +123,32 @@ def event_to_json(event: Event) -> dict[str, Any]:
         }
     if isinstance(event, MessageCompleted):
         return {"type": event.type, "message": event.message.model_dump(mode="json")}
+    if isinstance(event, OutputPartial):
+        return {
+            "type": event.type,
+            "value": _output_json(event.value),
+            "changes": [[op, list(path), value] for op, path, value in event.changes],
+        }
+    if isinstance(event, OutputItem):
+        return {"type": event.type, "index": event.index, "value": _output_json(event.value)}
+    if isinstance(event, OutputCompleted):
+        return {"type": event.type, "value": _output_json(event.value)}
+    if isinstance(event, OutputFailed):
+        error = event.error
+        return {
+            "type": event.type,
+            "reason": error.reason,
+            "text": error.text,
+            "errors": _json_safe(error.errors),
+        }
     assert_never(event)
+
+
+def _output_json(value: Any) -> Any:
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError:
+        return repr(value)
 
 
 def _part(data: Any, part_type: Any) -> ContentPart | ToolCall:
@@ -168,6 +206,26 @@ def event_from_json(data: Any) -> Event:
             )
         if kind == "message_completed":
             return MessageCompleted(message=Message.model_validate(data["message"]))
+        if kind == "output_partial":
+            check_json_value(data["value"], "value")
+            changes = tuple((c[0], tuple(c[1]), c[2]) for c in data.get("changes", ()))
+            for at, change in enumerate(changes):
+                check_json_value(change[2], f"changes[{at}]")
+            return OutputPartial(value=data["value"], changes=changes)
+        if kind == "output_item":
+            check_json_value(data["value"], "value")
+            if type(data["index"]) is not int:
+                raise ValueError(f"expected an element index, got {data['index']!r}")
+            return OutputItem(index=data["index"], value=data["value"])
+        if kind == "output_completed":
+            check_json_value(data["value"], "value")
+            return OutputCompleted(value=data["value"])
+        if kind == "output_failed":
+            text, errors = data.get("text"), data.get("errors", [])
+            if (text is not None and type(text) is not str) or type(errors) is not list:
+                raise ValueError(f"expected a text and a list of errors, got {data!r}")
+            check_json_value(errors, "errors")
+            return OutputFailed(error=OutputValidationError(str(data["reason"]), text, errors))
     except (KeyError, TypeError, ValueError) as exc:
         raise EventJSONError(f"malformed {kind} event ({type(exc).__name__}: {exc})") from None
     raise EventJSONError(f"expected a streamfold event type, got {kind!r}")

@@ -35,6 +35,7 @@ from .construct import _plain_json
 from .deltas import ClosePart, Delta, GrowPart, OpenPart
 from .errors import (
     ChoiceError,
+    OutputValidationError,
     StateError,
     StreamfoldError,
     StreamLimitError,
@@ -56,6 +57,7 @@ from .framing import (
 from .framing_state import NDJSONState, SSEState
 from .limits import DEFAULT_LIMITS, Limits
 from .message import Message, MessageDelta
+from .output import OutputFolder, output_adapter
 from .parts import ContentPart
 from .providers import (
     PROVIDERS,
@@ -137,10 +139,14 @@ class StreamFolder:
         limits: Any = DEFAULT_LIMITS,
         partial_arguments: Any = False,
         timing: Any = None,
+        output: Any = None,
+        output_tool: Any = None,
     ) -> None:
         _check_folder_arguments(
             "StreamFolder", provider, choice, strict, role, limits, partial_arguments, timing
         )
+        # The structured output's box (streamfold.output): it sees the events and adds its own.
+        self._output = _output_folder("StreamFolder", output, output_tool)
         self._decoder_options: dict[str, Any] = {"choice": choice, "strict": strict}
         # When the chunks arrived (streamfold.timing): noted after each feed() that moved
         # something, held by the final message. Not saved: a restored fold starts a new one
@@ -191,6 +197,17 @@ class StreamFolder:
         """The message so far."""
         return self._acc.snapshot()
 
+    @property
+    def output(self) -> Any:
+        """The structured output (`output=`): the latest partial value while it streams, the
+        validated value once `OutputCompleted` went out; None before any, or after it failed."""
+        return None if self._output is None else self._output.value
+
+    @property
+    def output_error(self) -> OutputValidationError | None:
+        """Why the structured output failed (`OutputFailed`), or None."""
+        return None if self._output is None else self._output.error
+
     def partial_arguments(self, index: Any) -> Any:
         """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`).
 
@@ -206,6 +223,11 @@ class StreamFolder:
         """
         from .state import dump_state
 
+        if self._output is not None:
+            raise UsageError(
+                "save_state: expected a fold without output= (a state does not hold the "
+                "output's validation), got one with it"
+            )
         try:
             state = self.to_state()
         except ValidationError as exc:
@@ -368,6 +390,13 @@ class StreamFolder:
         A stream that breaks inside a chunk of bytes: the events before the fault are
         returned, and the next feed() or close() raises its StreamProtocolError.
         """
+        events = self._feed_timed(chunk)
+        if self._output is not None:
+            events = self._output.take(events)
+        return events
+
+    def _feed_timed(self, chunk: Any) -> list[Event]:
+        """feed() before the structured output's box sees the events."""
         timing = self.timing
         if timing._chunks is not None:  # telemetry on: each chunk's arrival
             timing._chunk_arrived()
@@ -454,6 +483,20 @@ class StreamFolder:
         decoder = self._decoder
         if decoder is None or not self.folding_objects:
             raise UsageError("StreamFolder.fold_objects: expected a fold of decoded dicts")
+        output = self._output
+        if output is not None:
+            # Each event through the structured output's box; the loop below runs with
+            # the box set aside, so a fold without one pays nothing for it per event.
+            self._output = None
+            passed: list[Event] = []
+            try:
+                for folded in self.fold_objects(source):
+                    output.take_one(folded, passed)
+                    yield from passed
+                    passed.clear()
+            finally:
+                self._output = output
+            return
         acc = self._acc
         timing = self.timing
         decode = decoder.decode
@@ -583,6 +626,8 @@ class StreamFolder:
             self._check_understood()
         events.extend(self._acc.close())
         self.timing._note(self._acc)
+        if self._output is not None:
+            events = self._output.take(events)
         return events
 
     def _check_understood(self) -> None:
@@ -635,6 +680,8 @@ class StreamFolder:
                         events.extend(self._acc.apply(delta))
         events += self._acc.cancel()
         self.timing._note(self._acc)
+        if self._output is not None:
+            events = self._output.take(events)
         return events
 
     # --- bytes -------------------------------------------------------------------------
@@ -1294,6 +1341,16 @@ class Fold:
         """The tool call at slot `index`: its arguments parsed so far (`partial_arguments=True`)."""
         return self.folder.partial_arguments(index)
 
+    @property
+    def output(self) -> Any:
+        """The structured output (`output=`): the latest partial value, then the final one."""
+        return self.folder.output
+
+    @property
+    def output_error(self) -> OutputValidationError | None:
+        """Why the structured output failed (it was sent as `OutputFailed`), or None."""
+        return self.folder.output_error
+
     def close(self) -> None:
         """Stop early: the message keeps everything received, with status cancelled."""
         self._events.close()
@@ -1374,6 +1431,8 @@ def fold(
     started_at: Any = None,
     clock: Any = None,
     request: Any = None,
+    output: Any = None,
+    output_tool: Any = None,
 ) -> Fold:
     """Fold a stream into events. `chunks`: an iterable of bytes, str, dicts or SDK objects.
 
@@ -1392,6 +1451,13 @@ def fold(
     address and port), which telemetry records when it is on; the stream itself names only
     the model that answered.
 
+    `output`: a type pydantic validates (a model, `list[Model]`, any annotation) or a
+    `TypeAdapter`: the answer's JSON (the text after the last tool call; with
+    `output_tool="name"`, that tool call's arguments) is parsed as it streams, and the
+    events include `OutputPartial`, `OutputItem` (each complete element of a top-level
+    list), then `OutputCompleted` or `OutputFailed` before `MessageCompleted`; the value
+    is also `Fold.output` (see docs/concepts/structured-output.md).
+
     Arguments of the wrong type raise UsageError (on both builds), as does a source that
     is no stream (a path, an awaitable, an async iterable: see `afold`); input in which
     not one event is found raises NoEventsError.
@@ -1403,6 +1469,7 @@ def fold(
     _check_folder_arguments(
         "fold", provider, choice, strict, "assistant", limits, partial_arguments, None
     )
+    box = _output_folder("fold", output, output_tool)
     source, provider = _source(chunks, provider, "fold")
     folder = StreamFolder(
         provider,
@@ -1412,7 +1479,26 @@ def fold(
         partial_arguments=partial_arguments,
         timing=_timing_for(clock, started_at, provider, request),
     )
+    folder._output = box
     return Fold(source, folder)
+
+
+def _output_folder(function: str, output: Any, output_tool: Any) -> OutputFolder | None:
+    """The structured output's box for `output=` / `output_tool=`, both checked (None for
+    a fold without output)."""
+    if output is None:
+        if output_tool is not None:
+            raise UsageError(
+                f"{function}: expected output= with output_tool= (the type its arguments "
+                f"are), got output_tool={preview(output_tool, 80)} alone"
+            )
+        return None
+    if output_tool is not None and (type(output_tool) is not str or not output_tool):
+        raise UsageError(
+            f"{function}: expected output_tool to be a tool name (a non-empty str) or None, "
+            f"got {preview(output_tool, 80)}"
+        )
+    return OutputFolder(output_adapter(function, output), output_tool)
 
 
 def _timing_for(
@@ -1457,3 +1543,41 @@ def fold_message(
             final = event.message
     assert final is not None  # a fold always ends with MessageCompleted
     return final
+
+
+def fold_output(
+    chunks: Any,
+    output: Any,
+    provider: Any = None,
+    *,
+    output_tool: Any = None,
+    choice: Any = 0,
+    strict: Any = False,
+    limits: Any = DEFAULT_LIMITS,
+    started_at: Any = None,
+    clock: Any = None,
+    request: Any = None,
+) -> Any:
+    """Fold a stream and return only its structured output, validated as `output`.
+
+    Raises OutputValidationError (with the raw text and pydantic's errors) when the
+    output is not a valid value; `fold(..., output=...)` gives the Message as well.
+    """
+    folded = fold(
+        chunks,
+        provider,
+        choice=choice,
+        strict=strict,
+        limits=limits,
+        started_at=started_at,
+        clock=clock,
+        request=request,
+        output=output,
+        output_tool=output_tool,
+    )
+    for _ in folded:
+        pass
+    error = folded.output_error
+    if error is not None:
+        raise error
+    return folded.output

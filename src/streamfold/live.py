@@ -7,6 +7,11 @@ parts after it wait behind it, so they print in order. Thinking is dimmed, narra
 tool calls show their arguments pretty-printed once complete, and the stop reason and
 usage close the message. Without a terminal (or without rich) the same parts print as
 plain text when they complete, with no cursor movement.
+
+With structured output (`replay --output module:Model`) the typed value shows below the
+open parts as it fills in (its JSON, the newest lines when it is taller than the screen,
+drawn at most 30 times a second whatever the number of deltas), and prints whole, or its
+validation error, before the message's footer.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ from .display import MarkedInOrder
 from .events import (
     Event,
     MessageCompleted,
+    OutputCompleted,
+    OutputFailed,
+    OutputItem,
+    OutputPartial,
     PartCompleted,
     PartDelta,
     PartMarked,
@@ -64,6 +73,30 @@ class _Open:
 
 def _json_block(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _output_json(value: Any) -> str:
+    """A structured output value as indented JSON (a partial model: the fields it has)."""
+    from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+    try:
+        return _json_block(to_jsonable_python(value))
+    except PydanticSerializationError:
+        return repr(value)
+
+
+def output_lines(value: Any, *, done: bool, tail: int | None = None) -> list[Line]:
+    """The typed output's block: a header, then its JSON (the last `tail` lines only)."""
+    text = _output_json(value).splitlines()
+    header = "typed output" if done else "typed output · partial"
+    if tail is not None and len(text) > tail:
+        text = ["…", *text[-tail:]]
+    return [[(header, "bold green" if done else "green")], *[[(t, "")] for t in text]]
+
+
+def output_error_lines(error: Any) -> list[Line]:
+    """The typed output failed validation: why, as the error says."""
+    return [[("typed output · failed", "bold red")], [(str(error), "red")]]
 
 
 def _header(part: ContentPart | ToolCall, done: bool) -> Line | None:
@@ -180,6 +213,11 @@ class _Parts:
         # Finished parts not printed yet: a text part waits for its narration / answer
         # marker, and the parts after it wait behind it.
         self.done = MarkedInOrder()
+        # The structured output: its latest value (live: it grows in place), and the lines
+        # to print for good once it is complete or failed.
+        self.output: Any = None
+        self.has_output = False
+        self.output_final: list[Line] | None = None
 
     def feed(self, event: Event) -> list[Line] | None:
         """Track `event`; return the lines to print for good (parts ended), else None."""
@@ -211,10 +249,29 @@ class _Parts:
             return [*(_shown(self.done.flush()) or []), *error_lines(event)]
         if isinstance(event, MessageCompleted):
             lines = _shown(self.done.flush()) or []
+            if self.output_final is not None:
+                lines = [*lines, *([[]] if lines else []), *self.output_final]
+                self.output_final = None
+            self.has_output = False
             self.open.clear()
             return [*lines, *([[]] if lines else []), *footer_lines(event.message)]
         if isinstance(event, UsageUpdated):
             return None
+        if isinstance(event, OutputPartial):
+            # Kept, not drawn: serialising the value at each delta would cost its size
+            # each time; the live view draws it at most 30 times a second.
+            self.output, self.has_output = event.value, True
+            return None
+        if isinstance(event, OutputCompleted):
+            self.output, self.has_output = event.value, False
+            self.output_final = output_lines(event.value, done=True)
+            return None
+        if isinstance(event, OutputFailed):
+            self.has_output = False
+            self.output_final = output_error_lines(event.error)
+            return None
+        if isinstance(event, OutputItem):
+            return None  # the element is in the partial value
         assert_never(event)
 
     def growing(self, tail: int | None = None) -> list[list[Line]]:
@@ -228,7 +285,13 @@ class _Parts:
                 # Only the end of a long part fits on screen: do not re-wrap all of it.
                 text = "…" + text[-tail:]
             out.append((index, part_lines(state.start, text, done=False)))
-        return [lines for _, lines in sorted(out, key=lambda entry: entry[0])]
+        blocks = [lines for _, lines in sorted(out, key=lambda entry: entry[0])]
+        if self.has_output:
+            rows = None if tail is None else max(3, tail // 80)
+            blocks.append(output_lines(self.output, done=False, tail=rows))
+        elif self.output_final is not None:
+            blocks.append(self.output_final)
+        return blocks
 
 
 def _shown(parts: list[ContentPart | ToolCall]) -> list[Line] | None:

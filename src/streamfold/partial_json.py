@@ -201,6 +201,18 @@ class IncrementalJSON:
         """Characters consumed so far."""
         return self._offset
 
+    def is_open(self, path: Path) -> bool:
+        """True while the value at `path` still grows: an open container or string.
+
+        A value that closed does so without a change (a closing bracket adds nothing),
+        so a consumer that acts on complete values asks here.
+        """
+        paths = self._paths
+        depth = len(path)
+        if depth < len(paths) and paths[depth] == path:
+            return True
+        return _STRING <= self._state <= _SURROGATE and not self._is_key and self._str_path == path
+
     # --- feeding --------------------------------------------------------------------
 
     def feed(self, text: str) -> list[Change]:

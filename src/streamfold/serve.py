@@ -31,6 +31,13 @@ an app whose follow-up request is broken gets the API's 400 here too; otherwise 
 prompt is ignored: the answer is the recording. Errors use each API's error body and
 status code.
 
+With a scenario (`streamfold serve --scenario app.toml`, see `streamfold.testing`), its
+turns answer instead: each request is matched on its API, model, index, last user message,
+tool results and tools, and a request no turn matches gets a 404 naming the nearest turns.
+Faults are asked for per request by the `x-streamfold-fault` header or the `fault` query
+parameter (`status=429,retry_after=1`, `cut_after_events=3`, `stall=2`, `ttft=0.5`, ...;
+see `streamfold.testing.Faults`), or written on a scenario's turn.
+
 Every request passes `streamfold.web.guard.RequestGuard` first: JSON bodies only (415), at
 most `max_body` bytes (413), and, by default, only loopback Host names (403), so a web
 page elsewhere can neither post to it nor reach it by rebinding its DNS name.
@@ -41,28 +48,19 @@ Needs the `serve` extra (starlette, uvicorn).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
-import json
 from collections.abc import AsyncIterator, Collection
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import jiter
-
-from .errors import StreamfoldError, UsageError
-from .eventstream import encode_message
-from .fold import fold_message
-from .framing import SSEDecoder
-from .interop._common import from_provider, meta_str, own_block, tokens
-from .message import Message, ToolCall
-from .providers.bedrock_invoke import invoke_stream
+from .errors import UsageError
 from .record import EVENT_INTERVAL, check_speed
 from .recording import bundled_recordings
 
 try:
     import anyio  # starlette's own
     from starlette.applications import Starlette
+    from starlette.background import BackgroundTask
     from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -72,8 +70,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "streamfold serve needs starlette and uvicorn: pip install 'streamfold[serve]'"
     ) from exc
 
-from .web import DemoRecording, _paced, find_recordings
-from .web.api_requests import RequestInvalid, check_request
+from .testing.replayer import FAULT_HEADER, Replayer, Reply, WireRequest
+from .testing.scenario import Scenario
+from .web import _paced
 from .web.api_requests import prepare as prepare_request_checks
 from .web.guard import (
     DEFAULT_MAX_BODY,
@@ -84,395 +83,130 @@ from .web.guard import (
     read_json,
 )
 
-Api = Literal["chat", "responses", "messages", "gemini", "invoke", "converse"]
-
-API_PROVIDER: dict[Api, str] = {
-    "chat": "openai-chat",
-    "responses": "openai-responses",
-    "messages": "anthropic",
-    "gemini": "gemini",
-    "invoke": "anthropic",  # Claude on Bedrock streams the Messages events, wrapped
-    "converse": "bedrock",
-}
-
-RECORDING_HEADER = "x-streamfold-recording"
-_SSE_TYPE = "text/event-stream; charset=utf-8"
-
-
-# --- the recordings -------------------------------------------------------------------
-
-
-Entry = DemoRecording
-"""A servable recording: its name (relative path), file, provider and framing."""
-
-
-class Library:
-    """The recordings of a directory (searched recursively), by provider, in path order."""
-
-    def __init__(self, directory: str | Path) -> None:
-        self.directory = Path(directory)
-        self.entries: list[Entry] = find_recordings(self.directory)
-        self._defaults: dict[str, Entry] = {}
-
-    def default(self, provider: str) -> Entry:
-        """The recording served when a request names none: the first of `provider` whose
-        answer is plain text, else its first. LookupError if it has none.
-
-        A client's first request (any SDK, beta or not) then reads a text answer, not a
-        tool call or a beta block it may not know. Chosen once, at the first request.
-        """
-        chosen = self._defaults.get(provider)
-        if chosen is not None:
-            return chosen
-        own = [entry for entry in self.entries if entry.provider == provider]
-        if not own:
-            raise LookupError(f"no {provider} recording is served (see /recordings)")
-        chosen = next((entry for entry in own if _is_plain_text(entry)), own[0])
-        self._defaults[provider] = chosen
-        return chosen
-
-    def find(self, provider: str, wanted: str | None) -> Entry:
-        """The recording asked for (or the default of `provider`); UsageError if none fits.
-
-        A name several APIs' recordings share (`text.sse`) means the one of `provider`.
-        """
-        if wanted:
-            named = [entry for entry in self.entries if wanted in entry.names()]
-            for entry in named:
-                if entry.provider == provider:
-                    return entry
-            if named:
-                raise UsageError(
-                    f"recording {wanted!r} is a {named[0].provider} stream; "
-                    f"this endpoint serves {provider} recordings"
-                )
-            raise LookupError(f"no recording named {wanted!r} (see /recordings)")
-        return self.default(provider)
-
-
-def _is_plain_text(entry: Entry) -> bool:
-    """True if the recording folds to a finished answer of text parts alone."""
-    try:
-        message = fold_message(entry.read(), entry.provider)
-    except (LookupError, StreamfoldError):
-        return False
-    return (
-        message.status == "complete"
-        and message.stop_reason == "stop"
-        and not message.tool_calls
-        and bool(message.content)
-        and all(part.type == "text" and part.content for part in message.content)
-    )
-
-
-# --- errors ---------------------------------------------------------------------------
-
-_OPENAI_TYPES = {
-    400: "invalid_request_error",
-    403: "permission_error",
-    404: "not_found_error",
-    500: "server_error",
-}
-_ANTHROPIC_TYPES = {
-    400: "invalid_request_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    500: "api_error",
-}
-_BEDROCK_ERRORS = {
-    403: "AccessDeniedException",
-    404: "ResourceNotFoundException",
-    500: "InternalServerException",
-}
-_GEMINI_STATUS = {
-    400: "INVALID_ARGUMENT",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    413: "INVALID_ARGUMENT",
-    415: "INVALID_ARGUMENT",
-    500: "INTERNAL",
-}
-
-
-def error_body(
-    api: Api, status: int, message: str, code: str | None = None, param: str | None = None
-) -> dict[str, Any]:
-    """The error body each API sends for a failed request (`param`: OpenAI's field path)."""
-    if api in ("chat", "responses"):
-        return {
-            "error": {
-                "message": message,
-                "type": _OPENAI_TYPES.get(status, "invalid_request_error"),
-                "param": param,
-                "code": code,
-            }
-        }
-    if api in ("invoke", "converse"):
-        return {"__type": _BEDROCK_ERRORS.get(status, "ValidationException"), "message": message}
-    if api == "messages":
-        return {
-            "type": "error",
-            "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message},
-        }
-    return {
-        "error": {
-            "code": status,
-            "message": message,
-            "status": _GEMINI_STATUS.get(status, "UNKNOWN"),
-        }
-    }
-
-
-class ApiError(Exception):
-    """A request the server refuses; becomes the API's error response."""
-
-    def __init__(
-        self, status: int, message: str, code: str | None = None, param: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.code = code
-        self.param = param
-
-
-# --- Message -> non-streaming response shapes -----------------------------------------
-# OpenAI's and Anthropic's are the SDK objects of streamfold.interop, sent as the fields
-# the adapter set (a null the API sends stays); Gemini's is here.
-
-
-def _args_object(call: ToolCall) -> dict[str, Any]:
-    return call.arguments if isinstance(call.arguments, dict) else {}
-
-
-def chat_completion(message: Message, model: str) -> dict[str, Any]:
-    """The Message as an OpenAI ChatCompletion."""
-    from .interop.openai import to_chat_completion
-
-    return to_chat_completion(message, model=model).model_dump(mode="json", exclude_unset=True)
-
-
-def response_object(message: Message, model: str) -> dict[str, Any]:
-    """The Message as an OpenAI Responses `Response`."""
-    from .interop.openai import to_response
-
-    return to_response(message, model=model).model_dump(mode="json", exclude_unset=True)
-
-
-def anthropic_message(message: Message, model: str) -> dict[str, Any]:
-    """The Message as an Anthropic Messages API `Message`."""
-    from .interop.anthropic import to_message
-
-    return to_message(message, model=model).model_dump(mode="json", exclude_unset=True)
-
-
-_GEMINI_FINISH = {
-    "stop": "STOP",
-    "tool_use": "STOP",
-    "length": "MAX_TOKENS",
-    "content_filter": "SAFETY",
-    "refusal": "SAFETY",
-    "error": "OTHER",
-    "other": "OTHER",
-}
-
-
-def _gemini_signature(options: dict[str, Any]) -> str | None:
-    for key in ("thought_signature", "thoughtSignature", "signature"):
-        value = options.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def gemini_response(message: Message, model: str) -> dict[str, Any]:
-    """The Message as a Gemini `GenerateContentResponse`."""
-    parts: list[dict[str, Any]] = []
-    for entry in message.stream_order():
-        part: dict[str, Any]
-        if isinstance(entry, ToolCall):
-            call: dict[str, Any] = {"name": entry.name or "", "args": _args_object(entry)}
-            if entry.call_id and not entry.call_id.startswith("streamfold"):
-                call["id"] = entry.call_id
-            part = {"functionCall": call}
-            signature = _gemini_signature(entry.metadata)
-        else:
-            block = own_block(entry, "gemini", message)
-            if block is not None:
-                parts.append(block)
-                continue
-            if entry.type not in ("text", "thinking"):
-                continue
-            part = {"text": entry.content or ""}
-            if entry.type == "thinking":
-                part["thought"] = True
-            signature = _gemini_signature(entry.options)
-        if signature:
-            part["thoughtSignature"] = signature
-        parts.append(part)
-    if from_provider(message, "gemini") and message.raw_stop_reason:
-        finish = message.raw_stop_reason
-    else:
-        finish = _GEMINI_FINISH.get(message.stop_reason or "stop", "STOP")
-    result: dict[str, Any] = {
-        "candidates": [
-            {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
-        ],
-        "modelVersion": meta_str(message, "model", model),
-    }
-    response_id = message.metadata.get("id")
-    if isinstance(response_id, str):
-        result["responseId"] = response_id
-    if message.usage is not None:
-        usage = message.usage
-        meta: dict[str, Any] = {
-            "promptTokenCount": tokens(usage.input_tokens),
-            # A Usage's output counts the thoughts; Gemini's candidates count leaves them
-            # out (they come as thoughtsTokenCount) and its total holds them once.
-            "candidatesTokenCount": max(
-                0, tokens(usage.output_tokens) - tokens(usage.reasoning_tokens)
-            ),
-            "totalTokenCount": usage.total_tokens,
-        }
-        if usage.reasoning_tokens:
-            meta["thoughtsTokenCount"] = usage.reasoning_tokens
-        if usage.cache_read_tokens:
-            meta["cachedContentTokenCount"] = usage.cache_read_tokens
-        result["usageMetadata"] = meta
-    return result
-
-
-_CONVERSE_STOP = {
-    "stop": "end_turn",
-    "tool_use": "tool_use",
-    "length": "max_tokens",
-    "content_filter": "content_filtered",
-    "refusal": "content_filtered",
-    "pause": "end_turn",
-    "error": "end_turn",
-    "other": "end_turn",
-}
-
-
-def converse_response(message: Message, model: str) -> dict[str, Any]:
-    """The Message as Bedrock's Converse response (`output`, `stopReason`, `usage`)."""
-    content: list[dict[str, Any]] = []
-    for entry in message.stream_order():
-        if isinstance(entry, ToolCall):
-            content.append(
-                {
-                    "toolUse": {
-                        "toolUseId": entry.call_id or "",
-                        "name": entry.name or "",
-                        "input": _args_object(entry),
-                    }
-                }
-            )
-            continue
-        block = own_block(entry, "bedrock", message)
-        if block is not None:
-            content.append(block)
-        elif entry.type == "text":
-            content.append({"text": entry.content or ""})
-        elif entry.type == "thinking":
-            reasoning: dict[str, Any] = {"text": entry.content or ""}
-            signature = entry.options.get("signature")
-            if isinstance(signature, str) and signature:
-                reasoning["signature"] = signature
-            content.append({"reasoningContent": {"reasoningText": reasoning}})
-    if from_provider(message, "bedrock") and message.raw_stop_reason:
-        stop = message.raw_stop_reason
-    else:
-        stop = _CONVERSE_STOP.get(message.stop_reason or "stop", "end_turn")
-    usage = message.usage
-    result: dict[str, Any] = {
-        "output": {"message": {"role": "assistant", "content": content}},
-        "stopReason": stop,
-        "usage": {
-            "inputTokens": tokens(usage.input_tokens) if usage else 0,
-            "outputTokens": tokens(usage.output_tokens) if usage else 0,
-            "totalTokens": usage.total_tokens if usage else 0,
-        },
-        "metrics": {"latencyMs": 0},
-    }
-    if usage is not None and usage.cache_read_tokens:
-        result["usage"]["cacheReadInputTokens"] = usage.cache_read_tokens
-    return result
-
-
-ENCODERS = {
-    "chat": chat_completion,
-    "responses": response_object,
-    "messages": anthropic_message,
-    "gemini": gemini_response,
-    "invoke": anthropic_message,  # InvokeModel answers Claude's Messages response
-    "converse": converse_response,
-}
-
-
-# --- the app ----------------------------------------------------------------------------
-
-_REQUIRED: dict[Api, tuple[str, ...]] = {
-    "chat": ("model", "messages"),
-    "responses": ("model", "input"),
-    "messages": ("model", "messages", "max_tokens"),
-    "gemini": ("contents",),
-    "invoke": ("anthropic_version", "messages", "max_tokens"),
-    "converse": ("messages",),
-}
-
-
-def _gemini_frames(data: bytes) -> list[bytes]:
-    decoder = SSEDecoder()
-    return [event.data for event in [*decoder.feed(data), *decoder.close()]]
+# The routing, checks and answers are the replay core's (streamfold.testing's transports
+# answer from it too); its public names stay importable from here (see __all__).
+from .web.replay_api import (
+    API_PROVIDER,
+    ENCODERS,
+    RECORDING_HEADER,
+    Api,
+    ApiError,
+    Entry,
+    Library,
+    _gemini_frames,
+    anthropic_message,
+    chat_completion,
+    check_body,
+    converse_data,
+    converse_response,
+    error_body,
+    find_entry,
+    folded_answer,
+    gemini_response,
+    invoke_data,
+    is_beta,
+    read_entry,
+    response_object,
+    wanted_recording,
+)
+from .web.replay_api import SSE_TYPE as _SSE_TYPE
 
 
 class ReplayServer:
-    """The replay server's state: the recordings and the pacing."""
+    """The replay server's state: the recordings (or a scenario) and the pacing."""
 
-    def __init__(self, directory: str | Path | None = None, *, speed: float = 1.0) -> None:
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        *,
+        speed: float = 1.0,
+        scenario: str | Path | Scenario | None = None,
+        record: str = "none",
+        upstream: str | None = None,
+        redact: Collection[str] | None = None,
+    ) -> None:
         self.library = Library(directory if directory is not None else bundled_recordings())
         self.speed = check_speed(speed)
+        # A scenario answers every API request; else a request asking for faults goes
+        # through the same replay core, its recordings the library's.
+        self.replayer = (
+            Replayer(scenario) if scenario is not None else Replayer(library=self.library)
+        )
+        # Record on miss (streamfold.testing.record): None while replaying only.
+        self.recording = _record_hook(self.replayer, record, upstream, redact)
+        self.upstream = upstream
+
+    @property
+    def scenario(self) -> Scenario | None:
+        """The scenario answering (None: the recordings directory)."""
+        return self.replayer.scenario
+
+    def _replays(self, request: Request) -> bool:
+        return self.replayer.scenario is not None or bool(
+            request.headers.get(FAULT_HEADER) or request.query_params.get("fault")
+        )
+
+    async def _replay(self, request: Request) -> Response:
+        """Answer from the replay core (a scenario's turn, faults), paced as `speed` says."""
+        raw = await request.body()
+        wire = WireRequest(
+            method=request.method,
+            path=request.url.path,
+            query=dict(request.query_params),
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body=raw,
+        )
+        recording = self.recording
+        if recording is not None and recording.mode == "all":
+            return await self._forward(request, raw)
+        # In a worker thread: the request checks take a while on a big body (see _body).
+        reply = await anyio.to_thread.run_sync(self.replayer.answer, wire)
+        if recording is not None and reply.miss is not None:
+            return await self._forward(request, raw, reply.miss)
+        if not _streams(reply):
+            return Response(reply.body(), reply.status, headers=reply.headers)
+        return StreamingResponse(
+            _reply_chunks(reply, self.speed), reply.status, headers=reply.headers
+        )
+
+    async def _forward(self, request: Request, raw: bytes, miss: Any = None) -> Response:
+        """Answer from the upstream, recorded as a turn of the scenario (record on miss)."""
+        import httpx
+
+        assert self.recording is not None and self.upstream is not None
+        url = self.upstream.rstrip("/") + request.url.path
+        if request.url.query:
+            url += "?" + request.url.query
+        dropped = ("host", "content-length")
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in dropped]
+        outgoing = httpx.Request(request.method, url, headers=headers, content=raw)
+        response = await self.recording.aforward(self.replayer, outgoing, miss)
+        if response.is_stream_consumed or not isinstance(response.stream, httpx.AsyncByteStream):
+            return Response(response.content, response.status_code, headers=response.headers)
+        return StreamingResponse(
+            response.aiter_raw(),
+            response.status_code,
+            headers=dict(response.headers),
+            background=BackgroundTask(response.aclose),
+        )
 
     async def _body(self, request: Request, api: Api) -> dict[str, Any]:
         try:
             body = await read_json(request)
         except RequestRefused as exc:
             raise ApiError(exc.status, exc.message) from None
-        if not isinstance(body, dict):
-            raise ApiError(400, f"expected a JSON object body, got {type(body).__name__}")
-        missing = [name for name in _REQUIRED[api] if body.get(name) is None]
-        if missing:
-            raise ApiError(400, f"missing required field(s): {', '.join(missing)}")
         # As the real API would: an app whose follow-up request is broken learns it here.
-        beta = "anthropic-beta" in request.headers or "anthropic_beta" in body
-        try:
-            # In a worker thread: a body of many small blocks takes a second or so to
-            # check (measured: 20,000 blocks, 0.6-1 s), and the other clients wait not.
-            await anyio.to_thread.run_sync(functools.partial(check_request, api, body, beta=beta))
-        except RequestInvalid as exc:
-            raise ApiError(400, exc.message, param=exc.param) from None
-        return body
+        beta = is_beta(api, request.headers, body if isinstance(body, dict) else {})
+        # In a worker thread: a body of many small blocks takes a second or so to
+        # check (measured: 20,000 blocks, 0.6-1 s), and the other clients wait not.
+        checked: dict[str, Any] = await anyio.to_thread.run_sync(
+            functools.partial(check_body, api, body, beta=beta)
+        )
+        return checked
 
     def _entry(self, request: Request, api: Api) -> Entry:
-        wanted = request.headers.get(RECORDING_HEADER) or request.query_params.get("recording")
-        if api == "invoke":
-            # A recorded invoke stream is served as it is; else an Anthropic one, wrapped.
-            with contextlib.suppress(LookupError, UsageError):
-                return self.library.find("bedrock-invoke", wanted)
-        try:
-            return self.library.find(API_PROVIDER[api], wanted)
-        except LookupError as exc:
-            raise ApiError(404, str(exc), "recording_not_found") from None
-        except UsageError as exc:
-            raise ApiError(400, str(exc), "recording_mismatch") from None
-
-    def _read(self, entry: Entry) -> bytes:
-        try:
-            return entry.read()
-        except LookupError as exc:
-            raise ApiError(404, str(exc), "recording_not_found") from None
+        wanted = wanted_recording(request.headers, request.query_params)
+        return find_entry(self.library, api, wanted)
 
     async def _json_array(self, data: bytes) -> AsyncIterator[bytes]:
         # Gemini without alt=sse streams one JSON array, an element per chunk.
@@ -486,11 +220,13 @@ class ReplayServer:
         yield b"]"
 
     async def handle(self, request: Request, api: Api, stream: bool | None = None) -> Response:
-        """Answer one API request from a recording."""
+        """Answer one API request from a recording (or the scenario's turn)."""
+        if self._replays(request):
+            return await self._replay(request)
         try:
             body = await self._body(request, api)
             entry = self._entry(request, api)
-            data = self._read(entry)
+            data = read_entry(entry)
             if stream is None:
                 stream = body.get("stream") is True
             model = str(body.get("model") or request.path_params.get("model") or "streamfold")
@@ -506,12 +242,8 @@ class ReplayServer:
                     media_type=_SSE_TYPE if entry.format == "sse" else "application/x-ndjson",
                     headers={"cache-control": "no-cache", "x-streamfold-recording": entry.name},
                 )
-            try:
-                message = fold_message(data, entry.provider)
-            except StreamfoldError as exc:
-                raise ApiError(500, f"recording {entry.name!r} does not fold: {exc}") from None
             return JSONResponse(
-                ENCODERS[api](message, model),
+                folded_answer(api, entry.provider, data, entry.name, model),
                 headers={"x-streamfold-recording": entry.name},
             )
         except ApiError as exc:
@@ -520,13 +252,7 @@ class ReplayServer:
 
     def _invoke_stream(self, entry: Entry, data: bytes) -> Response:
         """InvokeModelWithResponseStream's answer: the binary eventstream."""
-        if entry.provider != "bedrock-invoke":
-            try:
-                # (_gemini_frames: the data of each SSE event, whichever API's.)
-                data = invoke_stream(jiter.from_json(frame) for frame in _gemini_frames(data))
-            except (ValueError, StreamfoldError) as exc:
-                raise ApiError(500, f"recording {entry.name!r} is not JSON events: {exc}") from None
-            entry = dataclasses.replace(entry, format="eventstream")
+        entry, data = invoke_data(entry, data)
         return StreamingResponse(
             _paced(entry, self.speed, data),
             media_type="application/vnd.amazon.eventstream",
@@ -541,26 +267,7 @@ class ReplayServer:
     def _converse_stream(self, entry: Entry, data: bytes) -> Response:
         """ConverseStream's answer: the binary eventstream (a recorded one as it is; boto3's
         event dicts, one a line, framed as Bedrock frames them)."""
-        if entry.format != "eventstream":
-            frames = bytearray()
-            for line in data.splitlines():
-                if not line.strip():
-                    continue
-                try:
-                    event = jiter.from_json(line)
-                    ((name, payload),) = event.items()
-                except (ValueError, AttributeError) as exc:
-                    raise ApiError(
-                        500, f"recording {entry.name!r} is not Converse events: {exc}"
-                    ) from None
-                headers = {
-                    ":event-type": str(name),
-                    ":content-type": "application/json",
-                    ":message-type": "event",
-                }
-                frames += encode_message(headers, json.dumps(payload).encode())
-            data = bytes(frames)
-            entry = dataclasses.replace(entry, format="eventstream")
+        entry, data = converse_data(entry, data)
         return StreamingResponse(
             _paced(entry, self.speed, data),
             media_type="application/vnd.amazon.eventstream",
@@ -613,6 +320,25 @@ class ReplayServer:
         return JSONResponse({"recordings": by_provider})
 
 
+def _streams(reply: Reply) -> bool:
+    """True if a reply is a stream (sent paced, chunk by chunk), not one JSON body."""
+    kind = reply.headers.get("content-type", "")
+    return reply.drop or len(reply.chunks) > 1 or not kind.startswith("application/json")
+
+
+async def _reply_chunks(reply: Reply, speed: float) -> AsyncIterator[bytes]:
+    """A reply's chunks, each after its wait (divided by `speed`; 0: none); a dropped
+    connection ends the response unfinished (the client reads an incomplete body)."""
+    for chunk in reply.chunks:
+        wait = chunk.wait / speed if speed else 0.0
+        if wait > 0:
+            await anyio.sleep(wait)
+        if chunk.data:
+            yield chunk.data
+    if reply.drop:
+        raise ConnectionAbortedError(f"streamfold replay: cut after {reply.sent_description()}")
+
+
 def _api_of(path: str) -> Api | None:
     """The API of a request path (the routes below), None for the demo and relay routes."""
     if path in ("/v1/chat/completions", "/chat/completions"):
@@ -643,13 +369,23 @@ def create_app(
     redis_url: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     allowed_hosts: Collection[str] | None = LOOPBACK_HOSTS,
+    scenario: str | Path | Scenario | None = None,
+    record: str = "none",
+    upstream: str | None = None,
+    redact: Collection[str] | None = None,
 ) -> Starlette:
     """The replay server as a Starlette app (recordings from `directory`, default bundled).
 
     Request bodies are refused past `max_body` bytes; only requests whose Host header
-    names one of `allowed_hosts` are served (None: any host).
+    names one of `allowed_hosts` are served (None: any host). With a `scenario` (a
+    `streamfold.testing.Scenario` or its file), its turns answer the API requests; with
+    `record="new"` (or `"all"`) and an `upstream` base URL (`https://api.openai.com`), a
+    request no turn answers (or every one) is forwarded there and recorded as a turn
+    (`streamfold.testing.record`; `redact`: more header or body field names never written).
     """
-    server = ReplayServer(directory, speed=speed)
+    server = ReplayServer(
+        directory, speed=speed, scenario=scenario, record=record, upstream=upstream, redact=redact
+    )
     prepare_request_checks()  # once per process; a first request then answers at once
     routes = [
         Route("/v1/chat/completions", server.chat, methods=["POST"]),
@@ -676,6 +412,8 @@ def create_app(
         relay = Relay.from_url(redis_url)
         routes.extend(relay_routes(relay, directory, speed=speed))
         lifespan = relay_lifespan(relay)  # a stopping worker ends its replays as cancelled
+    if server.recording is not None:
+        lifespan = _closing_upstream(server.recording, lifespan)
     guard = Middleware(
         RequestGuard,
         max_body=max_body,
@@ -711,6 +449,49 @@ def served_hosts(host: str, allow: Collection[str] = ()) -> frozenset[str] | Non
     return frozenset(name.lower() for name in names)
 
 
+def _closing_upstream(hook: Any, inner: Any) -> Any:
+    """A lifespan closing the record hook's upstream connections when the server stops
+    (around `inner`, the app's other lifespan, if any)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[Any]:
+        try:
+            if inner is None:
+                yield None
+            else:
+                async with inner(app) as state:
+                    yield state
+        finally:
+            await hook.aclose()
+
+    return lifespan
+
+
+def _record_hook(replayer: Replayer, record: str, upstream: str | None, redact: Any) -> Any:
+    """The record-on-miss hook of a serve with a scenario (None: replay only)."""
+    from .testing.record import RecordHook, check_record_mode
+
+    if check_record_mode("serve", record) == "none":
+        return None
+    scenario = replayer.scenario
+    if scenario is None or not isinstance(upstream, str) or not upstream:
+        given = "a scenario" if scenario is not None else "no scenario"
+        raise UsageError(
+            f"serve: record={record!r}: expected a scenario and an upstream base URL "
+            f"(https://api.openai.com), got {given} and upstream {upstream!r:.80}"
+        )
+    import httpx
+
+    path = Path(scenario.name)
+    file = path if path.suffix in (".toml", ".json") else None
+    hook = RecordHook(
+        scenario, file, record, async_upstream=httpx.AsyncHTTPTransport(), redact=redact
+    )
+    if hook.mode == "all":
+        hook.recorder.restart()
+    return hook
+
+
 def _is_loopback(host: str) -> bool:
     import ipaddress
 
@@ -729,8 +510,13 @@ def run_server(
     redis_url: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     allow_hosts: Collection[str] = (),
+    scenario: str | Path | None = None,
+    record: str = "none",
+    upstream: str | None = None,
+    redact: Collection[str] | None = None,
 ) -> None:
-    """Serve recordings with uvicorn until interrupted."""
+    """Serve recordings (or a scenario's turns) with uvicorn until interrupted; `record`,
+    `upstream`, `redact`: record on miss, as `create_app` says."""
     import uvicorn
 
     app = create_app(
@@ -739,6 +525,10 @@ def run_server(
         redis_url=redis_url,
         max_body=max_body,
         allowed_hosts=served_hosts(host, allow_hosts),
+        scenario=scenario,
+        record=record,
+        upstream=upstream,
+        redact=redact,
     )
     library: Library = app.state.replay.library
     counts: dict[str, int] = {}
@@ -752,3 +542,24 @@ def run_server(
             "add --allow-host NAME for each name clients use to reach this machine"
         )
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+__all__ = [
+    "API_PROVIDER",
+    "ENCODERS",
+    "RECORDING_HEADER",
+    "Api",
+    "ApiError",
+    "Entry",
+    "Library",
+    "ReplayServer",
+    "anthropic_message",
+    "chat_completion",
+    "converse_response",
+    "create_app",
+    "error_body",
+    "gemini_response",
+    "response_object",
+    "run_server",
+    "served_hosts",
+]

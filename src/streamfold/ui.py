@@ -14,6 +14,8 @@ however the bytes were split.
     citations     source-url (web pages, places) / source-document, once per source
     image, file   file (a URL, or a data: URL for base64 content)
     unsupported   data-provider-block, data = the part's options (the whole provider block)
+    typed output  data-output, id `output`, data = {"state": "partial" | "complete" |
+                  "failed", "value", "error"} (`fold(..., output=Model)`; see below)
     provider err  error
     the end       finish: finishReason, and messageMetadata (status, stop reason, usage, model)
 
@@ -31,6 +33,19 @@ streamfold worked it out) is often known only after the part is complete, when a
 starts or the message ends: its `text-end` waits for it, so the marker always arrives on
 the text part. Usage updates are not sent as
 they come: the final usage is in `finish`.
+
+The structured output of a fold with `output=` (its `OutputPartial`, `OutputCompleted`,
+`OutputFailed` events) goes out as one data part, `data-output` with id `output`, which the
+AI SDK's reader replaces in place each time it comes again (data parts of one type and id
+are reconciled): `message.parts` holds the latest value, as JSON (`state` "partial", then
+"complete" with the fully validated value, or "failed" with the error and no value). The
+answer's JSON text still goes out as its text (or tool input) part, delta by delta. A
+partial value is sent whole, so sending every change would put the square of the
+answer's size on the wire: partial values go out while the bytes sent for them stay
+within `output_ratio` (8) times the answer's text so far (every change of a short answer,
+then an update each time the text grew by about a seventh), and the complete value
+always.
+`output_ratio=None` sends every change.
 """
 
 from __future__ import annotations
@@ -40,12 +55,18 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Ma
 from typing import Any, Final, Literal, TypeVar, assert_never, get_args
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ._model import check_json_object
+from .construct import check_json_value
 from .errors import StreamfoldError, UsageError, preview
 from .events import (
     Event,
     MessageCompleted,
+    OutputCompleted,
+    OutputFailed,
+    OutputItem,
+    OutputPartial,
     PartCompleted,
     PartDelta,
     PartMarked,
@@ -74,6 +95,15 @@ METADATA_KEY: Final = "streamfold"
 
 DATA_BLOCK: Final = "data-provider-block"
 """The data chunk type for parts the protocol has no room for (server tool blocks...)."""
+
+DATA_OUTPUT: Final = "data-output"
+"""The data chunk type of the structured output (`fold(..., output=Model)`), id `output`."""
+
+OUTPUT_PART_ID: Final = "output"
+"""The id of the structured output's data part: one per UI message, replaced as it grows."""
+
+OUTPUT_RATIO: Final = 8.0
+"""Partial output values go out while their bytes stay within this times the text so far."""
 
 _FINISH_REASONS: Final[dict[str, str]] = {
     "stop": "stop",
@@ -186,10 +216,26 @@ class UIMessageStreamEncoder:
     Call `start()` once, `feed(event)` per event, then `close()` (or `fail(exc)` when the
     fold raised). Several messages in a row (an agent loop) become several steps of one
     UI message; `finish` describes the last.
+
+    `output_ratio`: partial structured-output values go out while their bytes stay within
+    this many times the text so far (see the module's docstring); None sends every change.
+    Feed the events as the fold gives them: a partial value grows in place afterwards.
     """
 
-    def __init__(self, *, message_id: str | None = None) -> None:
+    def __init__(
+        self, *, message_id: str | None = None, output_ratio: float | None = OUTPUT_RATIO
+    ) -> None:
+        if output_ratio is not None and (
+            type(output_ratio) not in (int, float) or not output_ratio > 0
+        ):
+            raise UsageError(
+                "UIMessageStreamEncoder: expected output_ratio to be a number > 0 or None, "
+                f"got {preview(output_ratio, 40)}"
+            )
         self.message_id = message_id
+        self.output_ratio = output_ratio
+        self._text_seen = 0  # characters of part deltas so far: the output's text and more
+        self._output_sent = 0  # their estimate for the partial values sent so far
         self._started = False
         self._finished = False
         self._step = 0
@@ -230,6 +276,7 @@ class UIMessageStreamEncoder:
             out.extend(self._start_step())
             out.extend(self._part_started(event))
         elif isinstance(event, PartDelta):
+            self._text_seen += len(event.content or "")
             out.extend(self._part_delta(event))
         elif isinstance(event, PartCompleted):
             out.extend(self._part_completed(event))
@@ -237,6 +284,15 @@ class UIMessageStreamEncoder:
             out.extend(self._part_marked(event))
         elif isinstance(event, UsageUpdated):
             pass  # the final usage goes out with `finish`
+        elif isinstance(event, OutputPartial):
+            out.extend(self._output_partial(event))
+        elif isinstance(event, OutputCompleted):
+            out.append(_output_chunk({"state": "complete", "value": _jsonable(event.value)}))
+        elif isinstance(event, OutputFailed):
+            data = {"state": "failed", "value": None, "error": str(event.error)}
+            out.append(_output_chunk(data))
+        elif isinstance(event, OutputItem):
+            pass  # the element is in the partial values, and the text went out as deltas
         elif isinstance(event, ProviderErrored):
             self._errored = True
             label = f"{event.error_type}: " if event.error_type else ""
@@ -250,6 +306,16 @@ class UIMessageStreamEncoder:
         else:
             assert_never(event)
         return out
+
+    def _output_partial(self, event: OutputPartial) -> list[UIMessageChunk]:
+        # A value's JSON is about as long as the text it came from, so the text seen stands
+        # for its size: serialising only what the budget allows keeps the cost linear.
+        size = self._text_seen
+        ratio = self.output_ratio
+        if ratio is not None and self._output_sent + size > ratio * size:
+            return []
+        self._output_sent += size
+        return [_output_chunk({"state": "partial", "value": _jsonable(event.value)})]
 
     def tool_result(self, result: ToolResult) -> list[UIMessageChunk]:
         """The app's tool finished: `tool-output-available` with its output, or
@@ -285,6 +351,48 @@ class UIMessageStreamEncoder:
             return []
         return [*self.start(), {"type": "tool-approval-request", "approvalId": approval_id,
                                 "toolCallId": tool_call_id}]  # fmt: skip
+
+    def data(
+        self, name: str, data: Any, *, id: str | None = None, transient: bool = False
+    ) -> list[UIMessageChunk]:
+        """A `data-<name>` part of the app's own (a status line, a chart's points): with an
+        `id`, a later one of the same name and id replaces it; `transient` ones reach the
+        app's `onData` and are not kept in the message."""
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"data: expected a non-empty part name, got {name!r}")
+        if self._finished:
+            return []
+        check_json_value(data, "data")
+        chunk: UIMessageChunk = {"type": f"data-{name}", "data": data}
+        if id is not None:
+            chunk["id"] = id
+        if transient:
+            chunk["transient"] = True
+        return [*self.start(), chunk]
+
+    def metadata(self, metadata: Mapping[str, Any]) -> list[UIMessageChunk]:
+        """`message-metadata`: merged into the message's metadata as it streams."""
+        if not isinstance(metadata, Mapping):
+            raise UsageError(f"metadata: expected a mapping, got {type(metadata).__name__}")
+        if self._finished:
+            return []
+        value = check_json_object(dict(metadata), "metadata")
+        return [*self.start(), {"type": "message-metadata", "messageMetadata": value}]
+
+    def abort(self, reason: str | None = None) -> list[UIMessageChunk]:
+        """The user stopped the turn: open parts end, `abort`, and the stream is over
+        (`useChat` shows the message as stopped, not failed)."""
+        if self._finished:
+            return []
+        out = self.start()
+        out.extend(self._end_open())
+        out.extend(self._finish_step())
+        chunk: UIMessageChunk = {"type": "abort"}
+        if reason is not None:
+            chunk["reason"] = str(reason)
+        out.append(chunk)
+        self._finished = True
+        return out
 
     def fail(self, error: BaseException | str) -> list[UIMessageChunk]:
         """The fold raised: end the open parts, send an `error`, and finish."""
@@ -607,6 +715,18 @@ class UIMessageStreamEncoder:
         return chunk
 
 
+def _output_chunk(data: dict[str, Any]) -> UIMessageChunk:
+    return {"type": DATA_OUTPUT, "id": OUTPUT_PART_ID, "data": data}
+
+
+def _jsonable(value: Any) -> Any:
+    """The output value as JSON data (a partial model holds only the fields that arrived)."""
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError:
+        return repr(value)
+
+
 def _first(run: _TextRun) -> int:
     return run.first
 
@@ -642,14 +762,18 @@ def _file_chunk(part: ContentPart) -> UIMessageChunk | None:
 
 
 def to_ui_message_stream(
-    events: Iterable[Event | ToolResult], *, message_id: str | None = None
+    events: Iterable[Event | ToolResult],
+    *,
+    message_id: str | None = None,
+    output_ratio: float | None = OUTPUT_RATIO,
 ) -> Iterator[UIMessageChunk]:
     """Turn streamfold events into UI message stream chunks (a StreamfoldError becomes `error`).
 
     The events of several responses in a row (an agent loop) are the steps of one UI
     message; a `ToolResult` between them (the app ran the tool) is the call's output.
+    `output_ratio`: see `UIMessageStreamEncoder` (None: every structured-output change).
     """
-    encoder = UIMessageStreamEncoder(message_id=message_id)
+    encoder = UIMessageStreamEncoder(message_id=message_id, output_ratio=output_ratio)
     yield from encoder.start()
     iterator = iter(events)
     while True:
@@ -668,10 +792,13 @@ def to_ui_message_stream(
 
 
 async def ato_ui_message_stream(
-    events: AsyncIterable[Event | ToolResult], *, message_id: str | None = None
+    events: AsyncIterable[Event | ToolResult],
+    *,
+    message_id: str | None = None,
+    output_ratio: float | None = OUTPUT_RATIO,
 ) -> AsyncIterator[UIMessageChunk]:
     """Async `to_ui_message_stream`: over `async for` events (an `afold`, say)."""
-    encoder = UIMessageStreamEncoder(message_id=message_id)
+    encoder = UIMessageStreamEncoder(message_id=message_id, output_ratio=output_ratio)
     for chunk in encoder.start():
         yield chunk
     iterator = aiter(events)

@@ -48,7 +48,13 @@ def test_both_readers_get_every_event_and_every_figure_is_reported(tmp_path: Pat
         assert phase["deliveries"] == phase["deliveries_expected"]
         assert phase["deliveries_expected"] == phase["events_published"] * 2
         for figure in FIGURES:
+            if mode == "pubsub" and figure == "redis_memory_per_stream_bytes":
+                assert phase[figure] == 0  # pub/sub keeps nothing
+                continue
             assert phase[figure] is not None and phase[figure] > 0, figure
     # The bare consumer blocks a connection per reader; the relay's readers share a few.
     assert result["bare"]["reader_connections"] == 3 * 2
     assert set(result["ratios"]) == {"deliveries_per_cpu_s", "latency_median_ms", "latency_p99_ms"}
+    assert set(result["ratios_pubsub"]) == set(result["ratios"])
+    # The pub/sub floor: one subscriber connection per reader process, whatever the readers.
+    assert result["pubsub"]["reader_connections"] == 1

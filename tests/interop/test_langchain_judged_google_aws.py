@@ -292,6 +292,8 @@ STREAM_DIFFERENCES: dict[str, str] = {
     "before it, streamfold sends the part as it came.",
     "gemini/file-search-toolcall-toolresponse.sse": "the same, and the file search as "
     "above (Gemini file search).",
+    "gemini/structured-output-response-schema.sse": "the same: the signature after the "
+    "JSON answer.",
     "bedrock/reasoning-empty-text-delta-gpt-oss.ndjson": "empty text delta: "
     "ChatBedrockConverse's stream turns the empty text delta before the answer into a "
     "'.' text block, which goes back; streamfold has no such text.",

@@ -51,8 +51,8 @@ READY = ALL
 
 
 def test_every_recording_has_a_decoder_and_a_golden() -> None:
-    assert len(recordings()) == 83
-    assert len(EVENTSTREAMS) == 6
+    assert len(recordings()) == 89
+    assert len(EVENTSTREAMS) == 7
     assert all(_implemented(rel) for rel in ALL)
     assert all((GOLDEN / (_golden_name(rel) + ".json")).exists() for rel in ALL)
 

@@ -3,12 +3,16 @@
     GET  /                     the page (plain HTML/JS/CSS, no build step)
     GET  /ui/app.js, /ui/style.css
     GET  /ui-recordings        {"recordings": [{"name", "provider"}, ...]}
-    GET  /ui-stream?recording=<name>&speed=<f>
+    GET  /ui-stream?recording=<name>&speed=<f>[&output=json[&output_tool=<name>]]
     POST /ui-stream            the same (a `useChat` DefaultChatTransport can point here)
 
 `/ui-stream` folds the recording as it is paced out (as recorded, or an event every
 `EVENT_INTERVAL` seconds, divided by `speed`; 0 sends at once) and answers with the Vercel AI
-SDK UI message stream (see `streamfold.ui`). Needs starlette (the `serve` extra).
+SDK UI message stream (see `streamfold.ui`). With `output=json` the answer's JSON (the
+text after the last tool call, or the arguments of the tool call named `output_tool`) is
+also folded as structured output, any JSON value (`fold(..., output=Any)`: no type is
+imported on a request's word), and sent as the `data-output` part the page shows filling
+in. Needs starlette (the `serve` extra).
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..aio import afold
-from ..errors import UsageError
+from ..errors import UsageError, preview
 from ..framing import StreamFormat
 from ..record import (
     TIMING_SUFFIX,
@@ -34,16 +39,19 @@ from ..record import (
 from ..recording import bundled_recordings, detect_recording
 from ..timing import replay_clock
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
-from .guard import RequestRefused, read_json
 
 try:
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise UsageError(
-        "the streamfold demo page needs starlette: pip install 'streamfold[serve]'"
-    ) from exc
+
+    from .guard import RequestRefused, read_json
+except (ImportError, UsageError):  # pragma: no cover - depends on the installed extras
+    # The recordings' finder and the replay core (streamfold.testing's transports) need
+    # no server; the page's routes do, and say so when asked for.
+    _HAS_STARLETTE = False
+else:
+    _HAS_STARLETTE = True
 
 _SUFFIXES = (".sse", ".ndjson", ".jsonl", ".eventstream")
 _ASSETS = {
@@ -174,12 +182,37 @@ async def _paced(
         yield chunk
 
 
+_OUTPUT_TOOL_MAX = 200
+
+
+def _output(raw: Any, tool: Any) -> tuple[bool, str | None]:
+    """Whether the request asked for the structured output, and the tool that holds it."""
+    if raw is None or raw == "":
+        if tool not in (None, ""):
+            raise UsageError("output_tool: expected output=json with it, got no output")
+        return False, None
+    if raw != "json":
+        raise UsageError(f"output: expected 'json', got {preview(raw, 40)}")
+    if tool is None or tool == "":
+        return True, None
+    if type(tool) is not str or len(tool) > _OUTPUT_TOOL_MAX:
+        raise UsageError(
+            f"output_tool: expected a tool name (a str of at most {_OUTPUT_TOOL_MAX} "
+            f"characters), got {preview(tool, 40)}"
+        )
+    return True, tool
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message}}, status)
 
 
 def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -> list[Route]:
     """The demo page's routes, replaying the recordings of `recordings_dir` (default bundled)."""
+    if not _HAS_STARLETTE:  # pragma: no cover - depends on the installed extras
+        raise UsageError(
+            "the streamfold demo page needs starlette: pip install 'streamfold[serve]'"
+        )
     catalog = find_recordings(recordings_dir if recordings_dir is not None else _bundled())
     by_name = {r.name: r for r in catalog}
     default_speed = speed
@@ -202,6 +235,7 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
 
     async def stream(request: Request) -> Response:
         wanted = request.query_params.get("recording")
+        asked: dict[str, Any] = dict(request.query_params)
         if wanted is None and request.method == "POST":
             try:
                 body = await read_json(request)
@@ -209,6 +243,7 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
                 return _error(exc.status, exc.message)
             if isinstance(body, dict) and isinstance(body.get("recording"), str):
                 wanted = body["recording"]
+                asked = {k: body.get(k) for k in ("output", "output_tool")}
         if not wanted:
             return _error(400, "expected ?recording=<name> (see /ui-recordings)")
         recording = by_name.get(wanted)
@@ -216,6 +251,7 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
             return _error(404, f"no recording named {wanted!r} (see /ui-recordings)")
         try:
             pace = _speed(request.query_params.get("speed"), default_speed)
+            typed, output_tool = _output(asked.get("output"), asked.get("output_tool"))
             data = recording.read()
         except UsageError as exc:
             return _error(400, str(exc))
@@ -224,7 +260,12 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
         # The timing in the finish bar is the recording's, whatever the speed.
         clock, arrive = replay_clock(arrival_times(data, recording.format, recording.timing()))
         events = afold(
-            _paced(recording, pace, data, arrive), recording.provider, clock=clock, started_at=0.0
+            _paced(recording, pace, data, arrive),
+            recording.provider,
+            clock=clock,
+            started_at=0.0,
+            output=Any if typed else None,
+            output_tool=output_tool,
         )
         body_bytes = aencode_sse(ato_ui_message_stream(events))
         headers = {**UI_MESSAGE_STREAM_HEADERS, "x-streamfold-recording": recording.name}

@@ -375,6 +375,35 @@ export class MessageView {
     this.add(node);
   }
 
+  // The structured output (fold(..., output=...)): one data part, replaced as it grows,
+  // as the AI SDK's reader replaces a data part of the same type and id.
+  on_data_output(chunk) {
+    let part = this.parts.get(`data-output:${chunk.id}`);
+    if (!part) {
+      const node = el("div", "part output");
+      const head = el("div", "output-head");
+      const state = el("span", "badge", "typed output");
+      const count = el("span", "label", "");
+      head.append(state, count);
+      const body = el("pre", "args");
+      node.append(head, body);
+      part = { node, body, count, updates: 0 };
+      this.parts.set(`data-output:${chunk.id}`, part);
+      this.add(node);
+    }
+    const data = chunk.data || {};
+    part.updates += 1;
+    part.node.dataset.updates = String(part.updates);
+    part.node.dataset.state =
+      data.state === "complete" ? "done" : data.state === "failed" ? "error" : "streaming";
+    // The value stays on the element (tests read it); the page shows it indented.
+    part.node.streamfoldValue = data.value;
+    part.body.textContent = data.state === "failed"
+      ? String(data.error)
+      : JSON.stringify(data.value, null, 2);
+    part.count.textContent = `${data.state} · update ${part.updates}`;
+  }
+
   onData(chunk) {
     const node = el("details", "part block");
     node.dataset.state = "done";
@@ -468,7 +497,10 @@ async function loadRecordings() {
   }
   const wanted = new URLSearchParams(location.search).get("recording");
   if (wanted && recordings.some((r) => r.name === wanted)) select.value = wanted;
-  const speed = new URLSearchParams(location.search).get("speed");
+  const params = new URLSearchParams(location.search);
+  if (params.get("output") === "json") $("#output").checked = true;
+  if (params.get("output_tool")) $("#output-tool").value = params.get("output_tool");
+  const speed = params.get("speed");
   if (speed && [...$("#speed").options].some((o) => o.value === speed)) $("#speed").value = speed;
 }
 
@@ -479,7 +511,12 @@ async function replay(recording, speed) {
   const view = new MessageView($("#message"), $("#finish"), $("#counter"));
   setStatus("streaming", "streaming…");
   try {
-    const url = `/ui-stream?recording=${encodeURIComponent(recording)}&speed=${speed}`;
+    let url = `/ui-stream?recording=${encodeURIComponent(recording)}&speed=${speed}`;
+    if ($("#output").checked) {
+      url += "&output=json";
+      const tool = $("#output-tool").value.trim();
+      if (tool) url += `&output_tool=${encodeURIComponent(tool)}`;
+    }
     const response = await fetch(url, { signal: controller.signal });
     if (!response.ok) throw new Error((await response.json()).error?.message ?? response.statusText);
     if (response.headers.get("x-vercel-ai-ui-message-stream") !== "v1") {

@@ -139,6 +139,11 @@ def calls(message: Message) -> list[tuple[str | None, str | None, Any]]:
 # Read off the raw streams by hand: first/last words of the answer, thinking, tool calls
 # (id, name, arguments), usage (prompt, output, cache read, reasoning), stop reason.
 HAND_CHECKED: dict[str, dict[str, Any]] = {
+    "openai-chat/structured-output-json-schema.sse": {
+        "text": '{"city":"San Francisco","temperature":68,"units":"f"}',
+        "usage": (17, 14, None, None),
+        "stop": ("stop", "stop", "complete"),
+    },
     "openai-chat/text-include-usage.sse": {
         "text": "The capital of Mexico is Mexico City.",
         "usage": (14, 8, 0, 0),
@@ -324,7 +329,7 @@ HAND_CHECKED: dict[str, dict[str, Any]] = {
 
 def test_every_chat_recording_is_covered() -> None:
     assert sorted(HAND_CHECKED) == sorted(CHAT)
-    assert len(CHAT) == 27
+    assert len(CHAT) == 28
 
 
 @pytest.mark.parametrize("rel", CHAT)

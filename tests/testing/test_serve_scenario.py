@@ -1,0 +1,169 @@
+"""`streamfold serve` with a scenario, and faults asked for by header or query parameter:
+the same turns and faults as the in-process transports, over HTTP, to the real SDKs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from server_support import serve_in_thread
+from support import REAL
+
+from streamfold import fold_message
+from streamfold.testing import Match, MessageAnswer, Scenario, Turn
+
+pytest.importorskip("uvicorn")
+openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
+from streamfold.serve import create_app  # noqa: E402
+
+USER = [{"role": "user", "content": "What is the capital of the UK?"}]
+CHAT_TEXT = REAL / "openai-chat" / "text-include-usage.sse"
+
+SCENARIO = """
+[[turns]]
+match = { api = "chat", user = "UK", tool_result = false }
+recording = "openai-chat/tool-call-single-mini.sse"
+
+[[turns]]
+match = { tool_result = "get_capital" }
+message = { text = "London." }
+
+[[turns]]
+match = { api = "messages" }
+times = 1
+faults = { status = 529, retry_after = 0.01 }
+
+[[turns]]
+match = { api = "messages" }
+recording = "anthropic/text-basic.sse"
+"""
+
+
+@pytest.fixture(scope="module")
+def scenario_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    path = tmp_path_factory.mktemp("scenario") / "app.toml"
+    # The recordings are found relative to the file: point it at the fixtures by a link.
+    (path.parent / "openai-chat").symlink_to(REAL / "openai-chat")
+    (path.parent / "anthropic").symlink_to(REAL / "anthropic")
+    path.write_text(SCENARIO)
+    with serve_in_thread(create_app(REAL, speed=0, scenario=path)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def recordings_url() -> Iterator[str]:
+    with serve_in_thread(create_app(REAL, speed=1)) as url:
+        yield url
+
+
+def test_serve_answers_a_tool_loop_from_a_scenario_file(scenario_url: str) -> None:
+    client = openai.OpenAI(api_key="t", base_url=f"{scenario_url}/v1", max_retries=0)
+    tools = [{"type": "function", "function": {"name": "get_capital", "parameters": {}}}]
+    first = client.chat.completions.create(model="m", messages=USER, tools=tools, stream=True)
+    calls = [c.choices[0].delta.tool_calls for c in first if c.choices]
+    call = next(tc[0] for tc in calls if tc and tc[0].id)
+    follow = [
+        *USER,
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": "get_capital", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call.id, "content": "London"},
+    ]
+    second = client.chat.completions.create(model="m", messages=follow, tools=tools)
+    assert second.choices[0].message.content == "London."
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert "turn 0: user: expected text holding 'UK', got 'hi'" in str(caught.value)
+    assert "turn 1: tool_result: expected a result for 'get_capital', got none" in str(caught.value)
+
+
+def test_serve_scenario_529_then_success_through_the_anthropic_sdks_retry(
+    scenario_url: str,
+) -> None:
+    client = anthropic.Anthropic(api_key="t", base_url=scenario_url, max_retries=1)
+    raw = client.messages.with_raw_response.create(model="c", max_tokens=9, messages=USER)
+    assert raw.retries_taken == 1
+    expected = fold_message((REAL / "anthropic/text-basic.sse").read_bytes(), "anthropic")
+    assert raw.parse().content[0].text == expected.text
+
+
+def test_a_fault_header_cuts_a_recording_served_from_a_directory(recordings_url: str) -> None:
+    client = openai.OpenAI(api_key="t", base_url=f"{recordings_url}/v1", max_retries=0)
+    stream = client.chat.completions.create(
+        model="m",
+        messages=USER,
+        stream=True,
+        extra_headers={
+            "x-streamfold-recording": "openai-chat/text-include-usage.sse",
+            "x-streamfold-fault": "cut_after_events=2",
+        },
+    )
+    seen = []
+    with pytest.raises(openai.APIConnectionError):
+        for chunk in stream:
+            seen.append(chunk)
+    assert len(seen) == 2
+
+
+def test_a_fault_query_parameter_answers_429_with_retry_after(recordings_url: str) -> None:
+    response = httpx.post(
+        f"{recordings_url}/v1/messages?fault=status%3D429%2Cretry_after%3D3",
+        json={"model": "c", "max_tokens": 9, "messages": USER},
+    )
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "3"
+    assert response.json()["error"]["type"] == "rate_limit_error"
+
+
+def test_a_fault_header_stalls_the_stream_at_serves_speed(recordings_url: str) -> None:
+    started = time.monotonic()
+    arrivals = []
+    with httpx.stream(
+        "POST",
+        f"{recordings_url}/v1/chat/completions",
+        json={"model": "m", "messages": USER, "stream": True},
+        headers={
+            "x-streamfold-recording": "openai-chat/text-include-usage.sse",
+            "x-streamfold-fault": "ttft=0.4,tokens_per_second=1000",
+        },
+    ) as response:
+        arrivals = [time.monotonic() - started for _ in response.iter_raw()]
+    assert arrivals[0] >= 0.4
+    assert arrivals[-1] - arrivals[0] < 0.4  # a thousand events a second after the first
+
+
+def test_a_bad_fault_header_is_the_apis_400(recordings_url: str) -> None:
+    response = httpx.post(
+        f"{recordings_url}/v1/chat/completions",
+        json={"model": "m", "messages": USER},
+        headers={"x-streamfold-fault": "explode=1"},
+    )
+    assert response.status_code == 400
+    assert "a name among status" in response.json()["error"]["message"]
+
+
+def test_create_app_takes_a_scenario_built_in_python() -> None:
+    scenario = Scenario([Turn(match=Match(user="UK"), message=MessageAnswer(text="London"))])
+    with serve_in_thread(create_app(REAL, speed=0, scenario=scenario)) as url:
+        client = openai.OpenAI(api_key="t", base_url=f"{url}/v1", max_retries=0)
+        answer = client.chat.completions.create(model="m", messages=USER)
+    assert answer.choices[0].message.content == "London"
+    assert scenario.used == [1]
+
+
+def test_cli_serve_has_a_scenario_option() -> None:
+    from streamfold.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--scenario", "app.toml"])
+    assert Path(args.scenario) == Path("app.toml")

@@ -1,0 +1,89 @@
+"""An agent loop in one UI message stream, read by the `ai` package's own reader: steps,
+the app's tool results, its data parts and metadata, a user's stop, and the narration /
+answer marker across the responses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from support import final_message, fold_bytes, read
+
+from streamfold import ToolResult, UsageError
+from streamfold.ui import UIMessageChunk, UIMessageStreamEncoder, encode_sse
+from ui.test_ui_messages import _node
+
+FIRST, SECOND = "anthropic/text-then-tool-use-no-args.sse", "anthropic/text-basic.sse"
+
+
+def _read(streams: dict[str, list[UIMessageChunk]]) -> dict[str, Any]:
+    bodies = {name: b"".join(encode_sse(chunks)).decode() for name, chunks in streams.items()}
+    return _node("read-ui-stream.mjs", bodies)
+
+
+def _loop_chunks(*, abort_in_second: bool = False) -> list[UIMessageChunk]:
+    first = fold_bytes(read(FIRST))
+    call = final_message(first).tool_calls[0]
+    encoder = UIMessageStreamEncoder(message_id="turn-1")
+    chunks = encoder.start()
+    chunks += encoder.data("status", {"phase": "thinking"}, id="status")
+    for event in first:
+        chunks += encoder.feed(event)
+    chunks += encoder.data("status", {"phase": "running the tool"}, id="status")
+    chunks += encoder.data("progress", {"percent": 50}, transient=True)
+    chunks += encoder.tool_result(ToolResult(tool_call_id=call.call_id or "", content="v2"))
+    chunks += encoder.metadata({"chatTitle": "Versions"})
+    second = fold_bytes(read(SECOND))
+    if abort_in_second:
+        partial = [e for e in second if e.type != "message_completed"][:6]
+        for event in partial:
+            chunks += encoder.feed(event)
+        return chunks + encoder.abort("the user pressed stop")
+    for event in second:
+        chunks += encoder.feed(event)
+    chunks += encoder.data("status", {"phase": "done"}, id="status")
+    return chunks + encoder.close()
+
+
+def test_the_loop_reads_as_one_message_of_steps() -> None:
+    got = _read({"loop": _loop_chunks(), "stopped": _loop_chunks(abort_in_second=True)})
+    loop = got["loop"]
+    assert loop["errors"] == [] and loop["valid"], loop
+    message = loop["message"]
+    kinds = [p["type"] for p in message["parts"]]
+    assert kinds.count("step-start") == 2
+    # The app's data part, replaced in place by id; a transient one is not kept.
+    statuses = [p for p in message["parts"] if p["type"] == "data-status"]
+    assert [s["data"] for s in statuses] == [{"phase": "done"}]
+    assert "data-progress" not in kinds
+    tool = next(p for p in message["parts"] if p["type"].startswith("tool-"))
+    assert (tool["state"], tool["output"]) == ("output-available", "v2")
+    # The app's metadata merged with each step's.
+    assert message["metadata"]["chatTitle"] == "Versions"
+    assert [s["provider"] for s in message["metadata"]["steps"]] == ["anthropic", "anthropic"]
+    # Narration in the first response, the answer only in the last.
+    texts = [p for p in message["parts"] if p["type"] == "text"]
+    markers = [t["providerMetadata"]["streamfold"].get("utterance") for t in texts]
+    assert markers == ["narration", "answer"]
+
+    stopped = got["stopped"]
+    assert "abort" in stopped["chunks"] and stopped["errors"] == []
+    assert stopped["chunks"][-1] == "abort"
+    parts = stopped["message"]["parts"]
+    assert all(p.get("state") != "streaming" for p in parts if p["type"] in ("text", "reasoning"))
+
+
+def test_app_parts_are_checked() -> None:
+    encoder = UIMessageStreamEncoder()
+    with pytest.raises(UsageError, match="part name"):
+        encoder.data("", 1)
+    with pytest.raises(UsageError):
+        encoder.data("x", {"not": float("nan")})
+    with pytest.raises(UsageError, match="mapping"):
+        encoder.metadata(["a"])  # type: ignore[arg-type]
+    assert json.dumps(encoder.metadata({"a": 1})[-1]) == (
+        '{"type": "message-metadata", "messageMetadata": {"a": 1}}'
+    )
+    encoder.abort()
+    assert encoder.data("x", 1) == [] and encoder.close() == []
