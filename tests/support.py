@@ -200,7 +200,6 @@ def full_path_only() -> Iterator[None]:
         anthropic.AnthropicDecoder.object_text,
         dict(openai_responses._FAST),
         bedrock_invoke.BedrockInvokeDecoder.object_text,
-        bedrock_invoke.BedrockInvokeDecoder.eventstream_shortcut,
     )
     with hot_lane_off():  # the hot lane reads bytes the fast paths would have read
         try:
@@ -210,13 +209,9 @@ def full_path_only() -> Iterator[None]:
             anthropic.AnthropicDecoder.object_text = Decoder.object_text  # type: ignore[method-assign]
             openai_responses._FAST.clear()
             bedrock_invoke.BedrockInvokeDecoder.object_text = Decoder.object_text  # type: ignore[method-assign]
-            bedrock_invoke.BedrockInvokeDecoder.eventstream_shortcut = (  # type: ignore[method-assign]
-                Decoder.eventstream_shortcut
-            )
             yield
         finally:
             bedrock_invoke.BedrockInvokeDecoder.object_text = saved[3]  # type: ignore[method-assign]
-            bedrock_invoke.BedrockInvokeDecoder.eventstream_shortcut = saved[4]  # type: ignore[method-assign]
             openai_chat.OpenAIChatDecoder.object_text = saved[0]  # type: ignore[method-assign]
             anthropic.AnthropicDecoder.object_text = saved[1]  # type: ignore[method-assign]
             openai_responses._FAST.update(saved[2])

@@ -867,15 +867,8 @@ class StreamFolder:
         """
         acc = self._acc
         lane = type(decoder).object_text is not Decoder.object_text
-        shortcut = type(decoder).eventstream_shortcut is not Decoder.eventstream_shortcut
         for message in messages:
             self._position += 1
-            if shortcut:
-                try:
-                    if decoder.eventstream_shortcut(message.headers, message.payload, acc, events):
-                        continue
-                except StreamfoldError as exc:  # a limit the grown part went past
-                    raise self._attach(exc, eventstream_payload(message)) from None
             payload = eventstream_payload(message)
             try:
                 hit = decoder.object_text(payload) if lane else None

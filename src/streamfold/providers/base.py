@@ -159,18 +159,6 @@ class Decoder:
         """
         return None
 
-    def eventstream_shortcut(
-        self, headers: dict[str, Any], payload: bytes, grower: PartGrower, out: list[Any]
-    ) -> bool:
-        """The eventstream lane: take one AWS eventstream message (its headers and raw
-        payload bytes) straight from its bytes, when it is byte for byte one this decoder's
-        fast path would turn into a single GrowPart of text: grow it with
-        `grower.grow_text(key, text, out)`, update this decoder's state exactly as decode()
-        would, and say True; else False, nothing changed (the fold then parses the message
-        and decodes it as usual). By default: False (no such lane).
-        """
-        return False
-
     def sse_next_hot(self, buffer: bytes, pos: int) -> int:
         """Where, after `pos`, the next event `sse_shortcut` might take begins; -1: none.
 

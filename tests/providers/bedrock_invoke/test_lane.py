@@ -1,9 +1,8 @@
-"""InvokeModel's lanes against the full path: the eventstream lane
-(BedrockInvokeDecoder.eventstream_shortcut: a chunk message's bytes, through the Anthropic
-decoder's SSE hot lane) and the dict lane (object_text, for the messages the first leaves
-and for decoded dicts). Every Anthropic recording as Bedrock streams it, generated
-streams, and the invoke fuzz's mutated streams (events and bytes), folded with and
-without the lanes, give the same events, error and message."""
+"""InvokeModel's dict lane (BedrockInvokeDecoder.object_text, which the fold takes for
+eventstream messages and decoded dicts alike) against the full path: every Anthropic
+recording as Bedrock streams it, generated streams, and the invoke fuzz's mutated streams
+(events and bytes), folded with and without the lane, give the same events, error and
+message."""
 
 from __future__ import annotations
 
@@ -73,7 +72,7 @@ def test_mutated_invoke_streams_fold_the_same_with_the_lane(rel: str, data: st.D
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(rel=st.sampled_from(INVOKE_SOURCES), data=st.data())
-def test_byte_mutated_invoke_streams_fold_the_same_with_the_lanes(
+def test_byte_mutated_invoke_streams_fold_the_same_with_the_lane(
     rel: str, data: st.DataObject
 ) -> None:
     c = HypothesisChooser(data)
@@ -82,9 +81,8 @@ def test_byte_mutated_invoke_streams_fold_the_same_with_the_lanes(
     data.draw(st.just(done), label="mutations")
 
 
-def test_a_chunk_wrapper_written_otherwise_takes_the_full_path() -> None:
-    # Escapes, other keys or whitespace in the wrapper: the lane declines, the fold reads
-    # the JSON (the same message either way).
+def test_a_chunk_wrapper_written_otherwise_folds_the_same_with_the_lane() -> None:
+    # Escapes, other keys or whitespace in the wrapper: the same message either way.
     import base64
     import json
 

@@ -16,7 +16,6 @@ events reported none).
 from __future__ import annotations
 
 import binascii
-import re
 from collections.abc import Hashable
 from typing import Any
 
@@ -29,7 +28,7 @@ from ...message import Usage
 from ...state_schema import validation_error
 from .. import detect_provider
 from ..anthropic.decode import AnthropicDecoder
-from ..base import Decoder, PartGrower
+from ..base import Decoder
 from ..bedrock.decode import BedrockDecoder
 from .state import BedrockInvokeState
 
@@ -41,12 +40,6 @@ _METRIC_USAGE = (
     ("cacheReadInputTokenCount", "cache_read_tokens"),
     ("cacheWriteInputTokenCount", "cache_write_tokens"),
 )
-# A chunk's payload as Bedrock writes it, read by the eventstream lane: the base64 of the
-# family's event, then Bedrock's padding (letters and digits) or nothing, then the end.
-_CHUNK_HEAD = b'{"bytes":"'
-_CHUNK_TAIL = re.compile(rb'"(?:,"p":"[0-9A-Za-z]*")?\}\Z')
-# The SSE event the Anthropic decoder's hot lane reads: a chunk's event, so framed.
-_SSE_EVENT = b"event: content_block_delta\ndata: "
 # The families decoded, by the format detect_provider sees in their first event.
 _FAMILIES: dict[str, type[Decoder]] = {"anthropic": AnthropicDecoder, "bedrock": BedrockDecoder}
 # A key of a first event -> the family that streams it (for a refusal that names it).
@@ -132,34 +125,6 @@ class BedrockInvokeDecoder(Decoder):
         self._unwrapped_from = payload
         self._unwrapped = inner
         return None
-
-    def eventstream_shortcut(
-        self, headers: dict[str, Any], payload: bytes, grower: PartGrower, out: list[Any]
-    ) -> bool:
-        """The eventstream lane (see `Decoder.eventstream_shortcut`): a chunk message whose
-        payload is exactly `{"bytes": <base64>}` or `{"bytes": <base64>, "p": <padding>}`
-        and whose Anthropic event the Anthropic decoder's SSE hot lane takes, framed as
-        the SSE event it is on the Anthropic API. The JSON parse of the wrapper and of the
-        event, and their dicts, were most of an invoke delta's cost beside the same event
-        as Anthropic SSE. Anything else (another wrapper, escapes, Nova's events, the
-        metrics trailer): False, and the full path reads it."""
-        inner = self._inner
-        if (
-            not isinstance(inner, AnthropicDecoder)
-            or headers.get(":event-type") != "chunk"
-            or headers.get(":message-type", "event") != "event"
-            or payload[: len(_CHUNK_HEAD)] != _CHUNK_HEAD
-        ):
-            return False
-        end = payload.find(b'"', len(_CHUNK_HEAD))
-        if end < 0 or _CHUNK_TAIL.match(payload, end) is None:
-            return False
-        try:
-            data = binascii.a2b_base64(payload[len(_CHUNK_HEAD) : end], strict_mode=True)
-        except (binascii.Error, ValueError):
-            return False  # decode() says what is wrong with it
-        event = _SSE_EVENT + data + b"\n\n"
-        return inner.sse_shortcut(event, 0, grower, out) == len(event)
 
     def decode(self, payload: dict[str, Any], event: str | None = None) -> list[Delta]:
         """Translate one invoke event (`{"chunk": {...}}` or an exception) into deltas."""
