@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -415,3 +416,336 @@ def without_inferred_marker(part: Any) -> Any:
         k: v for k, v in part.options.items() if k not in ("utterance", "utterance_inferred")
     }
     return part.model_copy(update={"options": options})
+
+
+# --- the Responses delta shapes servers send ---------------------------------------------
+
+# The delta events the Responses lanes take, by family: a shape is found, and applied, per
+# family (text and summary deltas name their part with an index; argument deltas do not).
+RESPONSES_DELTA_FAMILY = {
+    "response.output_text.delta": "text",
+    "response.refusal.delta": "text",
+    "response.reasoning_text.delta": "text",
+    "response.reasoning_summary_text.delta": "text",
+    "response.function_call_arguments.delta": "arguments",
+}
+# The fields a delta's own content decides; any other field's value is the server's.
+_RESPONSES_OWN = frozenset(
+    {"type", "sequence_number", "item_id", "output_index", "content_index", "summary_index"}
+    | {"delta", "obfuscation"}
+)
+_RESPONSES_INDEXES = ("content_index", "summary_index")
+
+
+@dataclasses.dataclass(frozen=True)
+class DeltaShape:
+    """How one server writes one family of Responses delta events: the keys in order
+    ("index" standing for content_index or summary_index), whether an event line names
+    each event, and the other fields' values (JSON) from the first event of that shape."""
+
+    family: str
+    keys: tuple[str, ...]
+    named: bool
+    extras: tuple[tuple[str, str], ...]
+    source: str
+
+    @property
+    def name(self) -> str:
+        """A test id: where it was first found, its family, its key order."""
+        line = "named" if self.named else "unnamed"
+        return f"{self.source}:{self.family}:{line}:{','.join(self.keys)}"
+
+    @property
+    def logprobs(self) -> bool:
+        """Whether its deltas carry logprobs (the full path's to read, by design)."""
+        return any(key == "logprobs" and value not in ("[]", "null") for key, value in self.extras)
+
+
+def sse_blocks(data: bytes) -> Iterator[tuple[str | None, bytes]]:
+    """Each SSE event of LF-only bytes: its event name (None: no event line), its data."""
+    for block in data.split(b"\n\n"):
+        name: str | None = None
+        lines: list[bytes] = []
+        for line in block.split(b"\n"):
+            if line.startswith(b"event:"):
+                name = line[6:].strip().decode()
+            elif line.startswith(b"data:"):
+                lines.append(line[5:].removeprefix(b" "))
+        if lines:
+            yield name, b"\n".join(lines)
+
+
+def responses_delta_shapes() -> list[DeltaShape]:
+    """Every distinct delta shape the Responses recordings hold (found by reading them)."""
+    found: dict[tuple[Any, ...], DeltaShape] = {}
+    for rel in sorted(e["file"] for e in INDEX if e.get("api") == "responses"):
+        for name, data in sse_blocks(read(rel).replace(b"\r\n", b"\n")):
+            try:
+                payload = json.loads(data)
+            except ValueError:
+                continue
+            family = (
+                RESPONSES_DELTA_FAMILY.get(payload.get("type")) if type(payload) is dict else None
+            )
+            if family is None:
+                continue
+            keys = tuple("index" if k in _RESPONSES_INDEXES else k for k in payload)
+            extras = tuple(
+                (k, json.dumps(v, separators=(",", ":"), ensure_ascii=False))
+                for k, v in payload.items()
+                if k not in _RESPONSES_OWN
+            )
+            shape = DeltaShape(family, keys, name is not None, extras, rel.removesuffix(".sse"))
+            found.setdefault((family, keys, shape.named, shape.logprobs), shape)
+    return list(found.values())
+
+
+def reshape_responses(sse: bytes, shape: DeltaShape) -> bytes:
+    """A Responses stream with every delta event of the shape's family re-written onto it
+    (key order, event line, the other fields' values; padding made up per event); with
+    no sequence numbers anywhere if the shape has none."""
+    out: list[bytes] = []
+    numbered = "sequence_number" in shape.keys
+    extras = dict(shape.extras)
+    for n, (name, data) in enumerate(sse_blocks(sse)):
+        payload = json.loads(data)
+        if not numbered:
+            payload.pop("sequence_number", None)
+        if RESPONSES_DELTA_FAMILY.get(payload.get("type")) != shape.family:
+            out.append(sse_event(name, payload))
+            continue
+        index = next((k for k in _RESPONSES_INDEXES if k in payload), None)
+        fields: dict[str, Any] = {}
+        for key in shape.keys:
+            if key == "index":
+                if index is not None:
+                    fields[index] = payload[index]
+            elif key == "obfuscation":
+                fields[key] = payload.get(key, "pad0123456789"[: n % 14])
+            elif key in extras:
+                fields[key] = json.loads(extras[key])
+            elif key in payload:
+                fields[key] = payload[key]
+        out.append(sse_event(payload["type"] if shape.named else None, fields))
+    return b"".join(out)
+
+
+# --- Chat chunk shapes ---------------------------------------------------------------
+#
+# Servers imitating Chat Completions send the same chunk in many layouts: their own key
+# order, extra fields (null or not), fields repeated in every delta. The lanes must give
+# the full path's result on every one, and take the plain ones on every one.
+
+# The delta fields a chunk grows a part with.
+_CHAT_GROWING = ("content", "reasoning_content", "reasoning", "reasoning_details", "tool_calls")
+
+
+def chat_delta_kind(payload: Any) -> str | None:
+    """What a Chat chunk grows, when it is a plain delta: "text", "reasoning" or "args"
+    (an argument fragment of a started call); None for any other chunk."""
+    if not isinstance(payload, dict):
+        return None
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return None
+    choice = choices[0]
+    delta = choice.get("delta")
+    if not isinstance(delta, dict) or choice.get("finish_reason") is not None:
+        return None
+    if isinstance(delta.get("content"), str) and delta["content"]:
+        return "text"
+    calls = delta.get("tool_calls")
+    if isinstance(calls, list) and len(calls) == 1 and isinstance(calls[0], dict):
+        function = calls[0].get("function")
+        if not calls[0].get("id") and isinstance(function, dict) and function.get("arguments"):
+            return "args"
+        return None
+    for name in ("reasoning_content", "reasoning"):
+        if isinstance(delta.get(name), str) and delta[name]:
+            return "reasoning"
+    return None
+
+
+def _chat_signature(payload: dict[str, Any]) -> str:
+    def keys(obj: dict[str, Any]) -> str:
+        return ",".join(k if obj[k] is not None else f"{k}=null" for k in obj)
+
+    choice = payload["choices"][0]
+    return f"{keys(payload)} | {keys(choice)} | {keys(choice['delta'])}"
+
+
+def chat_recorded_shapes() -> dict[str, dict[str, Any]]:
+    """One template chunk per distinct delta shape of the Chat recordings, found by
+    reading them: the key order of the chunk, its choice and its delta, and which fields
+    are null. Named by the recording and what the delta grows."""
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    for e in INDEX:
+        if e.get("api") != "chat-completions":
+            continue
+        for line in read(e["file"]).split(b"\n"):
+            if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+                continue
+            try:
+                payload = json.loads(line[5:])
+            except ValueError:
+                continue
+            kind = chat_delta_kind(payload)
+            if kind is not None:
+                signature = f"{kind}: {_chat_signature(payload)}"
+                found.setdefault(signature, (f"{e['file']} {kind}", payload))
+    return dict(sorted(found.values(), key=lambda named: named[0]))
+
+
+# Shapes of servers with no recording here, built from what they are known to send.
+_WRITER_EXTRAS: dict[str, Any] = {
+    "role": "assistant",
+    "tool_calls": None,
+    "graph_data": {"sources": None, "status": None, "subqueries": None},
+    "llm_data": None,
+    "image_data": None,
+    "translation_data": None,
+    "web_search_data": None,
+    "refusal": None,
+}
+CHAT_BUILT_SHAPES: dict[str, dict[str, Any]] = {
+    # Snowflake Cortex: role, refusal and tool_calls repeated in every delta, logprobs an
+    # object.
+    "snowflake text": {
+        "id": "5b0c1d2e-0000-4000-8000-000000000001",
+        "object": "chat.completion.chunk",
+        "created": 1759436804,
+        "model": "claude-3-7-sonnet",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"content": "Hi", "role": "assistant", "refusal": "", "tool_calls": []},
+                "logprobs": {"content": [], "refusal": []},
+                "finish_reason": None,
+            }
+        ],
+        "usage": None,
+    },
+    # Writer (Palmyra): a copy of the delta as `message`, and many null fields.
+    "writer text": {
+        "id": "b1f1b7a0-0000-4000-8000-000000000002",
+        "object": "chat.completion.chunk",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": None,
+                "message": {"content": "Hi", **_WRITER_EXTRAS},
+                "delta": {"content": "Hi", **_WRITER_EXTRAS},
+                "logprobs": None,
+            }
+        ],
+        "created": 1759436804,
+        "model": "palmyra-x5",
+        "usage": None,
+        "system_fingerprint": "v1",
+        "service_tier": None,
+    },
+    # Perplexity with search results: citations, search results and usage in every chunk.
+    "perplexity search text": {
+        "id": "58cb9740-0000-4000-8000-000000000003",
+        "model": "sonar",
+        "created": 1759436804,
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+        "citations": ["https://a.example/1", "https://b.example/2"],
+        "search_results": [
+            {"title": "A", "url": "https://a.example/1", "date": "2025-01-01"},
+            {"title": "B", "url": "https://b.example/2", "date": None},
+        ],
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}],
+    },
+}
+
+
+def chat_shapes() -> dict[str, dict[str, Any]]:
+    """Every Chat delta shape: those found in the recordings, and those built."""
+    return {**chat_recorded_shapes(), **CHAT_BUILT_SHAPES}
+
+
+def _reshape_delta(delta: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:
+    # The template's fields in its order, then this delta's fields it lacks. The text the
+    # template grows with is not this delta's: null in its place (a list of them, such as
+    # tool_calls, is left out: servers send none with a delta of another kind).
+    out: dict[str, Any] = {}
+    for name, value in template.items():
+        if name in delta:
+            out[name] = delta[name]
+        elif name in _CHAT_GROWING and value:
+            if not isinstance(value, list):
+                out[name] = None
+        else:
+            out[name] = value
+    for name, value in delta.items():
+        out.setdefault(name, value)
+    return out
+
+
+def reshape_chat(payload: Any, template: dict[str, Any]) -> Any:
+    """A Chat chunk in the layout of `template`: the template's top-level fields in its
+    order and with its values, no others (but this chunk's choices, and its usage when it
+    has one); a plain delta's choice and delta laid out as the template's, with the
+    template's values but this delta's fields and the choice's index. Other chunks keep
+    their choices as they are; anything else is returned as it is."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
+        return payload
+    choices = payload["choices"]
+    if chat_delta_kind(payload) is not None:
+        like = template["choices"][0]
+        choice = choices[0]
+        delta = _reshape_delta(choice["delta"], like["delta"])
+        laid: dict[str, Any] = {}
+        for name, value in like.items():
+            if name == "delta":
+                laid[name] = delta
+            elif name == "message" and isinstance(value, dict):
+                laid[name] = {**value, "content": delta.get("content")}  # a copy of the delta
+            elif name in ("index", "finish_reason"):
+                laid[name] = choice.get(name, value)
+            else:
+                laid[name] = value
+        for name, value in choice.items():
+            laid.setdefault(name, value)
+        choices = [laid]
+    out: dict[str, Any] = {}
+    for name, value in template.items():
+        if name == "choices":
+            out[name] = choices
+        elif name == "usage" and payload.get("usage") is not None:
+            out[name] = payload["usage"]
+        else:
+            out[name] = value
+    if payload.get("usage") is not None:
+        out.setdefault("usage", payload["usage"])
+    return out
+
+
+def reshape_chat_sse(sse: bytes, template: dict[str, Any], reasoning_first: int = 0) -> bytes:
+    """Every `data:` chunk of a Chat SSE stream re-written by `reshape_chat`, compact; the
+    first `reasoning_first` text deltas become reasoning deltas (in the template's
+    reasoning field, else reasoning_content) before that."""
+    like = template["choices"][0]["delta"]
+    field = next((k for k in ("reasoning_content", "reasoning") if k in like), "reasoning_content")
+    lines = []
+    for line in sse.split(b"\n"):
+        if line.startswith(b"data: ") and line[6:] != b"[DONE]":
+            chunk = json.loads(line[6:])
+            if reasoning_first and chat_delta_kind(chunk) == "text":
+                reasoning_first -= 1
+                chunk["choices"][0]["delta"] = {field: chunk["choices"][0]["delta"]["content"]}
+            chunk = reshape_chat(chunk, template)
+            line = b"data: " + json.dumps(chunk, separators=(",", ":"), ensure_ascii=False).encode()
+        lines.append(line)
+    return b"\n".join(lines)
+
+
+def sse_payloads(sse: bytes) -> list[Any]:
+    """The decoded payloads of an SSE stream's `data:` lines (one line an event)."""
+    return [
+        json.loads(line[5:])
+        for line in sse.split(b"\n")
+        if line.startswith(b"data:") and line[5:].strip() != b"[DONE]"
+    ]

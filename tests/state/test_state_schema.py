@@ -412,8 +412,9 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
             {"_acc": "accumulator", "_framer": "sse", "_decoder_options": "choice"},
             # timing: when chunks arrived, on this process's clock: a restore starts anew;
             # _start: the input's first bytes, quoted only by the error for input without an
-            # event (after a restore, that error gives their count, not their start).
-            {"timing", "_start"},
+            # event (after a restore, that error gives their count, not their start);
+            # _output: a fold with output= refuses save_state (its validation is not saved).
+            {"timing", "_start", "_output"},
         ),
         (framing.SSEDecoder, framing_state.SSEState, {}, {"_parked"}),  # joined to the buffer
         (framing.NDJSONDecoder, framing_state.NDJSONState, {}, {"_parked"}),
@@ -474,7 +475,15 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
             openai_responses_state.OpenAIResponsesState,
             {},
             {
-                *("_hot", "_hot_head", "_hot_misses", "_kind", "_noted", "_early_chars"),
+                *(
+                    "_hot",
+                    "_hot_head",
+                    "_hot_misses",
+                    "_hot_shape",
+                    "_kind",
+                    "_noted",
+                    "_early_chars",
+                ),
                 *("_last_delta", *settings_),  # the fast paths' cache of lookups
             },
         ),

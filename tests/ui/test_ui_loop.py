@@ -5,6 +5,7 @@ answer marker across the responses."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -87,3 +88,41 @@ def test_app_parts_are_checked() -> None:
     )
     encoder.abort()
     assert encoder.data("x", 1) == [] and encoder.close() == []
+
+
+def test_a_demo_loop_is_listed_and_streams_as_one_message(tmp_path: Path) -> None:
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from streamfold.web import ui_routes
+
+    client = TestClient(Starlette(routes=ui_routes(speed=0)))
+    listed = client.get("/ui-recordings").json()["recordings"]
+    assert {"name": "loops/fixed-version", "provider": "agent loops", "loop": True} in listed
+    body = client.get("/ui-stream?recording=loops/fixed-version&speed=0").text
+    got = _node("read-ui-stream.mjs", {"loop": body})["loop"]
+    assert got["errors"] == [] and got["valid"], got
+    parts = got["message"]["parts"]
+    assert [p["type"] for p in parts].count("step-start") == 2
+    tool = next(p for p in parts if p["type"].startswith("tool-"))
+    assert tool["state"] == "output-available" and tool["output"] == "3.2.1"
+
+
+@pytest.mark.parametrize(
+    ("loop", "says"),
+    [
+        ('{"provider": "anthropic", "steps": [{"recording": "nope.sse"}]}', "no recording"),
+        ('{"provider": "anthropic", "steps": [{}]}', "expected one of"),
+        ('{"provider": "anthropic", "steps": [], "extra": 1}', "extra"),
+        ("[", "expected a demo loop"),
+    ],
+)
+def test_a_bad_demo_loop_is_refused_by_name(tmp_path: Path, loop: str, says: str) -> None:
+    from streamfold.web import ui_routes
+
+    (tmp_path / "anthropic").mkdir()
+    (tmp_path / "anthropic" / "text-basic.sse").write_bytes(read(SECOND))
+    (tmp_path / "bad.loop.json").write_text(loop)
+    with pytest.raises(UsageError, match=says) as info:
+        ui_routes(tmp_path)
+    assert "bad.loop.json" in str(info.value)

@@ -26,14 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from ..aio import afold
-from ..errors import UsageError, preview
+from ..errors import StreamfoldError, UsageError, preview
+from ..events import Event
 from ..framing import StreamFormat
+from ..message import Message, ToolResult
 from ..record import (
     TIMING_SUFFIX,
     arrival_times,
     check_speed,
     parse_timing,
     schedule,
+    split_frames,
     timing_path,
 )
 from ..recording import bundled_recordings, detect_recording
@@ -146,6 +149,99 @@ def find_recordings(directory: str | Path) -> list[DemoRecording]:
 
 _bundled = bundled_recordings  # the default recordings of the demo (and relay) routes
 
+LOOP_SUFFIX = ".loop.json"
+_MAX_LOOP_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class DemoLoop:
+    """An agent loop the page can play (`<name>.loop.json` among the recordings): the
+    responses (recordings, or messages written in the file, streamed as the provider's
+    own events) and the app's tool results between them."""
+
+    name: str
+    provider: str
+    steps: tuple[DemoRecording | ToolResult | Message, ...]
+
+    def names(self) -> tuple[str, ...]:
+        return (self.name,)
+
+
+def find_loops(directory: str | Path, recordings: list[DemoRecording]) -> list[DemoLoop]:
+    """The loops under `directory`: each step checked now (its recordings among those
+    found, its results and messages valid); a file that is not a loop is refused by name."""
+    from pydantic import BaseModel, ConfigDict, ValidationError
+
+    class _Step(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        recording: str | None = None
+        tool_result: ToolResult | None = None
+        message: Message | None = None
+
+    class _Loop(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        provider: str
+        about: str = ""
+        steps: list[_Step]
+
+    root = Path(directory)
+    by_name = {name: r for r in recordings for name in r.names()}
+    loops: list[DemoLoop] = []
+    for path in sorted(root.rglob(f"*{LOOP_SUFFIX}")):
+        name = path.relative_to(root).as_posix().removesuffix(LOOP_SUFFIX)
+        try:
+            raw = _read_inside(root.resolve(), path, name)
+            if len(raw) > _MAX_LOOP_BYTES:
+                raise UsageError(f"expected at most {_MAX_LOOP_BYTES} bytes, got {len(raw)}")
+            loop = _Loop.model_validate_json(raw)
+            steps: list[DemoRecording | ToolResult | Message] = []
+            for n, step in enumerate(loop.steps):
+                given = [v for v in (step.recording, step.tool_result, step.message) if v]
+                if len(given) != 1:
+                    raise UsageError(f"step {n}: expected one of recording, tool_result, message")
+                if step.recording is not None:
+                    if step.recording not in by_name:
+                        raise UsageError(f"step {n}: no recording {step.recording!r} here")
+                    steps.append(by_name[step.recording])
+                else:
+                    steps.append(given[0])  # type: ignore[arg-type]
+        except (ValidationError, UsageError, StreamfoldError, LookupError) as exc:
+            raise UsageError(f"{path}: expected a demo loop, got: {exc}") from None
+        loops.append(DemoLoop(name, loop.provider, tuple(steps)))
+    return loops
+
+
+async def _loop_events(loop: DemoLoop, speed: float) -> AsyncIterator[Event | ToolResult]:
+    """The loop as the page's stream takes it: each response folded as it is paced out,
+    each tool result in its place."""
+    import anyio
+
+    from ..streams import to_stream
+
+    for step in loop.steps:
+        if isinstance(step, ToolResult):
+            if speed:
+                await anyio.sleep(0.4 / speed)  # the app running its tool
+            yield step
+            continue
+        if isinstance(step, Message):
+            data = b"".join(to_stream(step, loop.provider, piece=12))
+            chunks = split_frames(data, "sse" if loop.provider != "bedrock" else "eventstream")
+
+            async def paced(chunks: list[bytes] = chunks) -> AsyncIterator[bytes]:
+                for chunk in chunks:
+                    if speed:
+                        await anyio.sleep(0.02 / speed)
+                    yield chunk
+
+            source: AsyncIterator[bytes] = paced()
+            provider = loop.provider
+        else:
+            source = _paced(step, speed)
+            provider = step.provider
+        async for event in afold(source, provider):
+            yield event
+
 
 def _asset(name: str) -> str:
     return (resources.files(__name__) / name).read_text(encoding="utf-8")
@@ -213,7 +309,9 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
         raise UsageError(
             "the streamfold demo page needs starlette: pip install 'streamfold[serve]'"
         )
-    catalog = find_recordings(recordings_dir if recordings_dir is not None else _bundled())
+    directory = recordings_dir if recordings_dir is not None else _bundled()
+    catalog = find_recordings(directory)
+    loops = {loop.name: loop for loop in find_loops(directory, catalog)}
     by_name = {r.name: r for r in catalog}
     default_speed = speed
 
@@ -229,9 +327,9 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
         )
 
     async def listing(request: Request) -> Response:
-        return JSONResponse(
-            {"recordings": [{"name": r.name, "provider": r.provider} for r in catalog]}
-        )
+        listed: list[dict[str, Any]] = [{"name": r.name, "provider": r.provider} for r in catalog]
+        listed += [{"name": n, "provider": "agent loops", "loop": True} for n in loops]
+        return JSONResponse({"recordings": listed})
 
     async def stream(request: Request) -> Response:
         wanted = request.query_params.get("recording")
@@ -246,6 +344,17 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
                 asked = {k: body.get(k) for k in ("output", "output_tool")}
         if not wanted:
             return _error(400, "expected ?recording=<name> (see /ui-recordings)")
+        loop = loops.get(wanted)
+        if loop is not None:
+            # An agent loop: every response a step of one UI message, the tool results
+            # between them.
+            try:
+                pace = _speed(request.query_params.get("speed"), default_speed)
+            except UsageError as exc:
+                return _error(400, str(exc))
+            body_loop = aencode_sse(ato_ui_message_stream(_loop_events(loop, pace)))
+            headers = {**UI_MESSAGE_STREAM_HEADERS, "x-streamfold-recording": loop.name}
+            return StreamingResponse(body_loop, headers=headers)
         recording = by_name.get(wanted)
         if recording is None:
             return _error(404, f"no recording named {wanted!r} (see /ui-recordings)")

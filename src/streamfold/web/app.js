@@ -318,6 +318,29 @@ export class MessageView {
     part.node.append(el("div", "tool-error", chunk.errorText));
   }
 
+  // the app's tool results (an agent loop): shown under the call they answer
+  toolResult(chunk, state, text) {
+    const part = this.parts.get(`tool:${chunk.toolCallId}`);
+    if (!part) return;
+    const box = el("div", `tool-output ${state}`);
+    box.append(el("span", "badge", state === "done" ? "result" : state), el("pre", "args", text));
+    part.node.append(box);
+    part.node.dataset.result = state;
+  }
+
+  on_tool_output_available(chunk) {
+    const text = typeof chunk.output === "string" ? chunk.output : JSON.stringify(chunk.output, null, 2);
+    this.toolResult(chunk, "done", text);
+  }
+
+  on_tool_output_error(chunk) {
+    this.toolResult(chunk, "error", chunk.errorText);
+  }
+
+  on_tool_output_denied(chunk) {
+    this.toolResult(chunk, "denied", "the user did not approve this call");
+  }
+
   // sources and files
   sourceList() {
     if (!this.sources) {

@@ -143,7 +143,7 @@ def protocol_error(data: bytes, *, strict: bool = False) -> StreamProtocolError:
 
 
 def test_recordings_are_all_anthropic_and_complete() -> None:
-    assert len(ANTHROPIC) == 16
+    assert len(ANTHROPIC) == 18
     for rel in ANTHROPIC:
         message = final_message(fold_bytes(read(rel)))
         assert message.metadata["provider"] == "anthropic"

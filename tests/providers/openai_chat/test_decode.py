@@ -1365,6 +1365,18 @@ _ORDERS: dict[str, tuple[str, ...]] = {
     ),
     "deepseek": ("id", "object", "created", "model", "system_fingerprint", "choices", "usage"),
     "xai": ("id", "object", "created", "model", "choices", "system_fingerprint"),
+    # Perplexity: its source list in every chunk; Writer: choices before the model.
+    "perplexity": ("id", "model", "created", "usage", "citations", "object", "choices"),
+    "writer": (
+        "id",
+        "object",
+        "choices",
+        "created",
+        "model",
+        "usage",
+        "system_fingerprint",
+        "service_tier",
+    ),
 }
 
 
@@ -1377,6 +1389,7 @@ _BASE: dict[str, Any] = {
     "system_fingerprint": "fp_1",
     "usage": None,
     "obfuscation": "Ab3",
+    "citations": ["https://p.example/1", "https://p.example/2"],
 }
 
 
@@ -1525,6 +1538,58 @@ def _pool(order: str) -> dict[str, bytes]:
             order, {"tool_calls": [{"index": "0", "function": {"arguments": "x"}}]}
         ),
         "args number": _chunk(order, {"tool_calls": [{"index": 0, "function": {"arguments": 1}}]}),
+        # Fields repeated in every delta that the full path finds empty or never reads
+        # (Snowflake, OpenRouter, Groq, Writer), and look-alikes where they act or are
+        # of a wrong type.
+        "snowflake": _chunk(
+            order, {"content": "sf", "role": "assistant", "refusal": "", "tool_calls": []}
+        ),
+        "snowflake args": _chunk(
+            order,
+            {
+                "content": "",
+                "role": "assistant",
+                "refusal": "",
+                "tool_calls": [{"index": 0, "function": {"arguments": _RAW}}],
+            },
+            raw=b"sf args",
+        ),
+        "snowflake reasoning": _chunk(
+            order, {"content": None, "reasoning_content": "sf r", "tool_calls": []}
+        ),
+        "empty lists": _chunk(
+            order,
+            {
+                "content": "lists",
+                "reasoning_details": [],
+                "annotations": [],
+                "executed_tools": [],
+            },
+        ),
+        "content list reasoning": _chunk(order, {"content": [], "reasoning": "list r"}),
+        "graph data": _chunk(
+            order, {"content": "graph", "graph_data": {"sources": None}, "llm_data": None}
+        ),
+        "writer copy": _chunk(
+            order,
+            {"content": _RAW},
+            raw=b"copy",
+            choice={"message": {"content": _RAW, "role": "assistant"}},
+        ),
+        "writer copy differs": _chunk(
+            order, {"content": "copy"}, choice={"message": {"content": "other"}}
+        ),
+        "function call empty": _chunk(order, {"content": "fc", "function_call": {}}),
+        "refusal list": _chunk(order, {"content": "rl", "refusal": []}),
+        "tool calls string": _chunk(order, {"content": "tcs", "tool_calls": ""}),
+        "reasoning list": _chunk(order, {"content": "rsl", "reasoning_content": []}),
+        "details full": _chunk(
+            order,
+            {"content": "df", "reasoning_details": [{"type": "reasoning.text", "text": "t"}]},
+        ),
+        "args custom type": _args(order, 0, b"custom", type="custom"),
+        "args custom body": _args(order, 0, b"custom", custom={"input": "x"}),
+        "args empty list": _chunk(order, {"tool_calls": [], "content": "args empty list"}),
         # Everything else a stream holds.
         "role": _chunk(order, {"role": "assistant", "content": "", "refusal": None}),
         "refusal": _chunk(order, {"refusal": "I can't"}),
@@ -1580,6 +1645,11 @@ _CORE = [
     "dup probe",
     "obf bad utf8",
     "with usage",
+    "snowflake",
+    "snowflake args",
+    "writer copy",
+    "args custom type",
+    "cited",
 ]
 
 
@@ -1657,6 +1727,23 @@ _SCENARIOS = [
     ["hello", "hello", "hello", "done", "hello"],
     ["hello", "hello", "hello", "finish usage", "hello", "usage only", "hello"],
     ["start 0", "args 0", "args 0", "reasoning content", "args 0", "args 0"],
+    # Usage and sources repeated as folded: taken after the first; changed: not.
+    ["hello", "with usage", "with usage", "with usage", "hello", "with usage", "finish usage"],
+    ["hello", "cited", "cited", "cited", "citations", "cited", "cited"],
+    ["snowflake", "snowflake", "snowflake", "empty lists", "graph data", "snowflake"],
+    ["start 0", "snowflake args", "snowflake args", "snowflake args", "args 0", "args 0"],
+    ["start 0", "snowflake args", "snowflake args", "args custom type", "snowflake args"],
+    ["start 0", "args 0", "args 0", "args custom body", "args 0", "args 0"],
+    ["hello", "snowflake", "snowflake", "start 0", "snowflake args", "snowflake args"],
+    ["reasoning content", "snowflake reasoning", "snowflake reasoning", "snowflake reasoning"],
+    ["reasoning", "content list reasoning", "content list reasoning", "snowflake"],
+    ["writer copy", "writer copy", "writer copy", "writer copy differs", "writer copy"],
+    ["hello", "hello", "function call empty", "hello", "hello"],
+    ["hello", "hello", "refusal list", "hello"],
+    ["hello", "hello", "tool calls string", "hello"],
+    ["hello", "hello", "reasoning list", "hello"],
+    ["hello", "hello", "details full", "hello", "hello"],
+    ["start 0", "args 0", "args empty list", "args 0", "args 0"],
 ]
 
 
@@ -1753,9 +1840,10 @@ def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[bytes]:
         # Groq compound sends a new id on every chunk; others a new timestamp.
         lambda n: {"id": f"chatcmpl-{n}"},
         lambda n: {"created": 1700000000 + n},
-        # Not plain at all: usage in every chunk (Perplexity), a channel (Groq gpt-oss).
+        # Not plain at all: a new usage in every chunk (Perplexity), text as a list of
+        # content chunks (Mistral).
         lambda n: {"usage": {"completion_tokens": n}},
-        lambda n: {"delta": {"content": f" word{n}", "channel": "final"}},
+        lambda n: {"delta": {"content": [{"type": "text", "text": f" word{n}"}]}},
     ],
 )
 def test_chat_hot_lane_gives_up_when_it_cannot_pay(

@@ -1571,9 +1571,10 @@ def test_hot_lane_takes_events_cut_anywhere(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.usefixtures("lane_from_the_first_event")
 def test_hot_lane_stops_for_streams_written_another_way(monkeypatch: pytest.MonkeyPatch) -> None:
-    """xAI writes the sequence number first: the lane declines a few deltas, then stops
+    """Text deltas with logprobs are the full path's: the lane declines a few, then stops
     for the stream, so the framer takes the rest in long runs."""
-    data = read("xai/responses-reasoning-summary.sse")
+    logprobs = b'"logprobs":[{"token":"x","logprob":-0.1,"bytes":[120],"top_logprobs":[]}]'
+    data = read("xai/responses-reasoning-summary.sse").replace(b'"logprobs":[]', logprobs)
     calls: list[int] = []
     original = openai_responses.OpenAIResponsesDecoder.sse_shortcut
 

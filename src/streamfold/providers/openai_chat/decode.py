@@ -62,6 +62,27 @@ _FINISH: dict[str, tuple[StopReason, Status]] = {
 
 _META_FIELDS = ("system_fingerprint", "service_tier", "moderation", "prompt_filter_results")
 
+# The delta fields the full path (_choice) reads; it never looks at any other (role, Groq's
+# channel, Writer's graph_data...). Of these, the ones read as strings do nothing when
+# empty, and the ones read as lists do nothing when empty: servers repeat them so in every
+# delta (Snowflake: `"refusal":"","tool_calls":[]`; OpenRouter: `"reasoning_details":[]`).
+_DELTA_STRINGS = frozenset({"content", "reasoning_content", "reasoning", "refusal"})
+_DELTA_LISTS = frozenset(
+    {"content", "reasoning_details", "executed_tools", "annotations", "tool_calls"}
+)
+_DELTA_READ = _DELTA_STRINGS | _DELTA_LISTS | {"function_call"}
+
+
+def _inert(name: str, value: Any) -> bool:
+    """Whether the full path does nothing with this delta field (null, a field it never
+    reads, or an empty string or list where it reads one); a function_call always acts."""
+    if value is None or name not in _DELTA_READ:
+        return True
+    kind = type(value)
+    if kind is str:
+        return not value and name in _DELTA_STRINGS
+    return kind is list and not value and name in _DELTA_LISTS
+
 
 # The SSE hot lane. A Chat chunk has no event line, and its fields before the
 # text (id, created, model, fingerprint...) repeat on every chunk of a stream but are not
@@ -76,11 +97,13 @@ _HOT_FIELDS = (b'"content":"', b'"arguments":"', b'"reasoning_content":"', b'"re
 # escape (which jiter then checks). The group is the body; the match ends at its close.
 _HOT_BODY = rb'([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)'
 _HOT_STRING = re.compile(_HOT_BODY + b'"')
+_HOT_STRING_MATCH = _HOT_STRING.match
 # An obfuscation value: printable ASCII but a quote or a backslash (valid UTF-8, and a
 # JSON string body as it is).
 _HOT_OBFUSCATION_VALUE = rb"[ !#-\[\]-~]*"
 _HOT_OBFUSCATION = b'"obfuscation":"'
 _HOT_DELTA = b'"delta":{'
+_HOT_MESSAGE = b'"message":{'
 # Two different string bodies the lane parses a learned shape with, to see which part the
 # string at the learned place grows (and that nothing else does).
 _HOT_PROBES = ((b"hot lane probe", b"a"), (b"another probe", b"b"))
@@ -96,13 +119,32 @@ _HOT_PROBE_COST = 3
 _HOT_RELEARN_COST = 16
 # How many prefixes not yet probed a stream remembers.
 _HOT_SEEN_KEPT = 8
-# A learned tail: the bytes after the string, or those before and after the obfuscation
-# value (None: it has none).
-_HotTail = tuple[bytes, bytes | None]
+# A learned tail: the bytes between the string and its copy (None: no copy; see
+# `_hot_learn`), then the bytes after the string, or those before and after the
+# obfuscation value (None: it has none).
+_HotTail = tuple[bytes | None, bytes, bytes | None]
 # The compiled tails: streams of a server share them, so a stream after the first learns
 # without compiling.
 _HOT_TAILS: dict[_HotTail, Callable[[bytes, int], re.Match[bytes] | None]] = {}
 _HOT_TAILS_KEPT = 256
+# A plain tail longer than this is compared as bytes after the string's closing quote,
+# not matched as a regex literal, which reads it a byte at a time (servers that put
+# choices first, Alibaba and llama.cpp, leave some 200 bytes after the text); a short
+# one costs less in the one regex than a second call.
+_HOT_LONG_TAIL = 96
+# The one field whose string a chunk may repeat (Writer copies the delta as `message`):
+# both places are a `content` key, which nothing compares with a value, so any text the
+# two hold alike is read as the probes were.
+_HOT_COPIED = b'"content":"'
+
+
+def _hot_fixed(tail: _HotTail) -> bytes | None:
+    """A long plain tail with the blank line ending the event, compared as bytes after
+    the string (see _HOT_LONG_TAIL); None: the tail is matched with the string."""
+    copy, before, after = tail
+    if copy is None and after is None and len(before) > _HOT_LONG_TAIL:
+        return before + b"\n\n"
+    return None
 
 
 class _HotShape:
@@ -113,25 +155,34 @@ class _HotShape:
     data only, so that a saved fold state holds it (`_hot_tail` compiles the tail).
     """
 
-    __slots__ = ("head", "index", "kind", "prefix", "tail")
+    __slots__ = ("fixed", "head", "index", "kind", "prefix", "tail")
 
     def __init__(self, prefix: bytes, tail: _HotTail, kind: str, index: int | None) -> None:
         self.prefix = prefix
         self.tail = tail
+        self.fixed = _hot_fixed(tail)
         self.kind = kind
         self.index = index
-        delta = prefix.find(_HOT_DELTA)
-        self.head = prefix if delta < 0 else prefix[: delta + len(_HOT_DELTA)]
+        # The bytes every chunk of the stream starts with: up to the delta, or up to the
+        # message copy when it comes first (Writer's), so that the fold stops at the
+        # stream's chunks whatever their delta (and its copy) holds.
+        cut = prefix.rfind(b"{") + 1
+        for mark in (_HOT_DELTA, _HOT_MESSAGE):
+            at = prefix.find(mark)
+            if at >= 0:
+                cut = min(cut, at + len(mark))
+        self.head = prefix[:cut]
 
 
 def _hot_tail(tail: _HotTail) -> Callable[[bytes, int], re.Match[bytes] | None]:
-    """The matcher of a JSON string body, the tail (the bytes before an obfuscation value,
-    the value, the bytes after it) and the blank line ending the event; its group is the
-    body."""
+    """The matcher of a JSON string body, the tail (the bytes up to the same body again,
+    and it, if copied; the bytes before an obfuscation value, the value, the bytes after
+    it) and the blank line ending the event; its group is the body."""
     match = _HOT_TAILS.get(tail)
     if match is None:
-        before, after = tail
-        pattern = re.escape(before)
+        copy, before, after = tail
+        pattern = b"" if copy is None else re.escape(copy) + rb"\1"
+        pattern += re.escape(before)
         if after is not None:
             pattern += _HOT_OBFUSCATION_VALUE + re.escape(after)
         match = re.compile(_HOT_BODY + pattern + b"\n\n").match
@@ -211,11 +262,17 @@ class OpenAIChatDecoder(Decoder):
         self._metadata: dict[str, Any] = {}
         self._usage: Usage | None = None
         self._usage_raw: dict[str, Any] | None = None
+        # The usage, and the (citations, search_results), the full path last folded whole
+        # (usage: None while a new one is checked): the same again adds nothing, so the
+        # fast path takes a chunk that repeats them (Perplexity: in every chunk).
+        self._usage_folded: dict[str, Any] | None = None
+        self._citations_folded: tuple[Any, Any] | None = None
         # Perplexity repeats its source list on every chunk: attach each source once.
         self._cited: set[str] = set()
         self._pending_citations: list[Citation] = []
-        # Counts the changes of _metadata: the hot lane's shapes hold only while the
-        # metadata they were learned with stands (the fast path compares fields with it).
+        # Counts the changes of _metadata, and of the usage and citations last folded: the
+        # hot lane's shapes hold only while what they were learned with stands (the fast
+        # path compares fields with it).
         self._metadata_version = 0
         # object_text's copy of what it compares with: whether id and model are known, and
         # the fingerprint and service tier, as of this metadata version (-1: none yet).
@@ -369,8 +426,6 @@ class OpenAIChatDecoder(Decoder):
         Nearly every chunk of a stream is one of these. Anything else (None) takes the
         full path, which gives the same result for these chunks. Reads only.
         """
-        if self._pending_citations:
-            return None
         # _metadata_from would add nothing: id and model known, the rest unchanged. The
         # metadata is read again only when its version moved: compiled, a dict lookup is
         # ~130 instructions, where the floor spends ~1,900 on a whole chunk.
@@ -402,15 +457,23 @@ class OpenAIChatDecoder(Decoder):
         # probe of the dict's table, where a walk of the keys reads every one. (Azure's
         # filter results and OpenAI's moderation come once a stream: the full path's.)
         if (
-            payload.get("usage") is not None
-            or payload.get("error") is not None
+            payload.get("error") is not None
             or payload.get("x_groq") is not None
-            or payload.get("citations") is not None
-            or payload.get("search_results") is not None
             or payload.get("moderation") is not None
             or payload.get("prompt_filter_results") is not None
         ):
             return None
+        # Usage, citations and search results repeated as the full path last folded them
+        # add nothing there: the same raw usage is skipped, and every source is cited.
+        usage = payload.get("usage")
+        if usage is not None and usage != self._usage_folded:
+            return None
+        urls = payload.get("citations")
+        results = payload.get("search_results")
+        if urls is not None or results is not None:
+            folded = self._citations_folded
+            if folded is None or urls != folded[0] or results != folded[1]:
+                return None
         value = payload.get("system_fingerprint")
         if value is not None and value != self._fingerprint:
             return None
@@ -423,16 +486,17 @@ class OpenAIChatDecoder(Decoder):
         content = delta.get("content")
         if type(content) is str and content:
             text_key = self._text
-            if text_key is None or self._thinking is not None:
+            # (Citations waiting for the text go with its next delta: the full path's.)
+            if text_key is None or self._thinking is not None or self._pending_citations:
                 return None
             if len(delta) == 1:  # {"content": ...}: nothing else to look at
                 return text_key, content
             for name, value in delta.items():
-                if value is not None and name != "content" and name != "role":
+                if value is not None and name != "content" and not _inert(name, value):
                     return None
             return text_key, content
         tool_calls = delta.get("tool_calls")
-        if tool_calls is not None:
+        if tool_calls is not None and tool_calls != []:  # (an empty list: no fragment)
             return self._plain_tool_fragment(delta, tool_calls)
         return self._plain_reasoning(delta)
 
@@ -457,7 +521,7 @@ class OpenAIChatDecoder(Decoder):
             return None
         if len(delta) > 1:  # else {"tool_calls": ...}: nothing more to look at
             for name, value in delta.items():
-                if value is not None and name != "tool_calls" and name != "role":
+                if value is not None and name != "tool_calls" and not _inert(name, value):
                     return None
         fragment = tool_calls[0]
         try:  # subscripts (a miss is simply not this fragment); then only what else is there
@@ -473,6 +537,9 @@ class OpenAIChatDecoder(Decoder):
         if len(fragment) > 2:
             call_id = fragment.get("id")
             if call_id is not None and call_id != "":
+                return None
+            # A custom tool's fragment (by its type or its body) is read as one.
+            if fragment.get("custom") is not None or fragment.get("type") == "custom":
                 return None
         if len(function) > 1:
             fn_name = function.get("name")
@@ -511,7 +578,7 @@ class OpenAIChatDecoder(Decoder):
                 value is not None
                 and name != "reasoning_content"
                 and name != "reasoning"
-                and name != "role"
+                and not _inert(name, value)
             ):
                 return None
         return thinking, text
@@ -529,7 +596,7 @@ class OpenAIChatDecoder(Decoder):
         Taking text changes no decoder state, so the state is checked once per shape and
         call; the metadata the fast path compares with is checked by its version.
         """
-        if self._pending_citations or self._hot_head is None:
+        if self._hot_head is None:
             return pos
         if self._hot_version != self._metadata_version:
             self._hot_shapes.clear()
@@ -539,14 +606,19 @@ class OpenAIChatDecoder(Decoder):
         size = len(buffer)
         before = len(out)
         shape = shapes[-1] if shapes else None
+        key: Hashable | None = None
         if shape is not None:
             prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
+            fixed = shape.fixed
             key = self._hot_key(shape)
         while True:
-            if shape is None or not buffer.startswith(prefix, pos):
+            # A shape whose part cannot grow now looks for another: a text shape's prefix
+            # (`..."content":"`) also starts an argument chunk with an empty content
+            # (`..."content":"","tool_calls":[...`) once the text part closed.
+            if shape is None or key is None or not buffer.startswith(prefix, pos):
                 shape = None
                 for known in shapes:
-                    if buffer.startswith(known.prefix, pos):
+                    if buffer.startswith(known.prefix, pos) and self._hot_key(known) is not None:
                         shape = known
                         break
                 else:
@@ -554,19 +626,31 @@ class OpenAIChatDecoder(Decoder):
                 if shape is None:
                     break
                 prefix, tail, skip = shape.prefix, _hot_tail(shape.tail), len(shape.prefix)
+                fixed = shape.fixed
                 key = self._hot_key(shape)
-            if key is None:
-                break
-            match = tail(buffer, pos + skip)
-            if match is None:
-                break
-            raw = match[1]
+                if key is None:
+                    break
+            if fixed is None:
+                match = tail(buffer, pos + skip)
+                if match is None:
+                    break
+                raw = match[1]
+                end = match.end()
+            else:  # the string to its closing quote, then the tail as bytes
+                match = _HOT_STRING_MATCH(buffer, pos + skip)
+                if match is None:
+                    break
+                end = match.end() - 1
+                if not buffer.startswith(fixed, end):
+                    break
+                raw = match[1]
+                end += len(fixed)
             if not raw:
                 break  # an empty string grows nothing: the fast path looks further
             text = json_string_body(raw)
             if text is None or not grower.grow_text(key, text, out):
                 break
-            pos = match.end()
+            pos = end
             if pos == size:
                 break  # (a live stream's chunk: its one event)
         if shape is not None and shapes[-1] is not shape and shape in shapes:
@@ -584,7 +668,7 @@ class OpenAIChatDecoder(Decoder):
     def _hot_key(self, shape: _HotShape) -> Hashable | None:
         """The part a chunk of this shape grows now, as the fast path decides; None: none."""
         if shape.kind == "text":
-            return self._text if self._thinking is None else None
+            return self._text if self._thinking is None and not self._pending_citations else None
         if self._text is not None or self._refusal is not None:
             return None
         if shape.kind == "reasoning":
@@ -608,6 +692,9 @@ class OpenAIChatDecoder(Decoder):
         Then any chunk of prefix + string body + tail parses to the same payload but for
         these two strings, and the fast path gives the same GrowPart for it with the
         string's text, as long as the state `_hot_key` and `sse_shortcut` check holds.
+        A text repeated byte for byte at the next content key (a copy of the delta) is
+        part of the shape: the probes hold their string at both places, and a chunk is
+        taken only when it holds the same body at both.
         """
         if self._text is None and self._thinking is None and not self._latest_at:
             return None  # no part the fast path could grow is open: none to learn
@@ -638,6 +725,16 @@ class OpenAIChatDecoder(Decoder):
             return None
         # Probe only a prefix seen before: a part of one chunk (a short tool call) is not
         # worth it, nor is a server whose prefix changes per chunk.
+        # The same text again at the next content key (a copy of the delta): a second
+        # place the shape holds the body, byte for byte.
+        close = text[2]
+        copy: bytes | None = None
+        if text[1] == _HOT_COPIED:
+            again = buffer.find(_HOT_COPIED, close, line_end) + len(_HOT_COPIED)
+            string = buffer[text[0] : close + 1]  # with its closing quote
+            if again >= len(_HOT_COPIED) and buffer.startswith(string, again):
+                copy = buffer[close:again]
+                close = again + len(string) - 1
         prefix = buffer[pos : text[0]]
         seen = self._hot_seen
         if prefix not in seen:
@@ -646,7 +743,7 @@ class OpenAIChatDecoder(Decoder):
             seen.add(prefix)
             return None
         self._hot_credit -= _HOT_PROBE_COST
-        shape = self._hot_probe(prefix, buffer[text[2] : line_end])
+        shape = self._hot_probe(prefix, copy, buffer[close:line_end])
         if shape is None:
             seen.discard(prefix)  # not plain: probe it again only once seen twice more
             return None
@@ -666,7 +763,7 @@ class OpenAIChatDecoder(Decoder):
     def _hot_ready(self, field: bytes) -> bool:
         """Whether the fast path could grow a part with this field now (before probing)."""
         if field == b'"content":"':
-            return self._text is not None and self._thinking is None
+            return self._text is not None and self._thinking is None and not self._pending_citations
         if field == b'"arguments":"':
             return (
                 self._text is None
@@ -676,8 +773,9 @@ class OpenAIChatDecoder(Decoder):
             )
         return self._thinking is not None and self._text is None and self._refusal is None
 
-    def _hot_probe(self, prefix: bytes, tail: bytes) -> _HotShape | None:
-        """The shape prefix + string + tail (see `_hot_learn`), if the probes confirm it."""
+    def _hot_probe(self, prefix: bytes, copy: bytes | None, tail: bytes) -> _HotShape | None:
+        """The shape prefix + string (+ copy + the string again) + tail (see `_hot_learn`),
+        if the probes confirm it."""
         start = tail.find(_HOT_OBFUSCATION) + len(_HOT_OBFUSCATION)
         end = tail.find(b'"', start)
         wild = start >= len(_HOT_OBFUSCATION) and end >= 0
@@ -687,6 +785,7 @@ class OpenAIChatDecoder(Decoder):
             data = (
                 prefix[len(b"data: ") :]
                 + text
+                + (b"" if copy is None else copy + text)
                 + (tail[:start] + obfuscation + tail[end:] if wild else tail)
             )
             try:
@@ -705,7 +804,7 @@ class OpenAIChatDecoder(Decoder):
             ):
                 return None
             found = grown[0]
-        learned: _HotTail = (tail[:start], tail[end:]) if wild else (tail, None)
+        learned: _HotTail = (copy, tail[:start], tail[end:]) if wild else (copy, tail, None)
         if found == self._text:
             return _HotShape(prefix, learned, "text", None)
         if found == self._thinking:
@@ -767,6 +866,7 @@ class OpenAIChatDecoder(Decoder):
         if raw == self._usage_raw:
             return  # the same running total again (Perplexity, OpenRouter repeat it)
         self._usage_raw = raw
+        self._usage_folded = None
         prompt = optional(self, raw, "prompt_tokens", int)
         completion = optional(self, raw, "completion_tokens", int)
         total = optional(self, raw, "total_tokens", int)
@@ -803,6 +903,8 @@ class OpenAIChatDecoder(Decoder):
             },
         )
         self._usage = usage
+        self._usage_folded = raw
+        self._metadata_version += 1  # the hot lane's shapes compared with the old usage
         out.append(update_message(usage=usage))
 
     def _error(self, error: Any) -> ReportError:
@@ -1152,6 +1254,11 @@ class OpenAIChatDecoder(Decoder):
                     metadata={"number": number},
                 )
             )
+        # Every source listed is cited now: the same lists again add nothing.
+        folded = (urls, results)
+        if folded != self._citations_folded:
+            self._citations_folded = folded
+            self._metadata_version += 1  # the hot lane's shapes compared with the old ones
         if not new:
             return
         if self._text is not None:

@@ -263,7 +263,14 @@ _HOT_PART: dict[bytes, Literal["content", "summary", "arguments"]] = {
     b"response.function_call_arguments.delta": "arguments",
 }
 # The start of the next event of those kinds (after its blank line).
-_HOT_NEXT = re.compile(b"\n\n(?=event: (?:" + b"|".join(map(re.escape, _HOT_PART)) + b")\n)")
+# (Or, with no event line, a data line whose type comes first, as OpenRouter writes it.)
+_HOT_NEXT = re.compile(
+    b"\n\n(?=event: (?:"
+    + b"|".join(map(re.escape, _HOT_PART))
+    + b')\n|data: ?\\{"type":"(?:'
+    + b"|".join(map(re.escape, _HOT_PART))
+    + b')")'
+)
 # Delta events declined in a row (written another way) before the lane stops.
 _HOT_MISSES = 8
 _HOT_NUMBERED = b',"sequence_number":'
@@ -304,6 +311,60 @@ _HOT_OPENAI_TAIL = {
 }
 
 
+# Other servers' layouts (keys in another order, no sequence number or no padding, extra
+# fields, no event line): a layout learned from the bytes of a part's first delta event,
+# then every later event held to it byte for byte but for its slots. An event is an
+# optional `event: <type>` line and one data line holding a flat JSON object; each member
+# is found by this, its value a scalar or an empty list or object (anything else is left
+# to the full path).
+_SHAPE_MEMBER = re.compile(
+    rb'[ \t]*"([A-Za-z_][A-Za-z0-9_]*)"[ \t]*:[ \t]*'
+    rb'("(?:[^"\\\n]|\\.)*"|-?[0-9][0-9.eE+\-]*|true|false|null|\[[ \t]*\]|\{[ \t]*\})'
+    rb"[ \t]*([,}])"
+)
+_SHAPE_TYPE = re.compile(rb'"type"[ \t]*:[ \t]*"(response\.[a-z_]+\.delta)"')
+# The slots, the values that change from event to event: the sequence number, the text
+# (a JSON string body) and the padding (printable ASCII but `"` and `\`).
+_SLOT_NUMBER: Final = 0
+_SLOT_TEXT: Final = 1
+_SLOT_PADDING: Final = 2
+_SHAPE_NUMBER = re.compile(_HOT_INTEGER)
+_SHAPE_TEXT = re.compile(_HOT_TEXT)
+_SHAPE_PLAIN_TEXT = re.compile(_HOT_PLAIN_TEXT)
+_SHAPE_PADDING = re.compile(rb"[ !#-\[\]-~]*")
+_SHAPE_PADDING_VALUE = re.compile(rb'"[ !#-\[\]-~]*"')
+
+
+class _Shape:
+    """A part's delta events as one server writes them: constant bytes between slots.
+
+    `consts` has one more entry than `slots`: the bytes before each slot, then the rest of
+    the event (its blank line included). Learned from an event whose payload the fast
+    path takes (see `_shape_learn`): every event these bytes match is that payload but
+    for its sequence number, text and padding. (Not a dataclass, as _LastDelta.)
+    """
+
+    __slots__ = ("consts", "item", "key", "kind", "part", "slots", "state")
+
+    def __init__(
+        self,
+        consts: list[bytes],
+        slots: list[int],
+        kind: str,
+        part: str,
+        key: Hashable,
+        item: _Item,
+        state: _Part | None,
+    ) -> None:
+        self.consts = consts
+        self.slots = slots
+        self.kind = kind
+        self.part = part
+        self.key = key
+        self.item = item
+        self.state = state
+
+
 # The hot lane's part: event kind, part kind, head (the sequence number's key included
 # if the events have one), middle, whether numbered, the part's key, item and state (None
 # for tool arguments).
@@ -336,6 +397,7 @@ class OpenAIResponsesDecoder(Decoder):
         self._hot: _Hot | None = None
         self._hot_misses = 0  # delta events declined since the lane last took one
         self._hot_head = _HOT_EVENT  # None: the lane stopped for this stream
+        self._hot_shape: _Shape | None = None  # the layout the lane took an event in last
         self._last_delta: _LastDelta | None = None  # see _LastDelta
 
     def to_state(self) -> OpenAIResponsesState:
@@ -601,6 +663,20 @@ class OpenAIResponsesDecoder(Decoder):
             # decode() takes no fast path while it holds repairs to say; no whole event
             # (sought from the end: a live chunk ends with its event, found at once).
             return pos
+        if self._hot_shape is None:
+            # OpenAI's own layout first (the faster reading), until a stream shows another.
+            end = self._openai_lane(buffer, pos, grower, out)
+            if end != pos:
+                return end
+        end = self._shape_lane(buffer, pos, grower, out)
+        if end == pos:
+            self._hot_missed(buffer, pos)
+        return end
+
+    def _openai_lane(self, buffer: bytes, pos: int, grower: PartGrower, out: list[Any]) -> int:
+        """The hot lane for OpenAI's own layout: `{"type":...,"sequence_number":...,
+        "item_id":...,"output_index":...,[index,]"delta":...` then an empty logprobs list
+        and the padding (either may be missing)."""
         hot = self._hot
         # The hot part, if this event is of its kind and the fast path still grows it.
         learn = hot is None or not starts_at(buffer, pos, hot[2]) or not self._hot_open(hot)
@@ -706,8 +782,6 @@ class OpenAIResponsesDecoder(Decoder):
             if taken:
                 self._kind = taken
                 self._hot_misses = 0
-            else:
-                self._hot_missed(buffer, pos)
 
     def _hot_run(
         self,
@@ -783,7 +857,8 @@ class OpenAIResponsesDecoder(Decoder):
         if part is None or not buffer.startswith(head, pos):
             return None
         fields = _HOT_FIELDS.match(buffer, pos + len(head))
-        if fields is None:
+        if fields is None or _HOT_OPENAI_RUN_TAIL[part].match(buffer, fields.end()) is None:
+            # Not OpenAI's own tail (no padding, say): the layout lane reads those faster.
             return None
         numbered, middle, raw_id, index_name, raw_index = fields.groups()
         if (part == "arguments") != (index_name is None) or (
@@ -814,6 +889,10 @@ class OpenAIResponsesDecoder(Decoder):
     def _hot_open(self, hot: _Hot) -> bool:
         """Whether the fast path still grows the hot part (decode() may have run since)."""
         _, part, _, _, _, key, item, state = hot
+        return self._grows(part, key, item, state)
+
+    def _grows(self, part: str, key: Hashable, item: _Item, state: _Part | None) -> bool:
+        """Whether the fast path grows this part (or call) of this item."""
         if self._items.get(item.id) is not item:
             return False
         if state is None:
@@ -822,6 +901,282 @@ class OpenAIResponsesDecoder(Decoder):
         if item.parts.get(key) is not state or state.ended:
             return False
         return part == "content" or (item.kind == "reasoning" and key not in item.closed)
+
+    # --- the hot lane for other layouts ----------------------------------------------------
+
+    def _shape_lane(self, buffer: bytes, pos: int, grower: PartGrower, out: list[Any]) -> int:
+        """The hot lane for any layout: the run of events from `pos` that match the layout
+        of the part they grow (learned from the first of them), one by one; where they end.
+
+        An event matches when its bytes are its part's layout with a plain sequence number
+        `_seen` does not call a duplicate, a JSON string body and padding in the slots:
+        its payload is then the learned one but for those, which decode() records and
+        its fast path turns into the one GrowPart this gives.
+        """
+        shape = self._hot_shape
+        if shape is not None and not self._grows(shape.part, shape.key, shape.item, shape.state):
+            shape = None
+        size = len(buffer)
+        taken = ""
+        marked = False  # whether the shape's part is already marked as having text
+        try:
+            while pos < size:
+                floor = self._seq_floor
+                above = self._seq_above
+                # The number the event most likely has: the one after the floor.
+                expect = -1 if floor is None or above else floor + 1
+                found = None if shape is None else self._shape_match(shape, buffer, pos, expect)
+                if shape is None or found is None:
+                    shape = self._shape_learn(buffer, pos)
+                    if shape is None:
+                        return pos
+                    found = self._shape_match(shape, buffer, pos, expect)
+                    if found is None:
+                        return pos
+                    marked = False
+                end, number, text = found
+                # Predicted: the one after the floor with none above, which _seen records
+                # as the new floor (and so each of a run numbered one after another).
+                predicted = number >= 0 and number == expect
+                if number >= 0 and floor is not None and (number <= floor or number in above):
+                    return pos  # a duplicate: decode() repairs it
+                texts = [text]
+                last = number
+                if predicted or number < 0:
+                    # The run of events after it in the same layout, given at once.
+                    while end < size:
+                        more = self._shape_match(shape, buffer, end, last + 1 if predicted else -1)
+                        if more is None or (predicted and more[1] != last + 1):
+                            break
+                        end, last, text = more
+                        texts.append(text)
+                before = len(out)
+                try:
+                    if len(texts) == 1:
+                        grown = grower.grow_text(shape.key, texts[0], out)
+                    else:
+                        grown = grower.grow_texts(shape.key, texts, out)
+                except BaseException:
+                    # decode() records each event before the fold applies it: those taken,
+                    # and the one that failed.
+                    failed = len(out) - before
+                    if predicted:
+                        self._seq_floor = number + failed
+                    elif number >= 0:
+                        self._seen(number)
+                    if any(texts[: failed + 1]):
+                        self._hot_mark(shape.item, shape.state)
+                    taken = shape.kind
+                    raise
+                if not grown:
+                    return pos  # not open in the fold: the full path takes the event
+                if predicted:
+                    self._seq_floor = last
+                elif number >= 0:
+                    self._seen(number)
+                if not marked and (text or any(texts)):
+                    self._hot_mark(shape.item, shape.state)
+                    marked = True
+                taken = shape.kind
+                pos = end
+            return pos
+        finally:
+            if taken:
+                self._hot_shape = shape
+                self._kind = taken
+                self._hot_misses = 0
+
+    def _shape_match(
+        self, shape: _Shape, buffer: bytes, pos: int, expect: int
+    ) -> tuple[int, int, str] | None:
+        """The event at `pos` in `shape`'s layout: where it ends, its sequence number (-1:
+        none) and its text; None if it is not one. `expect` is the number it most likely
+        has (-1: none), read as its bytes."""
+        consts = shape.consts
+        slots = shape.slots
+        at = pos
+        number = -1
+        text = ""
+        for i in range(len(slots)):
+            const = consts[i]
+            if not starts_at(buffer, at, const):
+                return None
+            at += len(const)
+            slot = slots[i]
+            if slot == _SLOT_TEXT:
+                plain = _SHAPE_PLAIN_TEXT.match(buffer, at)
+                if plain is not None:
+                    try:
+                        text = plain.group(1).decode()
+                    except UnicodeDecodeError:
+                        return None
+                    at = plain.end() - 1
+                else:
+                    # Escapes (tool arguments hold them in nearly every delta): jiter reads
+                    # the string, quotes and all, as the full path's parse would (and
+                    # refuses a bad escape or bad UTF-8).
+                    escaped = _SHAPE_TEXT.match(buffer, at)
+                    if escaped is None:
+                        return None
+                    try:
+                        decoded = jiter.from_json(buffer[at - 1 : escaped.end()])
+                    except ValueError:
+                        return None
+                    if type(decoded) is not str:
+                        return None
+                    text = decoded
+                    at = escaped.end() - 1
+            elif slot == _SLOT_NUMBER:
+                if expect >= 0:
+                    guess = b"%d" % expect
+                    if starts_at(buffer, at, guess):
+                        number = expect
+                        at += len(guess)
+                        continue
+                digits = _SHAPE_NUMBER.match(buffer, at)
+                if digits is None:
+                    return None
+                number = int(digits.group())
+                at = digits.end()
+            else:
+                close = buffer.find(b'"', at)
+                if close < 0:
+                    return None
+                # OpenAI's padding is letters and digits: a quicker test first.
+                padding = buffer[at:close]
+                if not padding.isalnum() and _SHAPE_PADDING.fullmatch(padding) is None:
+                    return None
+                at = close
+        const = consts[len(slots)]
+        if not starts_at(buffer, at, const):
+            return None
+        return at + len(const), number, text
+
+    def _shape_learn(self, buffer: bytes, pos: int) -> _Shape | None:
+        """The layout of the delta event at `pos`, if the fast path takes its payload as it
+        is and would take it with any other sequence number, text and padding."""
+        end = buffer.find(b"\n\n", pos)
+        if end < 0:
+            return None
+        block = buffer[pos:end]
+        line_at = 0
+        name: bytes | None = None
+        if block.startswith(b"event: "):
+            line_at = block.find(b"\n") + 1
+            if line_at <= 0:
+                return None
+            name = block[7 : line_at - 1]
+            if name not in _HOT_PART:
+                return None
+        if not block.startswith(b"data:", line_at) or block.find(b"\n", line_at) >= 0:
+            return None
+        json_at = line_at + 5
+        if block.startswith(b" ", json_at):
+            json_at += 1  # the one space SSE strips
+        named = _SHAPE_TYPE.search(block, json_at)
+        if (
+            named is None
+            or named.group(1) not in _HOT_PART
+            or (name is not None and named.group(1) != name)
+        ):
+            return None
+        # The members, each value's place: the object must be flat (see _SHAPE_MEMBER).
+        at = json_at
+        while block.startswith((b" ", b"\t"), at):
+            at += 1
+        if not block.startswith(b"{", at):
+            return None
+        at += 1
+        keys: list[str] = []
+        spans: dict[str, tuple[int, int]] = {}
+        while True:
+            member = _SHAPE_MEMBER.match(block, at)
+            if member is None:
+                return None
+            key_name = member.group(1).decode()
+            keys.append(key_name)
+            spans[key_name] = member.span(2)
+            at = member.end()
+            if member.group(3) == b"}":
+                break
+        if block[at:].strip(b" \t"):
+            return None
+        try:
+            payload = jiter.from_json(block[json_at:], allow_inf_nan=False)
+        except ValueError:
+            return None
+        if type(payload) is not dict or list(payload) != keys:
+            return None  # a key twice: the last one counts, and the layout cannot say so
+        return self._shape_of(payload, name, block, spans)
+
+    def _shape_of(
+        self,
+        payload: dict[str, Any],
+        name: bytes | None,
+        block: bytes,
+        spans: dict[str, tuple[int, int]],
+    ) -> _Shape | None:
+        """The layout of the event `block`, whose payload, event name and members' places
+        are given."""
+        kind = payload.get("type")
+        if type(kind) is not str or (name is not None and name != kind.encode()):
+            return None
+        path = _FAST.get(kind)
+        item_id = payload.get("item_id")
+        if path is None or type(item_id) is not str or type(payload.get("delta")) is not str:
+            return None
+        # The slots, by place: the text, and the number and padding if they are there.
+        found: list[tuple[int, int, int]] = [(*spans["delta"], _SLOT_TEXT)]
+        if "sequence_number" in payload:
+            start, stop = spans["sequence_number"]
+            if type(payload["sequence_number"]) is not int or not _SHAPE_NUMBER.fullmatch(
+                block, start, stop
+            ):
+                return None  # decode() takes it, or not, by its type: left to it
+            found.append((start, stop, _SLOT_NUMBER))
+        if "obfuscation" in spans:
+            start, stop = spans["obfuscation"]
+            if _SHAPE_PADDING_VALUE.fullmatch(block, start, stop):
+                found.append((start, stop, _SLOT_PADDING))
+        item = self._items.get(item_id)
+        if item is None:
+            return None
+        key: Hashable
+        state: _Part | None = None
+        part: str
+        if path == "arguments":
+            part = "arguments"
+            key = (item_id,)
+        else:
+            index_name = "content_index" if path == "text" else "summary_index"
+            index = payload.get(index_name)
+            if path == "text" and index is None:
+                index = 0  # as _fast_text_delta reads it
+            if type(index) is not int:
+                return None
+            if path == "text" and payload.get("logprobs"):
+                return None  # kept beside the text: the full path takes them
+            part = "content" if path == "text" else "summary"
+            key = (item_id, part, index)
+            state = item.parts.get(key)
+            if state is None:
+                return None
+        if not self._grows(part, key, item, state):
+            return None
+        found.sort()
+        consts: list[bytes] = []
+        slots: list[int] = []
+        at = 0
+        for start, stop, slot in found:
+            if slot == _SLOT_NUMBER:
+                consts.append(block[at:start])
+                at = stop
+            else:  # a string's body: its quotes stay in the constant bytes
+                consts.append(block[at : start + 1])
+                at = stop - 1
+            slots.append(slot)
+        consts.append(block[at:] + b"\n\n")
+        return _Shape(consts, slots, kind, part, key, item, state)
 
     def _hot_sequence(self, buffer: bytes, at: int) -> tuple[int, int] | None:
         """The sequence number at `at` and where it ends; None if not one or one seen."""
