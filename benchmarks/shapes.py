@@ -76,7 +76,7 @@ class Shape:
     provider: str
     kind: str  # text / thinking / args
     layout: Any  # the nested ordered keys, JSON-able
-    template: dict[str, Any]  # the first event of this shape, as recorded
+    template: dict[str, Any]  # an event of this shape as recorded (without token logprobs)
     sources: list[str] = field(default_factory=list)
     name: str = ""  # provider/kind/k, set once all are found
     note: str = ""
@@ -167,6 +167,10 @@ def find_shapes() -> list[Shape]:
             shape = found.get(key)
             if shape is None:
                 shape = found[key] = Shape(provider, kind, layout, event)
+            elif _logprobs(shape.template) and not _logprobs(event):
+                # The layout is the shape; tokens' logprobs are another workload (the full
+                # path's by design), so the template is a delta of that layout without them.
+                shape.template = event
             if file not in shape.sources:
                 shape.sources.append(file)
     shapes = sorted(found.values(), key=lambda s: (s.provider, s.kind))
@@ -175,6 +179,20 @@ def find_shapes() -> list[Shape]:
         k = counts[(shape.provider, shape.kind)] = counts.get((shape.provider, shape.kind), 0) + 1
         shape.name = f"{shape.provider}/{shape.kind}/{k}"
     return shapes
+
+
+def _logprobs(event: dict[str, Any]) -> bool:
+    """Whether a delta carries per-token logprobs (a non-empty list, at any depth)."""
+    stack: list[Any] = [event]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if value.get("logprobs") not in (None, [], {}):
+                return True
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
 
 
 def reshape(provider: str, template: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
