@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import concurrency, run
+from . import concurrency, run, shapes
 from .generate import PROVIDERS, WORKLOADS, generate
 from .run import Row
 
@@ -116,6 +116,15 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
                 rows += run.measure_impl(impl, streams, **timing)
         run._relate(rows)
         out["rows"] = [asdict(r) for r in rows]
+    elif kind == "shapes":
+        # Every recorded shape of one provider on one input, floor and streamfold in turn.
+        timing = {k: job[k] for k in ("repeats", "budget", "warmup_s")}
+        found = [s for s in shapes.find_shapes() if s.provider == job["provider"]]
+        rows = shapes.measure(
+            found, job["sizes"], inputs=(job["input"],), seed=job["seed"], log=lambda _: None,
+            **timing,
+        )  # fmt: skip
+        out["rows"] = [asdict(r) for r in rows]
     elif kind == "recordings":
         out["recordings"] = run.recordings(
             job["repeats"], job["loop_s"], lambda _: None, job["warmup_s"]
@@ -176,11 +185,16 @@ def compare(
     smoke: bool = False,
     cpu_time: bool = True,
     processes: int = 1,
+    cells: bool = True,
+    shape_table: bool = False,
+    shape_sizes: list[int] | None = None,
     log: Callable[[str], None] = print,
     checkpoint: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Every cell in each build, alternating; the merged results. Each cell runs in
-    `processes` worker processes per build (see `across_processes`)."""
+    `processes` worker processes per build (see `across_processes`). `shape_table`: the
+    recorded delta shapes too (`benchmarks.shapes`), each provider and input a cell;
+    `cells=False` leaves out the generated workloads' cells."""
     timing = {
         "repeats": repeats,
         "budget": budget,
@@ -200,7 +214,22 @@ def compare(
         for p in providers
         for w in workloads
         for i in inputs
+        if cells
     ]
+    if shape_table:
+        jobs += [
+            {
+                "kind": "shapes",
+                "provider": p,
+                "input": i,
+                "sizes": shape_sizes or sizes,
+                "seed": seed,
+                **timing,
+            }
+            for p in providers
+            for i in shapes.INPUTS
+            if i in inputs
+        ]
     if recordings:
         jobs.append({"kind": "recordings", "loop_s": 0.0 if smoke else 0.02, **timing})
     if streams:
@@ -229,15 +258,19 @@ def compare(
         },
         "builds": [],
         "rows": [],
+        "shapes": shapes.as_json([s for s in shapes.find_shapes() if s.provider in providers])
+        if shape_table
+        else [],
+        "shape_rows": [],
         "recordings": {},
         "concurrency": {},
     }
     started = time.time()
 
-    def merge(build: Build, result: dict[str, Any]) -> None:
+    def merge(build: Build, result: dict[str, Any], into: str = "rows") -> None:
         for r in result.get("rows", []):
             r.update(build=build.name, compiled=result["compiled"])
-            out["rows"].append(r)
+            out[into].append(r)
         if "recordings" in result:
             out["recordings"][build.name] = result["recordings"]
         if "concurrency" in result:
@@ -252,7 +285,7 @@ def compare(
         # Who goes first alternates: neither build always runs on a machine the other
         # has just warmed (or loaded).
         order = builds[turn % len(builds) :] + builds[: turn % len(builds)]
-        rounds = processes if job["kind"] == "cell" else 1
+        rounds = processes if job["kind"] in ("cell", "shapes") else 1
         results: dict[str, list[dict[str, Any]]] = {build.name: [] for build in order}
         label = "/".join(str(job[k]) for k in ("provider", "workload", "input") if k in job)
         for round_ in range(rounds):
@@ -264,7 +297,7 @@ def compare(
             done = results[build.name]
             if len(done) > 1:
                 done[0]["rows"] = across_processes([d["rows"] for d in done])
-            merge(build, done[0])
+            merge(build, done[0], "shape_rows" if job["kind"] == "shapes" else "rows")
     if peers:
         # The peers run no streamfold: once, with their floors, in the first build.
         for p in providers:
@@ -626,7 +659,7 @@ def _best_peer(
 def report(saved: dict[str, Any], baseline: dict[str, Any] | None = None) -> str:
     """Everything a run measured, as text."""
     sizes = sorted({r["n"] for r in saved["rows"]})
-    parts = [run.table(rows_by_build(saved), sizes)]
+    parts = [run.table(rows_by_build(saved), sizes)] if sizes else []
     for b in saved["builds"]:
         parts.append(f"build {b['name']}: compiled={b['compiled']} ({b['streamfold_file']})")
     for name, entries in saved["recordings"].items():
@@ -638,8 +671,22 @@ def report(saved: dict[str, Any], baseline: dict[str, Any] | None = None) -> str
             )
     for name, conc in saved["concurrency"].items():
         parts.append(f"[{name}] " + concurrency.report(conc))
-    parts += ["", summary(saved), "", targets_report(saved, baseline)]
+    if saved["rows"]:
+        parts += ["", summary(saved), "", targets_report(saved, baseline)]
+    if saved.get("shape_rows"):
+        parts += ["", shapes_report(saved)]
     return "\n".join(parts)
+
+
+def shapes_report(saved: dict[str, Any]) -> str:
+    """The shapes table of the judged build and its targets (met or not, never raised)."""
+    build = judged_build(saved)
+    rows = saved["shape_rows"]
+    lines = [f"Delta shapes of the real recordings, {build} build, x floor:", ""]
+    lines.append(shapes.table(saved["shapes"], rows, build))
+    lines += ["", f"Shape targets ({build}):"]
+    lines += [f"- {t}" for t in shapes.targets(rows, build)]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -684,6 +731,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--no-recordings", action="store_true")
+    parser.add_argument(
+        "--shapes", action="store_true", help="the delta shapes of the real recordings too"
+    )
+    parser.add_argument("--shape-sizes", help="the shapes' sizes (default --sizes)")
+    parser.add_argument(
+        "--no-cells", action="store_true", help="leave out the generated workloads' cells"
+    )
     parser.add_argument("--smoke", action="store_true", help="no warm-up, tiny loops (the tests)")
     parser.add_argument("--baseline", type=Path, help="a saved run to hold the interpreted to")
     parser.add_argument("--json", type=Path, help="write the merged results here")
@@ -702,7 +756,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None
     if args.show:
         saved: dict[str, Any] = json.loads(args.show.read_text())
-        shown = f"{summary(saved)}\n\n{targets_markdown(saved, baseline)}"
+        shown = f"{summary(saved)}\n\n{targets_markdown(saved, baseline)}" if saved["rows"] else ""
+        if saved.get("shape_rows"):
+            shown += f"\n\n{shapes_report(saved)}" if shown else shapes_report(saved)
         print(shown if args.markdown else report(saved, baseline))
         return saved
 
@@ -744,6 +800,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         smoke=args.smoke,
         cpu_time=not args.wall_time,
         processes=args.processes,
+        cells=not args.no_cells,
+        shape_table=args.shapes,
+        shape_sizes=[int(s) for s in args.shape_sizes.split(",")] if args.shape_sizes else None,
         log=log,
         checkpoint=checkpoint,
     )

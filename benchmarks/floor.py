@@ -89,7 +89,7 @@ def dict_chat(events: Iterable[dict[str, Any]]) -> Result:
         if calls:
             for call in calls:
                 index = call["index"]
-                if "id" in call:
+                if "id" in call and index not in ids:  # Qwen repeats `"id": ""` after
                     ids[index] = call["id"]
                     args[index] = []
                 fragment = call["function"].get("arguments")

@@ -26,6 +26,10 @@ from typing import Any
 
 PROVIDERS = ("anthropic", "openai-chat", "openai-responses")
 WORKLOADS = ("mixed", "bigargs")
+# One kind of delta alone, N of it (the shapes table re-writes every delta of a stream
+# onto one recorded shape, and a shape is found per kind): text, thinking (then its
+# signature), or argument fragments of three parallel calls (Chat interleaves them).
+KIND_WORKLOADS = ("text", "thinking", "args")
 
 # Token-sized pieces: words with their leading space, suffixes, punctuation, newlines,
 # characters JSON must escape, and non-ASCII text.
@@ -165,14 +169,18 @@ def _plan(rng: random.Random, provider: str, workload: str, n: int, id_prefix: s
     if workload == "bigargs":
         args = _args_json(rng, 10 * n, big=True)
         return _Plan([], None, [], [(_id(rng, id_prefix), "write_file", _split(rng, args, n))])
-    n_think = 0 if provider == "openai-chat" else n // 10
-    n_tools = n // 5
+    if workload in KIND_WORKLOADS:
+        n_think = n if workload == "thinking" else 0
+        n_tools = n if workload == "args" else 0
+    else:
+        n_think = 0 if provider == "openai-chat" else n // 10
+        n_tools = n // 5
     n_text = n - n_think - n_tools
     thinking = _tokens(rng, n_think)
     signature = _id(rng, "Eo", 300) if n_think else None
     text = _tokens(rng, n_text)
-    calls = []
-    per_call = [n_tools // 3, n_tools // 3, n_tools - 2 * (n_tools // 3)]
+    calls: list[tuple[str, str, list[str]]] = []
+    per_call = [n_tools // 3, n_tools // 3, n_tools - 2 * (n_tools // 3)] if n_tools else []
     for i, k in enumerate(per_call):
         k = max(k, 1)
         args = _args_json(rng, 6 * k)
@@ -569,8 +577,11 @@ def generate(provider: str, workload: str, n: int, seed: int = 0) -> Stream:
     """A seeded stream of `n` content deltas for `provider` and `workload`."""
     if provider not in _BUILDERS:
         raise ValueError(f"provider: expected one of {PROVIDERS}, got {provider!r}")
-    if workload not in WORKLOADS:
-        raise ValueError(f"workload: expected one of {WORKLOADS}, got {workload!r}")
+    if workload not in WORKLOADS + KIND_WORKLOADS:
+        known = WORKLOADS + KIND_WORKLOADS
+        raise ValueError(f"workload: expected one of {known}, got {workload!r}")
+    if workload == "thinking" and provider == "openai-chat":
+        raise ValueError("workload: openai-chat streams carry no thinking here")
     # One seed per (provider, workload, n), stable across runs and Python versions.
     rng = random.Random(f"{seed}:{provider}:{workload}:{n}")
     plan = _plan(rng, provider, workload, n, _ID_PREFIX[provider])

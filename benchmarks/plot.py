@@ -146,15 +146,91 @@ def _colour(name: str, builds: list[str], colours: dict[str, str]) -> str:
     return colour
 
 
+# The shapes figure: one marker per input, one colour per N, the targets as lines.
+SHAPE_MARKERS = {"live": "o", "sse": "s", "dicts": "^"}
+SHAPE_SIZE_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
+
+
+def shape_points(
+    saved: dict[str, Any], build: str | None = None
+) -> dict[str, dict[tuple[str, int], float]]:
+    """shape name -> (input, N) -> streamfold's multiple of the floor, of one build (the
+    compiled one when there is one)."""
+    if build is None:
+        compiled = [b["name"] for b in saved.get("builds", []) if b.get("compiled")]
+        build = compiled[0] if compiled else None
+    out: dict[str, dict[tuple[str, int], float]] = {s["name"]: {} for s in saved["shapes"]}
+    for r in saved.get("shape_rows", []):
+        if r["kind"] != "streamfold" or r["status"] != "ok" or r["ratio"] is None:
+            continue
+        if build is not None and r.get("build", "") != build:
+            continue
+        out.setdefault(r["workload"], {})[(r["input"], r["n"])] = r["ratio"]
+    return out
+
+
+def draw_shapes(saved: dict[str, Any], path: Path) -> Path:
+    """The shapes table as a figure: a line per recorded delta shape, streamfold's
+    multiple of the floor on each input and size, the targets marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .shapes import BUFFERED_RATIO, DICT_RATIO, LIVE_RATIO
+
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    points = shape_points(saved)
+    names = [name for name, cells in points.items() if cells]
+    sizes = sorted({n for cells in points.values() for _, n in cells})
+    fig, ax = plt.subplots(figsize=(10, 0.28 * len(names) + 1.8))
+    for i, name in enumerate(reversed(names)):
+        for (inp, n), ratio in points[name].items():
+            colour = SHAPE_SIZE_COLOURS[sizes.index(n) % len(SHAPE_SIZE_COLOURS)]
+            ax.plot(ratio, i, SHAPE_MARKERS[inp], color=colour, markersize=5, alpha=0.85)
+    for limit, inp in ((LIVE_RATIO, "live"), (BUFFERED_RATIO, "sse"), (DICT_RATIO, "dicts")):
+        ax.axvline(limit, color="grey", linestyle=STYLE[inp], linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(names)), list(reversed(names)), fontsize=7)
+    ax.set_ylim(-0.7, len(names) - 0.3)
+    ax.set_xlabel("streamfold / the floor of the same input (lower is better; lines: the targets)")
+    ax.grid(True, axis="x", which="both", alpha=0.2)
+    handles = [
+        ax.plot([], [], SHAPE_MARKERS[inp], color="black", label=INPUT_LABEL[inp])[0]
+        for inp in SHAPE_MARKERS
+    ] + [
+        ax.plot([], [], "o", color=SHAPE_SIZE_COLOURS[k], label=f"N = {_size(n)}")[0]
+        for k, n in enumerate(sizes)
+    ]
+    ax.legend(handles=handles, loc="lower right", fontsize=7)
+    meta = saved.get("meta", {})
+    ax.set_title(
+        "every delta shape of the real recordings, re-written onto generated streams "
+        f"(Python {meta.get('python', '?')}, {meta.get('cpus', '?')} shared cores)",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> Path:
-    """Draw a saved --json run into a file."""
+    """Draw a saved --json run into a file (and its shapes beside it, `-shapes`)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.plot", description=__doc__)
     parser.add_argument("saved", type=Path, help="a --json file of benchmarks.compare or .run")
     parser.add_argument("-o", "--output", type=Path, required=True, help=".svg or .png")
     parser.add_argument("--workload", default="mixed")
     args = parser.parse_args(argv)
-    path = draw(json.loads(args.saved.read_text()), args.output, args.workload)
-    print(path)
+    saved = json.loads(args.saved.read_text())
+    path = args.output
+    if saved.get("rows"):
+        path = draw(saved, args.output, args.workload)
+        print(path)
+    if saved.get("shape_rows"):
+        beside = args.output.with_name(f"{args.output.stem}-shapes{args.output.suffix}")
+        print(draw_shapes(saved, beside if saved.get("rows") else args.output))
     return path
 
 

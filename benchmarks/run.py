@@ -786,6 +786,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-recordings", action="store_true")
     parser.add_argument("--no-live", action="store_true", help="no one-event-per-chunk runs")
     parser.add_argument(
+        "--shapes", action="store_true", help="the delta shapes of the real recordings too"
+    )
+    parser.add_argument(
         "--streams", type=int, help="concurrent streams (default 10000; quick 1000)"
     )
     parser.add_argument("--no-concurrency", action="store_true")
@@ -868,6 +871,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
         print("\n" + live_report(live_entries))
 
+    shape_out: dict[str, Any] = {"shapes": [], "shape_rows": []}
+    if args.shapes:
+        from . import shapes
+
+        log("delta shapes of the real recordings")
+        found = [s for s in shapes.find_shapes() if s.provider in (args.provider or PROVIDERS)]
+        shape_rows = shapes.measure(
+            found, sizes, repeats=args.repeats, budget=budget, warmup_s=warmup, log=log
+        )
+        shape_out = {
+            "shapes": shapes.as_json(found),
+            "shape_rows": [asdict(r) for r in shape_rows],
+        }
+        print("\n" + shapes.table(shape_out["shapes"], shape_out["shape_rows"]))
+        print("\n".join(shapes.targets(shape_out["shape_rows"])))
+
     otel: list[dict[str, Any]] = []
     if not args.no_telemetry:
         log("telemetry")
@@ -926,6 +945,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "targets": [{"target": w, "met": m, "detail": d} for w, m, d in goals],
         "recordings": real,
         "live": live_entries,
+        **shape_out,
         "telemetry": otel,
         "concurrency": conc,
     }
@@ -947,6 +967,11 @@ def show(path: Path, as_markdown: bool = False) -> dict[str, Any]:
         print(f"  {mark} {what}\n        {detail}")
     if saved.get("live"):
         print("\n" + live_report(saved["live"]))
+    if saved.get("shape_rows"):
+        from . import shapes
+
+        print("\n" + shapes.table(saved["shapes"], saved["shape_rows"]))
+        print("\n".join(shapes.targets(saved["shape_rows"])))
     if saved.get("concurrency"):
         print("\n" + concurrency.report(saved["concurrency"]))
         if saved["concurrency"].get("tuned_gc"):

@@ -193,12 +193,14 @@ def full_path_only() -> Iterator[None]:
     """The decoders' fast paths switched off: their full paths alone."""
     from streamfold.providers import anthropic, openai_chat
     from streamfold.providers.base import Decoder
+    from streamfold.providers.bedrock_invoke import decode as bedrock_invoke
     from streamfold.providers.openai_responses import decode as openai_responses
 
     saved = (
         openai_chat.OpenAIChatDecoder.object_text,
         anthropic.AnthropicDecoder.object_text,
         dict(openai_responses._FAST),
+        bedrock_invoke.BedrockInvokeDecoder.object_text,
     )
     with hot_lane_off():  # the hot lane reads bytes the fast paths would have read
         try:
@@ -207,8 +209,10 @@ def full_path_only() -> Iterator[None]:
             openai_chat.OpenAIChatDecoder.object_text = Decoder.object_text  # type: ignore[method-assign]
             anthropic.AnthropicDecoder.object_text = Decoder.object_text  # type: ignore[method-assign]
             openai_responses._FAST.clear()
+            bedrock_invoke.BedrockInvokeDecoder.object_text = Decoder.object_text  # type: ignore[method-assign]
             yield
         finally:
+            bedrock_invoke.BedrockInvokeDecoder.object_text = saved[3]  # type: ignore[method-assign]
             openai_chat.OpenAIChatDecoder.object_text = saved[0]  # type: ignore[method-assign]
             anthropic.AnthropicDecoder.object_text = saved[1]  # type: ignore[method-assign]
             openai_responses._FAST.update(saved[2])

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Callable
+import types
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,18 @@ def test_a_path_is_a_usage_error_saying_to_pass_its_bytes() -> None:
 def test_a_coroutine_given_to_fold_is_a_usage_error_saying_to_await_it() -> None:
     with pytest.raises(UsageError, match=r"awaitable \(coroutine\) that has not been awaited"):
         fold_message(_coroutine())
+
+
+def test_a_generator_based_coroutine_is_refused_while_a_plain_generator_folds() -> None:
+    # A generator is taken without the source checks unless it is awaitable.
+    @types.coroutine
+    def awaitable() -> Iterator[bytes]:
+        yield read(CHAT)
+
+    with pytest.raises(UsageError, match=r"awaitable \(generator\) that has not been awaited"):
+        fold_message(awaitable(), "openai-chat")
+    plain = fold_message((chunk for chunk in [read(CHAT)]), "openai-chat")
+    assert plain == fold_message([read(CHAT)], "openai-chat")
 
 
 def test_an_async_iterable_given_to_fold_is_a_usage_error_naming_afold() -> None:

@@ -135,6 +135,11 @@ class EventStreamFramer:
         self._closed = False
         # Set by close() when it dropped the bytes of a message the stream cut short.
         self.truncated = False
+        # The last headers parsed, as bytes and as parsed: a stream's messages nearly all
+        # carry the same headers (":event-type chunk" or "contentBlockDelta", the content
+        # type, ":message-type event"), and parsing them was a third of the framing.
+        self._last_head = b""
+        self._last_headers: dict[str, HeaderValue] = {}
 
     def to_state(self) -> EventStreamState:
         """This framer as saved-state data."""
@@ -214,8 +219,7 @@ class EventStreamFramer:
             raise _error(f"expected a message length of at least 16, got {total}", prelude)
         return total
 
-    @staticmethod
-    def _message(raw: bytes) -> EventStreamMessage:
+    def _message(self, raw: bytes) -> EventStreamMessage:
         """One whole message, its CRC and headers checked."""
         total = len(raw)
         headers_len = _u32(raw, 4)
@@ -225,7 +229,13 @@ class EventStreamFramer:
             raise _error(
                 f"expected message CRC32 {message_crc:#010x}, computed {computed:#010x}", raw
             )
-        headers = _parse_headers(raw[_PRELUDE : _PRELUDE + headers_len], raw)
+        head = raw[_PRELUDE : _PRELUDE + headers_len]
+        if head == self._last_head:
+            headers = dict(self._last_headers)  # each message its own dict, as parsed
+        else:
+            headers = _parse_headers(head, raw)
+            self._last_head = head
+            self._last_headers = dict(headers)
         return EventStreamMessage(headers, raw[_PRELUDE + headers_len : total - _CRC])
 
 

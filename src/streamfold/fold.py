@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import inspect
 import math
 import re
+import types
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar, Final
 
@@ -42,6 +44,7 @@ from .errors import (
     preview,
 )
 from .events import Event, MessageCompleted
+from .eventstream import EventStreamFramer, EventStreamMessage, eventstream_payload
 from .eventstream_state import EventStreamState
 from .fold_state import FoldState, HeldEvent, HeldFault, LimitsState
 from .framing import (
@@ -98,6 +101,10 @@ _is_ascii: Final = str.isascii
 _OPENAI_CHAT_HELPER = "openai.lib.streaming.chat"
 # How much of the input's start the error for input without an event quotes.
 _START_BYTES = 200
+# A generator object's type, and the code flag that makes one awaitable
+# (types.coroutine): what check_source looks for in a generator.
+_GENERATOR: Final = types.GeneratorType
+_ITERABLE_COROUTINE: Final = inspect.CO_ITERABLE_COROUTINE
 # Metadata a fold records whether or not it understood any event of its stream.
 _UNLEARNED_METADATA = frozenset({"provider", "skipped_events", "truncated_tail"})
 
@@ -361,8 +368,6 @@ class StreamFolder:
             elif state.ndjson is not None:
                 folder._framer = NDJSONDecoder.from_state(state.ndjson)
             elif state.eventstream is not None:
-                from .eventstream import EventStreamFramer
-
                 folder._framer = EventStreamFramer.from_state(state.eventstream)
         except StateError as exc:
             raise exc.within(str(state.format)) from None
@@ -716,7 +721,9 @@ class StreamFolder:
                         self._fold_sse_hot(decoder, framer, buffer, events)
                     return events
             frames = framer.feed(data)
-            if self._decoder is not None and self._format != "eventstream":
+            if decoder is not None and type(framer) is EventStreamFramer:
+                self._fold_messages(decoder, frames, events)
+            elif self._decoder is not None and self._format != "eventstream":
                 self._fold_frames(frames, events)
             else:
                 for frame in frames:
@@ -848,6 +855,37 @@ class StreamFolder:
             if acc.finished:
                 break
 
+    def _fold_messages(
+        self, decoder: Decoder, messages: list[EventStreamMessage], events: list[Event]
+    ) -> None:
+        """Eventstream messages with the provider known: _frame -> _payload -> _decode ->
+        _apply in one loop, the decoder's dict lane (`Decoder.object_text`) first, as
+        fold_objects takes it: Bedrock InvokeModel's chunks wrap one Anthropic event each,
+        nearly all of them the common delta, which the lane grows in one call instead of
+        the family's full decode() and the accumulator's apply. The same positions,
+        events, typed errors and stop once the message finished as _frame's.
+        """
+        acc = self._acc
+        lane = type(decoder).object_text is not Decoder.object_text
+        for message in messages:
+            self._position += 1
+            payload = eventstream_payload(message)
+            try:
+                hit = decoder.object_text(payload) if lane else None
+                if hit is not None:
+                    if acc.grow_text(hit[0], hit[1], events):
+                        continue
+                    deltas: list[Delta] = [GrowPart(hit[0], hit[1])]
+                else:
+                    deltas = decoder.decode(payload, None)
+            except StreamfoldError as exc:
+                raise self._attach(exc, payload) from None
+            except _MALFORMED as exc:
+                raise self._malformed(exc, payload) from exc
+            events.extend(self._apply(deltas, payload))
+            if acc.finished:
+                break
+
     def _start_framing(self, kind: StreamFormat, head: bytes) -> list[Event]:
         self._format = kind
         self._bytes -= len(head)  # counted when it arrived; it is fed again below
@@ -856,8 +894,6 @@ class StreamFolder:
         elif kind == "ndjson":
             self._framer = NDJSONDecoder()
         else:
-            from .eventstream import EventStreamFramer
-
             self._framer = EventStreamFramer()
             if self._provider is None:
                 self._provider = "bedrock"
@@ -916,8 +952,6 @@ class StreamFolder:
             return self._payload(_parse_json(frame.data, self._position), frame.event)
         if isinstance(frame, bytes):
             return self._payload(_parse_json(frame, self._position), None)
-        from .eventstream import eventstream_payload
-
         return self._payload(eventstream_payload(frame), None)
 
     # --- objects -----------------------------------------------------------------------
@@ -1364,6 +1398,11 @@ def _source(
 ) -> tuple[Any, Any]:
     if type(chunks) is list:
         return chunks, provider  # the common case
+    if type(chunks) is _GENERATOR and not chunks.gi_code.co_flags & _ITERABLE_COROUTINE:
+        # A plain generator (httpx's iter_bytes, a caller's own): nothing check_source
+        # refuses, and its checks (interpreted, ABC instance checks) were a microsecond
+        # of a short stream's fold.
+        return chunks, provider
     if isinstance(chunks, Recording):
         return chunks, provider or chunks.provider
     if isinstance(chunks, bytes | bytearray | str | dict | MessageDelta | ContentPart):

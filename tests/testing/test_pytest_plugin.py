@@ -23,8 +23,19 @@ pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).parent.parent.parent
 PLUGIN = "streamfold.testing.pytest_plugin"
+
+
+def plugin_options() -> tuple[str, ...]:
+    """`-p <the plugin>` where its entry point is not installed (a checkout run from its
+    source); installed, pytest loads it by itself, and naming it again is an error."""
+    from importlib.metadata import entry_points
+
+    installed = any(e.value == PLUGIN for e in entry_points(group="pytest11"))
+    return () if installed else ("-p", PLUGIN)
+
+
 # The options every inner run gets: the plugin, and pytest-asyncio told its loop scope.
-RUN = ("-p", PLUGIN, "-o", "asyncio_default_fixture_loop_scope=function")
+RUN = (*plugin_options(), "-o", "asyncio_default_fixture_loop_scope=function")
 CHAT = REAL / "openai-chat" / "tool-call-single-mini.sse"
 
 SCENARIO = """\

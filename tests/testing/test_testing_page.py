@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import streamfold
+from testing.test_pytest_plugin import plugin_options
 
 pytest.importorskip("openai")
 pytest.importorskip("anthropic")
@@ -56,8 +57,7 @@ def test_every_example_on_the_page_passes(
     # loop open, which this process would report as an unclosed socket.
     monkeypatch.setenv("PYTHONPATH", str(Path(streamfold.__file__).parent.parent))
     result = pytester.runpytest_subprocess(
-        "-p",
-        "streamfold.testing.pytest_plugin",
+        *plugin_options(),
         "-o",
         "asyncio_default_fixture_loop_scope=function",
         "-q",
