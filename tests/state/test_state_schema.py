@@ -418,7 +418,14 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
         ),
         (framing.SSEDecoder, framing_state.SSEState, {}, {"_parked"}),  # joined to the buffer
         (framing.NDJSONDecoder, framing_state.NDJSONState, {}, {"_parked"}),
-        (eventstream.EventStreamFramer, eventstream_state.EventStreamState, {}, set()),
+        # _last_head, _last_headers: the last message's headers, a cache (parsed anew after a
+        # restore)
+        (
+            eventstream.EventStreamFramer,
+            eventstream_state.EventStreamState,
+            {},
+            {"_last_head", "_last_headers"},
+        ),
         (
             accumulator.Accumulator,
             accumulator_state.AccumulatorState,
@@ -445,7 +452,9 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
             bedrock_invoke.BedrockInvokeDecoder,
             bedrock_invoke_state.BedrockInvokeState,
             {},
-            {"_hot_head", *settings_},
+            # _unwrapped(_from): the chunk the dict lane unwrapped, handed to decode() for
+            # the same payload: never held from one payload to the next
+            {"_hot_head", "_unwrapped", "_unwrapped_from", *settings_},
         ),
         (gemini.GeminiDecoder, gemini_state.GeminiState, {}, {"_hot_head", "_pending", *settings_}),
         (gemini._TextPart, gemini_state.GeminiTextState, {}, {"byte_ends", "char_ends"}),
@@ -467,6 +476,9 @@ def _boxes() -> list[tuple[type, type, dict[str, str], set[str]]]:
                 *("_hot_credit", "_hot_head", "_hot_seen", "_hot_shapes", "_hot_version"),
                 # the dict lane's copy of the metadata, read again when its version moves
                 *("_seen_version", "_named", "_fingerprint", "_tier", *settings_),
+                # what the full path last folded whole, for the lanes to skip its repeats:
+                # None after a restore, the lanes decline until it folds them again
+                *("_usage_folded", "_citations_folded"),
             },
         ),
         (openai_chat._Call, openai_chat_state.ChatCallState, {}, set()),
