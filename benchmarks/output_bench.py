@@ -285,12 +285,11 @@ IMPLS = (
 
 
 def supports_output() -> bool:
-    """Whether this streamfold's `fold` takes `output=`."""
-    import inspect
-
+    """Whether this streamfold's `fold` takes `output=` (the structured-output API came
+    with `fold_output`; the compiled `fold` has no signature to inspect)."""
     import streamfold
 
-    return "output" in inspect.signature(streamfold.fold).parameters
+    return hasattr(streamfold, "fold_output")
 
 
 # --- timing ---------------------------------------------------------------------------
