@@ -29,7 +29,8 @@ import json
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final, assert_never
 
-from .errors import StreamfoldError, UsageError
+from .drive import adrive, drive
+from .errors import UsageError
 from .events import (
     Event,
     MessageCompleted,
@@ -76,15 +77,23 @@ class AGUIEncoder:
     tool, then `close()` (or `fail(exc)` when the fold raised).
     """
 
-    def __init__(self, *, thread_id: str, run_id: str) -> None:
+    def __init__(self, *, thread_id: str, run_id: str, id_prefix: str | None = None) -> None:
         if not isinstance(thread_id, str) or not isinstance(run_id, str):
             raise UsageError(
                 f"AGUIEncoder: expected str thread_id and run_id, got "
                 f"{type(thread_id).__name__} and {type(run_id).__name__}"
             )
+        if id_prefix is not None and not isinstance(id_prefix, str):
+            raise UsageError(
+                f"AGUIEncoder: expected id_prefix= a str or None, got {type(id_prefix).__name__}"
+            )
         self._core = _core()
         self.thread_id = thread_id
         self.run_id = run_id
+        # The messages' ids: the run's by default; a relayed turn's own id, so every
+        # reader of the turn (and a snapshot it gets) names the same message alike.
+        self.id_prefix = run_id if id_prefix is None else id_prefix
+        self._messages: list[dict[str, Any]] = []  # the run's messages, as a client holds them
         self._started = False
         self._finished = False
         self._step = 0
@@ -98,21 +107,70 @@ class AGUIEncoder:
         self._error: tuple[str, str | None] | None = None
 
     def _id(self, index: int) -> str:
-        return f"{self.run_id}-{self._step}-{index}"
+        return f"{self.id_prefix}-{self._step}-{index}"
 
     def start(self) -> list[BaseEvent]:
         """`RUN_STARTED`; empty after the first call."""
+        return self._start()
+
+    def feed(self, event: Event) -> list[BaseEvent]:
+        """The AG-UI events one streamfold event gives."""
+        return self._record(self._feed(event))
+
+    def tool_result(self, result: ToolResult) -> list[BaseEvent]:
+        """The app ran a tool: `TOOL_CALL_RESULT` (an error result's text, as the package
+        carries errors in the content)."""
+        return self._record(self._tool_result(result))
+
+    def fail(self, error: BaseException | str) -> list[BaseEvent]:
+        """The fold raised: open parts end, `RUN_ERROR`."""
+        return self._record(self._fail(error))
+
+    def close(self) -> list[BaseEvent]:
+        """The events ended: open parts and the step end, then `RUN_FINISHED` (or
+        `RUN_ERROR` when the provider reported an error)."""
+        return self._record(self._close())
+
+    def messages(self) -> list[Any]:
+        """The run's messages so far, as an AG-UI client builds them from the events given
+        out (the package's AssistantMessage, ReasoningMessage and ToolMessage, in order):
+        a late joiner's `MESSAGES_SNAPSHOT`. Parts still being written are in it as far
+        as they went."""
+        core = self._core
+        kinds = {"assistant": core.AssistantMessage, "reasoning": core.ReasoningMessage,
+                 "tool": core.ToolMessage}  # fmt: skip
+        out = []
+        for message in self._messages:
+            data = dict(message)
+            if isinstance(data.get("content"), list):
+                data["content"] = "".join(data["content"])
+            if "tool_calls" in data:
+                data["tool_calls"] = [
+                    {**c, "function": {**c["function"],
+                                       "arguments": "".join(c["function"]["arguments"])}}
+                    for c in data["tool_calls"]
+                ]  # fmt: skip
+            out.append(kinds[data["role"]].model_validate(data))
+        return out
+
+    def snapshot(self, history: Iterable[Any] = ()) -> BaseEvent:
+        """`MESSAGES_SNAPSHOT`: `history` (the messages the client sent, its
+        RunAgentInput's: a client replaces its whole list with a snapshot, so they must
+        be in it) then the run's messages so far."""
+        event: BaseEvent = self._core.MessagesSnapshotEvent(messages=[*history, *self.messages()])
+        return event
+
+    def _start(self) -> list[BaseEvent]:
         if self._started:
             return []
         self._started = True
         return [self._core.RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)]
 
-    def feed(self, event: Event) -> list[BaseEvent]:
-        """The AG-UI events one streamfold event gives."""
+    def _feed(self, event: Event) -> list[BaseEvent]:
         if self._finished:
             return []
         core = self._core
-        out = self.start()
+        out = self._start()
         if isinstance(event, PartStarted):
             out += self._start_step()
             out += self._part_started(event.index, event.part)
@@ -148,9 +206,7 @@ class AGUIEncoder:
             assert_never(event)
         return out
 
-    def tool_result(self, result: ToolResult) -> list[BaseEvent]:
-        """The app ran a tool: `TOOL_CALL_RESULT` (an error result's text, as the package
-        carries errors in the content)."""
+    def _tool_result(self, result: ToolResult) -> list[BaseEvent]:
         if self._finished:
             return []
         if not isinstance(result, ToolResult):
@@ -163,9 +219,9 @@ class AGUIEncoder:
             else "".join(p.content or "" for p in content if p.type == "text")
         )
         return [
-            *self.start(),
+            *self._start(),
             self._core.ToolCallResultEvent(
-                message_id=f"{self.run_id}-result-{result.tool_call_id}",
+                message_id=f"{self.id_prefix}-result-{result.tool_call_id}",
                 tool_call_id=result.tool_call_id,
                 content=text,
                 role="tool",
@@ -177,23 +233,20 @@ class AGUIEncoder:
         self._pending[tool_call_id] = approval_id
         return []
 
-    def fail(self, error: BaseException | str) -> list[BaseEvent]:
-        """The fold raised: open parts end, `RUN_ERROR`."""
+    def _fail(self, error: BaseException | str) -> list[BaseEvent]:
         if self._finished:
             return []
-        out = self.start() + self._close_open()
+        out = self._start() + self._close_open()
         self._finished = True
         out.append(self._core.RunErrorEvent(message=str(error) or type(error).__name__,
                                             code=type(error).__name__))  # fmt: skip
         return out
 
-    def close(self) -> list[BaseEvent]:
-        """The events ended: open parts and the step end, then `RUN_FINISHED` (or
-        `RUN_ERROR` when the provider reported an error)."""
+    def _close(self) -> list[BaseEvent]:
         if self._finished:
             return []
         core = self._core
-        out = self.start() + self._close_open()
+        out = self._start() + self._close_open()
         if self._step_open:
             self._step_open = False
             out.append(core.StepFinishedEvent(step_name=self._step_name()))
@@ -213,6 +266,59 @@ class AGUIEncoder:
         return out
 
     # --- internals -------------------------------------------------------------------
+
+    def _record(self, out: list[BaseEvent]) -> list[BaseEvent]:
+        """Apply the events given out to the run's messages, as an AG-UI client does
+        (@ag-ui/client's defaultApplyEvents): what `messages()` returns."""
+        core = self._core
+        messages = self._messages
+        for event in out:
+            if isinstance(event, core.TextMessageStartEvent | core.ReasoningMessageStartEvent):
+                if _find(messages, event.message_id) is None:
+                    message = {"id": event.message_id, "role": event.role, "content": []}
+                    messages.append(message)
+            elif isinstance(
+                event, core.TextMessageContentEvent | core.ReasoningMessageContentEvent
+            ):
+                found = _find(messages, event.message_id)
+                if found is not None:  # pieces, joined when asked: no copy per delta
+                    found["content"].append(event.delta)
+            elif isinstance(event, core.ReasoningEncryptedValueEvent):
+                found = _find(messages, event.entity_id)
+                if found is not None and event.subtype == "message":
+                    found["encrypted_value"] = event.encrypted_value
+            elif isinstance(event, core.ToolCallStartEvent):
+                if _call(messages, event.tool_call_id) is None:
+                    found = _find(messages, event.parent_message_id)
+                    parent = found
+                    if found is None or found["role"] != "assistant":
+                        parent = {"id": event.tool_call_id if found else
+                                  event.parent_message_id or event.tool_call_id,
+                                  "role": "assistant"}  # fmt: skip
+                        messages.append(parent)
+                    assert parent is not None
+                    call = {"id": event.tool_call_id, "type": "function",
+                            "function": {"name": event.tool_call_name,
+                                         "arguments": []}}  # fmt: skip
+                    parent.setdefault("tool_calls", []).append(call)
+            elif isinstance(event, core.ToolCallArgsEvent):
+                argued = _call(messages, event.tool_call_id)
+                if argued is not None:
+                    argued["function"]["arguments"].append(event.delta)
+            elif isinstance(event, core.ToolCallResultEvent):
+                tool = {"id": event.message_id, "role": "tool", "content": event.content,
+                        "tool_call_id": event.tool_call_id}  # fmt: skip
+                at = next((n for n, m in enumerate(messages) if m["role"] == "assistant" and
+                           any(c["id"] == event.tool_call_id for c in m.get("tool_calls", []))),
+                          None)  # fmt: skip
+                if at is None:
+                    messages.append(tool)
+                else:  # after the call's message and the results already under it
+                    at += 1
+                    while at < len(messages) and messages[at]["role"] == "tool":
+                        at += 1
+                    messages.insert(at, tool)
+        return out
 
     def _step_name(self) -> str:
         return f"response-{self._step}"
@@ -350,6 +456,17 @@ class AGUIEncoder:
         return out
 
 
+def _find(messages: list[dict[str, Any]], ident: str | None) -> dict[str, Any] | None:
+    if ident is None:
+        return None
+    return next((m for m in messages if m["id"] == ident), None)
+
+
+def _call(messages: list[dict[str, Any]], ident: str) -> dict[str, Any] | None:
+    calls = (c for m in messages for c in m.get("tool_calls", ()) if c["id"] == ident)
+    return next(calls, None)
+
+
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -359,45 +476,14 @@ def to_agui_events(
 ) -> Iterator[BaseEvent]:
     """streamfold events (several responses and the app's tool results between them: an
     agent loop) as one AG-UI run; a StreamfoldError from the events is `RUN_ERROR`."""
-    encoder = AGUIEncoder(thread_id=thread_id, run_id=run_id)
-    yield from encoder.start()
-    iterator = iter(events)
-    while True:
-        try:
-            event = next(iterator)
-        except StopIteration:
-            break
-        except StreamfoldError as exc:
-            yield from encoder.fail(exc)
-            return
-        yield from (
-            encoder.tool_result(event) if isinstance(event, ToolResult) else encoder.feed(event)
-        )
-    yield from encoder.close()
+    return drive(AGUIEncoder(thread_id=thread_id, run_id=run_id), events)
 
 
-async def ato_agui_events(
+def ato_agui_events(
     events: AsyncIterable[Event | ToolResult], *, thread_id: str, run_id: str
 ) -> AsyncIterator[BaseEvent]:
     """Async `to_agui_events`: over `async for` events (an `afold`, say)."""
-    encoder = AGUIEncoder(thread_id=thread_id, run_id=run_id)
-    for out in encoder.start():
-        yield out
-    iterator = aiter(events)
-    while True:
-        try:
-            event = await anext(iterator)
-        except StopAsyncIteration:
-            break
-        except StreamfoldError as exc:
-            for out in encoder.fail(exc):
-                yield out
-            return
-        batch = encoder.tool_result(event) if isinstance(event, ToolResult) else encoder.feed(event)
-        for out in batch:
-            yield out
-    for out in encoder.close():
-        yield out
+    return adrive(AGUIEncoder(thread_id=thread_id, run_id=run_id), events)
 
 
 def encode_agui_sse(events: Iterable[BaseEvent]) -> Iterator[bytes]:

@@ -59,6 +59,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ._model import check_json_object
 from .construct import check_json_value
+from .drive import adrive, drive
 from .errors import StreamfoldError, UsageError, preview
 from .events import (
     Event,
@@ -774,24 +775,10 @@ def to_ui_message_stream(
     `output_ratio`: see `UIMessageStreamEncoder` (None: every structured-output change).
     """
     encoder = UIMessageStreamEncoder(message_id=message_id, output_ratio=output_ratio)
-    yield from encoder.start()
-    iterator = iter(events)
-    while True:
-        try:
-            event = next(iterator)
-        except StopIteration:
-            break
-        except StreamfoldError as exc:
-            yield from encoder.fail(exc)
-            return
-        if isinstance(event, ToolResult):
-            yield from encoder.tool_result(event)
-        else:
-            yield from encoder.feed(event)
-    yield from encoder.close()
+    return drive(encoder, events)
 
 
-async def ato_ui_message_stream(
+def ato_ui_message_stream(
     events: AsyncIterable[Event | ToolResult],
     *,
     message_id: str | None = None,
@@ -799,25 +786,7 @@ async def ato_ui_message_stream(
 ) -> AsyncIterator[UIMessageChunk]:
     """Async `to_ui_message_stream`: over `async for` events (an `afold`, say)."""
     encoder = UIMessageStreamEncoder(message_id=message_id, output_ratio=output_ratio)
-    for chunk in encoder.start():
-        yield chunk
-    iterator = aiter(events)
-    while True:
-        try:
-            event = await anext(iterator)
-        except StopAsyncIteration:
-            break
-        except StreamfoldError as exc:
-            for chunk in encoder.fail(exc):
-                yield chunk
-            return
-        chunks = (
-            encoder.tool_result(event) if isinstance(event, ToolResult) else encoder.feed(event)
-        )
-        for chunk in chunks:
-            yield chunk
-    for chunk in encoder.close():
-        yield chunk
+    return adrive(encoder, events)
 
 
 def encode_chunk(chunk: UIMessageChunk) -> bytes:

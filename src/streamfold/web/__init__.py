@@ -211,9 +211,11 @@ def find_loops(directory: str | Path, recordings: list[DemoRecording]) -> list[D
     return loops
 
 
-async def _loop_events(loop: DemoLoop, speed: float) -> AsyncIterator[Event | ToolResult]:
-    """The loop as the page's stream takes it: each response folded as it is paced out,
-    each tool result in its place."""
+async def _loop_steps(
+    loop: DemoLoop, speed: float
+) -> AsyncIterator[tuple[AsyncIterator[bytes], str] | ToolResult]:
+    """The loop as it plays: each response as (its chunks, paced, and its provider), each
+    tool result in its place, after the pause of the app running its tool."""
     import anyio
 
     from ..streams import to_stream
@@ -234,11 +236,19 @@ async def _loop_events(loop: DemoLoop, speed: float) -> AsyncIterator[Event | To
                         await anyio.sleep(0.02 / speed)
                     yield chunk
 
-            source: AsyncIterator[bytes] = paced()
-            provider = loop.provider
+            yield paced(), loop.provider
         else:
-            source = _paced(step, speed)
-            provider = step.provider
+            yield _paced(step, speed), step.provider
+
+
+async def _loop_events(loop: DemoLoop, speed: float) -> AsyncIterator[Event | ToolResult]:
+    """The loop as the page's stream takes it: each response folded as it is paced out,
+    each tool result in its place."""
+    async for step in _loop_steps(loop, speed):
+        if isinstance(step, ToolResult):
+            yield step
+            continue
+        source, provider = step
         async for event in afold(source, provider):
             yield event
 
