@@ -18,6 +18,26 @@
                                     202 {"id", "stopping": whether it was still producing}
     GET  /relay/info                {"relay": true}: the page shows its "resumable" switch
 
+An agent loop's turn (several responses and the tool results between them, see
+`Relay.turn`) has routes of its own:
+
+    POST /relay/turn/start          {"loop": <name>, "speed": <f>} -> {"id": <turn id>}
+                                    this worker plays the demo loop (`<name>.loop.json`
+                                    among the recordings) as a turn: each response folded
+                                    and published, each tool result in its place
+    GET  /relay/turn/ui-stream/{id} the turn as one UI message stream, from any worker:
+                                    each response a step, the tool results between them
+                                    (what `to_ui_message_stream` gives for the same
+                                    events); a reload gets the loop so far, then the rest
+    POST /relay/turn/agui/{id}      the turn as an AG-UI run (the body: the protocol's
+                                    RunAgentInput, optional). A reader there from the
+                                    start gets the whole run; one that joins late gets
+                                    RUN_STARTED, a MESSAGES_SNAPSHOT of the loop so far
+                                    (the messages it sent first), then the run from
+                                    there on: every event once
+    POST /relay/turn/stop/{id}      stop the turn, from any worker: the response being
+                                    written ends cancelled, the turn ends cancelled
+
 Two workers behind a load balancer, both with `relay_routes(Relay.from_url(REDIS))`: the
 page starts a replay on one, puts the stream id in its URL (`?relay=<id>`), and a reload
 (landing on either worker) follows the same stream from the start: its text complete, once.
@@ -50,9 +70,20 @@ from typing import Any
 from ..errors import StreamfoldError, UsageError
 from ..events import Event
 from ..events_json import event_to_json
-from ..relay import Relay, Relayed, RelayError, RelayNotFound, RelayStopped, Snapshot
+from ..message import ToolResult
+from ..relay import (
+    Relay,
+    Relayed,
+    RelayError,
+    RelayNotFound,
+    RelayStopped,
+    Snapshot,
+    TurnCompleted,
+    TurnRelayed,
+    _turn_keys,
+)
 from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
-from . import _bundled, _error, _paced, _speed, find_recordings
+from . import _bundled, _error, _loop_steps, _paced, _speed, find_loops, find_recordings
 from .guard import RequestRefused, read_json
 
 try:
@@ -118,6 +149,50 @@ async def _events(
         stopped.append(exc)
 
 
+async def _first_turn(items: AsyncIterator[TurnRelayed]) -> TurnRelayed | Response:
+    """The turn's first item, or the error response when the turn is unknown."""
+    try:
+        return await anext(items)
+    except RelayNotFound as exc:
+        return _error(404, str(exc))
+    except StopAsyncIteration:
+        return _error(404, "the turn has no more items")
+    except RelayError as exc:
+        return _unavailable(exc)
+
+
+async def _checked_turn(
+    first: TurnRelayed, items: AsyncIterator[TurnRelayed], stopped: list[RelayStopped]
+) -> AsyncIterator[TurnRelayed]:
+    """A turn's subscription, checked: a response's Snapshot comes first in its step
+    alone (a later one: the reader fell more than `maxlen` events behind). Ends at the
+    turn's end; a stopped relay ends it quietly, noted in `stopped`."""
+    seen_step = -1
+    item: TurnRelayed | None = first
+    try:
+        while item is not None:
+            inner = item.item
+            snapshot = isinstance(inner, Relayed) and isinstance(inner.event, Snapshot)
+            if snapshot and item.step == seen_step:
+                raise RelayError("the turn moved on too far to follow; reload to start over")
+            seen_step = item.step
+            yield item
+            if isinstance(inner, TurnCompleted):
+                return
+            item = await anext(items, None)
+    except RelayStopped as exc:
+        stopped.append(exc)
+
+
+async def _turn_events(
+    items: AsyncIterator[TurnRelayed],
+) -> AsyncIterator[Event | ToolResult]:
+    """The turn's items as what the UI and AG-UI encoders take."""
+    async for item in items:
+        for event in item.events():
+            yield event
+
+
 async def _unless_stopped(
     body: AsyncIterator[bytes], stopped: list[RelayStopped]
 ) -> AsyncIterator[bytes]:
@@ -127,6 +202,92 @@ async def _unless_stopped(
         if stopped:
             return
         yield data
+
+
+async def _asked(request: Request) -> dict[str, Any] | Response:
+    """The request's JSON object (empty when there is no body: a start may come in the
+    query string alone), or the refusal."""
+    body: Any = {}
+    if await request.body():
+        try:
+            body = await read_json(request)
+        except RequestRefused as exc:
+            return _error(exc.status, exc.message)
+    return body if isinstance(body, dict) else {}
+
+
+async def _run_input(request: Request) -> Any:
+    """The AG-UI RunAgentInput of the body, checked with the package's own model; None
+    without a body; or the refusal."""
+    from ag_ui.core import RunAgentInput
+    from pydantic import ValidationError
+
+    if not await request.body():
+        return None
+    try:
+        body = await read_json(request)
+    except RequestRefused as exc:
+        return _error(exc.status, exc.message)
+    try:
+        return RunAgentInput.model_validate(body)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or '(body)'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        return _error(400, f"expected an AG-UI RunAgentInput: {problems}")
+
+
+async def _agui_run(
+    encoder: Any, items: AsyncIterator[TurnRelayed], known: int, history: list[Any]
+) -> AsyncIterator[Any]:
+    """A turn as an AG-UI run for a reader that came when the turn had `known` steps.
+    Those before the last one (and the last one, unless it is a response) are the loop so
+    far: fed to the encoder unseen, then sent as RUN_STARTED and one MESSAGES_SNAPSHOT of
+    `history` and the messages they built. The rest goes out as it comes, each event once.
+    A reader that came before any message gets the run as it was, from its start."""
+    cut = known - 1
+    caught_up = known == 0
+    held: list[Any] = encoder.start()  # the run so far, until the reader is caught up
+    failed: BaseException | str | None = None
+
+    def join() -> list[Any]:
+        if not encoder.messages():
+            return held  # nothing to sum up: the events themselves, as they were
+        return [held[0], encoder.snapshot(history)]  # RUN_STARTED, the loop so far
+
+    if caught_up:
+        for event in held:
+            yield event
+    try:
+        async for item in items:
+            inner = item.item
+            if not caught_up and (
+                item.step > cut or (item.step == cut and isinstance(inner, Relayed))
+            ):
+                caught_up = True
+                for event in join():
+                    yield event
+            if isinstance(inner, TurnCompleted):
+                if inner.status in ("error", "incomplete"):
+                    why = "its producer was lost" if inner.synthetic else "it failed"
+                    failed = f"the turn ended {inner.status}: {why}"
+                break
+            out: list[Any] = []
+            for event in item.events():
+                is_result = isinstance(event, ToolResult)
+                out += encoder.tool_result(event) if is_result else encoder.feed(event)
+            if caught_up:
+                for event in out:
+                    yield event
+            else:
+                held.extend(out)
+    except StreamfoldError as exc:  # Redis gone for good, say: say so, last
+        failed = exc
+    if not caught_up:
+        for event in join():
+            yield event
+    for event in encoder.fail(failed) if failed is not None else encoder.close():
+        yield event
 
 
 def _sse(item: Relayed) -> bytes:
@@ -220,8 +381,10 @@ def relay_routes(
     ends, so without a cap a slow replay per request grows the worker without bound)."""
     if isinstance(max_replays, bool) or not isinstance(max_replays, int) or max_replays < 1:
         raise UsageError(f"relay_routes: expected max_replays= an int >= 1, got {max_replays!r}")
-    catalog = find_recordings(recordings_dir if recordings_dir is not None else _bundled())
+    directory = recordings_dir if recordings_dir is not None else _bundled()
+    catalog = find_recordings(directory)
     by_name = {r.name: r for r in catalog}
+    loops = {loop.name: loop for loop in find_loops(directory, catalog)}
     default_speed = speed
     running: set[asyncio.Task[Any]] = set()  # the replays this worker is publishing
     starting = 0  # replays past the cap's check whose task is not running yet
@@ -229,14 +392,26 @@ def relay_routes(
     async def info(request: Request) -> Response:
         return JSONResponse({"relay": True})
 
+    def full() -> Response | None:
+        """503 with `retry-after` when this worker publishes `max_replays` already."""
+        if len(running) + starting < max_replays:
+            return None
+        refused = _error(
+            503,
+            f"this worker publishes {max_replays} replays already (its max_replays); "
+            f"try again in {_RETRY_AFTER} s",
+        )
+        refused.headers["retry-after"] = _RETRY_AFTER
+        return refused
+
+    def keep(task: asyncio.Task[Any]) -> None:
+        running.add(task)
+        task.add_done_callback(running.discard)
+
     async def start(request: Request) -> Response:
-        body: Any = {}
-        if await request.body():  # the recording may come in the query string alone
-            try:
-                body = await read_json(request)
-            except RequestRefused as exc:
-                return _error(exc.status, exc.message)
-        body = body if isinstance(body, dict) else {}
+        body = await _asked(request)
+        if isinstance(body, Response):
+            return body
         wanted = body.get("recording") or request.query_params.get("recording")
         recording = by_name.get(wanted) if isinstance(wanted, str) else None
         if recording is None:
@@ -247,13 +422,8 @@ def relay_routes(
         except UsageError as exc:
             return _error(400, str(exc))
         nonlocal starting
-        if len(running) + starting >= max_replays:
-            refused = _error(
-                503,
-                f"this worker publishes {max_replays} replays already (its max_replays); "
-                f"try again in {_RETRY_AFTER} s",
-            )
-            refused.headers["retry-after"] = _RETRY_AFTER
+        refused = full()
+        if refused is not None:
             return refused
         stream_id = uuid.uuid4().hex
         producer = relay.producer(stream_id, provider=recording.provider)
@@ -276,10 +446,104 @@ def relay_routes(
             except Exception:
                 _log.exception("relay replay %s failed", stream_id)
 
-        task = asyncio.create_task(publish(), name=f"relay-replay-{stream_id}")
-        running.add(task)
-        task.add_done_callback(running.discard)
+        keep(asyncio.create_task(publish(), name=f"relay-replay-{stream_id}"))
         return JSONResponse({"id": stream_id, "recording": recording.name})
+
+    async def turn_start(request: Request) -> Response:
+        body = await _asked(request)
+        if isinstance(body, Response):
+            return body
+        wanted = body.get("loop") or request.query_params.get("loop")
+        loop = loops.get(wanted) if isinstance(wanted, str) else None
+        if loop is None:
+            return _error(404, f"no loop named {wanted!r} (see /ui-recordings)")
+        raw_speed = body.get("speed", request.query_params.get("speed"))
+        try:
+            pace = _speed(None if raw_speed is None else str(raw_speed), default_speed)
+        except UsageError as exc:
+            return _error(400, str(exc))
+        nonlocal starting
+        refused = full()
+        if refused is not None:
+            return refused
+        turn_id = uuid.uuid4().hex
+        turn = relay.turn(turn_id)
+        starting += 1
+        try:
+            await turn.start()  # the turn exists before anyone is told its id
+        except RelayError as exc:
+            return _unavailable(exc)
+        finally:
+            starting -= 1
+
+        async def play() -> None:
+            try:
+                async with turn:
+                    async for step in _loop_steps(loop, pace):
+                        if turn.stop_requested:
+                            break  # stopped: no tool result, no response after the cut one
+                        if isinstance(step, ToolResult):
+                            await turn.tool_result(step)
+                        else:
+                            source, provider = step
+                            await turn.respond(source, provider=provider)
+            except StreamfoldError as exc:
+                _log.warning("relay turn %s stopped: %s", turn_id, exc)
+            except Exception:
+                _log.exception("relay turn %s failed", turn_id)
+
+        keep(asyncio.create_task(play(), name=f"relay-turn-{turn_id}"))
+        return JSONResponse({"id": turn_id, "loop": loop.name})
+
+    async def turn_ui_stream(request: Request) -> Response:
+        turn_id = request.path_params["id"]
+        try:
+            items = relay.subscribe_turn(turn_id)
+        except UsageError as exc:
+            return _error(400, str(exc))
+        first = await _first_turn(items)
+        if isinstance(first, Response):
+            return first
+        stopped: list[RelayStopped] = []
+        events = _turn_events(_checked_turn(first, items, stopped))
+        body = aencode_sse(ato_ui_message_stream(events, message_id=turn_id))
+        body = _unless_stopped(body, stopped)
+        headers = {**UI_MESSAGE_STREAM_HEADERS, "x-streamfold-relay": turn_id}
+        return StreamingResponse(body, headers=headers)
+
+    async def turn_agui(request: Request) -> Response:
+        try:
+            from ..agui import AGUIEncoder, aencode_agui_sse
+        except ImportError:  # pragma: no cover - the extra is part of the test install
+            return _error(
+                501, "AG-UI needs the ag-ui-protocol package: pip install 'streamfold[agui]'"
+            )
+        turn_id = request.path_params["id"]
+        run = await _run_input(request)
+        if isinstance(run, Response):
+            return run
+        try:
+            items = relay.subscribe_turn(turn_id)
+            # The steps the turn has when the reader comes: the loop so far is every step
+            # before the last one, and the last one too unless it is a response (that one
+            # is followed from its start, as a reader there from the start saw it).
+            (known,) = await relay._commands(("llen", (_turn_keys(relay, turn_id)[0],), {}))
+        except UsageError as exc:
+            return _error(400, str(exc))
+        except RelayError as exc:
+            return _unavailable(exc)
+        first = await _first_turn(items)
+        if isinstance(first, Response):
+            return first
+        thread_id = run.thread_id if run is not None else turn_id
+        run_id = run.run_id if run is not None else turn_id
+        history = list(run.messages) if run is not None else []
+        encoder = AGUIEncoder(thread_id=thread_id, run_id=run_id, id_prefix=turn_id)
+        stopped: list[RelayStopped] = []
+        run_events = _agui_run(encoder, _checked_turn(first, items, stopped), int(known), history)
+        headers = {**SSE_HEADERS, "x-streamfold-relay": turn_id}
+        body = _unless_stopped(aencode_agui_sse(run_events), stopped)
+        return StreamingResponse(body, headers=headers)
 
     async def ui_stream(request: Request) -> Response:
         try:
@@ -337,6 +601,10 @@ def relay_routes(
         Route("/relay/stop/{id}", stop, methods=["POST"]),
         Route("/relay/ui-stream/{id}", ui_stream, methods=["GET"]),
         Route("/relay/events/{id}", events, methods=["GET"]),
+        Route("/relay/turn/start", turn_start, methods=["POST"]),
+        Route("/relay/turn/stop/{id}", stop, methods=["POST"]),
+        Route("/relay/turn/ui-stream/{id}", turn_ui_stream, methods=["GET"]),
+        Route("/relay/turn/agui/{id}", turn_agui, methods=["POST"]),
     ]
 
 
