@@ -1,0 +1,285 @@
+"""An agent loop's turn through the relay routes, with the real components: a real
+redis-server, two workers (two apps, each its own Relay, on one Redis) serving over HTTP,
+the bundled demo loop played as the turn; the turn's UI message stream read by the `ai`
+package's own reader, its AG-UI run by `@ag-ui/client`'s HttpAgent over HTTP (a reader
+there from the start and one that joins late), and a stop sent to the other worker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis_support import REDIS_SERVER, SKIP_REASON, RedisServer
+from server_support import serve_in_thread
+
+pytest.importorskip("redis")
+pytest.importorskip("ag_ui.core")
+pytest.importorskip("starlette")
+
+from streamfold.message import ToolResult
+from streamfold.recording import bundled_recordings
+from streamfold.relay import Relay, RelayConfig, TurnCompleted
+from streamfold.ui import encode_sse, to_ui_message_stream
+
+if REDIS_SERVER is None:
+    pytest.skip(SKIP_REASON, allow_module_level=True)
+
+JS = Path(__file__).parent.parent / "js"
+LOOP = "loops/fixed-version"
+SPEED = 0.1  # the loop in about 10 s: the first response 3 s, the tool 4 s, the answer 3 s
+
+
+def _node_ready() -> str:
+    node = shutil.which("node")
+    needed = [JS / "node_modules" / "ai", JS / "node_modules" / "@ag-ui" / "client"]
+    if node is None or not all(p.is_dir() for p in needed):
+        pytest.skip("node, the ai package and @ag-ui/client (tests/js: npm ci) are needed")
+    return node
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+def _config() -> RelayConfig:
+    # Both workers share it: the same key prefix, so they see the same turns.
+    return RelayConfig(
+        prefix=f"test-{uuid.uuid4().hex[:8]}:", checkpoint_every=4, lease_ttl=2.0, poll=0.1
+    )
+
+
+@contextlib.contextmanager
+def _worker(redis_url: str, config: RelayConfig) -> Iterator[str]:
+    """One worker: uvicorn on a free port with the relay routes (the bundled recordings and
+    loops), its own Relay, on its own thread and event loop."""
+    from starlette.applications import Starlette
+
+    from streamfold.web.relay_routes import relay_lifespan, relay_routes
+
+    relay = Relay.from_url(redis_url, config)
+    app = Starlette(routes=relay_routes(relay), lifespan=relay_lifespan(relay))
+    with serve_in_thread(app) as url:
+        yield url
+
+
+def _loop() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((bundled_recordings() / f"{LOOP}.loop.json").read_text())
+    return data
+
+
+def _wait_for_step(redis_url: str, config: RelayConfig, turn: str, step: int) -> None:
+    """Until the turn has begun its step `step` (read through a Relay of the test's own)."""
+
+    async def watch() -> None:
+        async with Relay.from_url(redis_url, config) as relay:
+            async for item in relay.subscribe_turn(turn):
+                if item.step >= step:
+                    return
+
+    asyncio.run(asyncio.wait_for(watch(), 30))
+
+
+def _turn_items(redis_url: str, config: RelayConfig, turn: str) -> list[Any]:
+    async def read() -> list[Any]:
+        async with Relay.from_url(redis_url, config) as relay:
+            return [item async for item in relay.subscribe_turn(turn)]
+
+    return asyncio.run(asyncio.wait_for(read(), 30))
+
+
+def _agui_reader(node: str) -> subprocess.Popen[str]:
+    """An HttpAgent run, started now (node takes a while to start), told where to go later."""
+    return subprocess.Popen(
+        [node, "read-agui.mjs"], cwd=JS, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _go(reader: subprocess.Popen[str], runs: dict[str, Any]) -> None:
+    assert reader.stdin is not None
+    reader.stdin.write(json.dumps(runs))
+    reader.stdin.close()
+    reader.stdin = None  # communicate() then reads the answer alone
+
+
+def _result(reader: subprocess.Popen[str]) -> dict[str, Any]:
+    try:
+        out, err = reader.communicate(timeout=120)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.communicate()
+    assert reader.returncode == 0, err
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def _read_ui_streams(node: str, bodies: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [node, "read-ui-stream.mjs"], cwd=JS, input=json.dumps(bodies), capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def _get(url: str) -> str:
+    import httpx
+
+    with httpx.Client(timeout=60) as http:
+        response = http.get(url)
+        assert response.status_code == 200, response.text
+        assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+        return response.text
+
+
+def _plain_ui_stream(turn: str) -> str:
+    """The loop as the page's own (non-relay) stream folds it, as one UI message."""
+    from streamfold.web import _bundled, _loop_events, find_loops, find_recordings
+
+    directory = _bundled()
+    loop = {x.name: x for x in find_loops(directory, find_recordings(directory))}[LOOP]
+
+    async def events() -> list[Any]:
+        return [event async for event in _loop_events(loop, 0)]
+
+    chunks = to_ui_message_stream(asyncio.run(events()), message_id=turn)
+    return b"".join(encode_sse(chunks)).decode()
+
+
+def _untimed(message: dict[str, Any]) -> dict[str, Any]:
+    """The UIMessage without the `timing` a local fold measures on its own clock (the
+    relay's fold ran elsewhere, at another pace): everything else must be equal."""
+    metadata = dict(message["metadata"])
+    metadata.pop("timing", None)
+    metadata["steps"] = [{k: v for k, v in s.items() if k != "timing"} for s in metadata["steps"]]
+    return {**message, "metadata": metadata}
+
+
+USER = {"id": "user-1", "role": "user", "content": "Which version is fixed?"}
+
+
+def test_a_turn_reaches_early_and_late_readers_on_either_worker(
+    redis_server: RedisServer,
+) -> None:
+    import httpx
+
+    node = _node_ready()
+    loop = _loop()
+    result = loop["steps"][1]["tool_result"]
+    answer = loop["steps"][2]["message"]["content"][0]["content"]
+    config = _config()
+    early_agui, late_agui = _agui_reader(node), _agui_reader(node)
+    with (
+        _worker(redis_server.url, config) as a,
+        _worker(redis_server.url, config) as b,
+        httpx.Client() as http,
+        ThreadPoolExecutor(2) as pool,
+    ):
+        started = http.post(f"{a}/relay/turn/start", json={"loop": LOOP, "speed": SPEED})
+        assert started.status_code == 200, started.text
+        turn = started.json()["id"]
+        # From the start: the UI stream on the other worker, AG-UI on this one.
+        early_ui = pool.submit(_get, f"{b}/relay/turn/ui-stream/{turn}")
+        run = {"threadId": "thread", "runId": "run-early", "initialMessages": [USER]}
+        _go(early_agui, {"early": {"url": f"{a}/relay/turn/agui/{turn}", **run}})
+        # Late: while the answer is being written, after the first response and the tool.
+        _wait_for_step(redis_server.url, config, turn, 2)
+        late_ui = pool.submit(_get, f"{a}/relay/turn/ui-stream/{turn}")
+        run = {"threadId": "thread", "runId": "run-late", "initialMessages": [USER]}
+        _go(late_agui, {"late": {"url": f"{b}/relay/turn/agui/{turn}", **run}})
+        early, late = _result(early_agui)["early"], _result(late_agui)["late"]
+        bodies = {"early": early_ui.result(), "late": late_ui.result()}
+        # After the end: a reader gets it all as one snapshot, then the run's end.
+        after = http.post(f"{b}/relay/turn/agui/{turn}")
+        assert after.status_code == 200
+        assert "MESSAGES_SNAPSHOT" in after.text and "RUN_FINISHED" in after.text
+
+    # AG-UI: both runs are valid to the client (its event-order checks) and leave the same
+    # messages: the chat's own first, then the loop's.
+    assert early["error"] is None and late["error"] is None, (early["error"], late["error"])
+    assert early["snapshot"] is None  # there from the start: the run as it went
+    assert early["events"].count("STEP_STARTED") == 2
+    assert late["events"][:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STEP_STARTED"]
+    assert late["events"].count("STEP_STARTED") == 1  # only the answer's step went live
+    assert late["events"].count("TOOL_CALL_RESULT") == 0  # it was in the snapshot
+    assert early["outcome"] == late["outcome"] == "success"
+    assert late["messages"] == early["messages"]
+    messages = early["messages"]
+    assert messages[0] == USER
+    assert late["snapshot"] == [m["id"] for m in messages[: len(late["snapshot"])]]
+    tool = [m for m in messages if m["role"] == "tool"]
+    assert [(m["toolCallId"], m["content"]) for m in tool] == [
+        (result["tool_call_id"], result["content"])
+    ]
+    assert messages[-1]["role"] == "assistant" and messages[-1]["content"] == answer
+    assert any(m["role"] == "reasoning" for m in messages)
+
+    # The UI message stream: the same UIMessage for a reader there from the start, one
+    # that came late, and the page's own stream of the same loop without the relay.
+    bodies["plain"] = _plain_ui_stream(turn)
+    read = _read_ui_streams(node, bodies)
+    for name in ("early", "late", "plain"):
+        assert read[name]["errors"] == [] and read[name]["valid"], (name, read[name])
+    plain = _untimed(read["plain"]["message"])
+    assert _untimed(read["early"]["message"]) == plain
+    assert _untimed(read["late"]["message"]) == plain
+    parts = read["plain"]["message"]["parts"]
+    assert [p["type"] for p in parts].count("step-start") == 2
+    outputs = [p for p in parts if p.get("state") == "output-available"]
+    assert [p["output"] for p in outputs] == [result["content"]]
+
+
+def test_a_stop_sent_to_the_other_worker_ends_the_turn_cancelled_for_every_reader(
+    redis_server: RedisServer,
+) -> None:
+    import httpx
+
+    node = _node_ready()
+    config = _config()
+    agui = _agui_reader(node)
+    with (
+        _worker(redis_server.url, config) as a,
+        _worker(redis_server.url, config) as b,
+        httpx.Client() as http,
+        ThreadPoolExecutor(2) as pool,
+    ):
+        started = http.post(f"{a}/relay/turn/start", json={"loop": LOOP, "speed": 0.02})
+        turn = started.json()["id"]
+        ui = pool.submit(_get, f"{b}/relay/turn/ui-stream/{turn}")
+        _go(agui, {"run": {"url": f"{a}/relay/turn/agui/{turn}", "threadId": "t", "runId": "r"}})
+        _wait_for_step(redis_server.url, config, turn, 0)  # the first response is under way
+        stopped = http.post(f"{b}/relay/turn/stop/{turn}")
+        assert stopped.status_code == 202 and stopped.json() == {"id": turn, "stopping": True}
+        run = _result(agui)["run"]
+        body = ui.result()
+        items = _turn_items(redis_server.url, config, turn)
+
+    # The turn: the response it stopped, cancelled, then its end; no tool result after it.
+    kinds = [type(i.item).__name__ for i in items]
+    assert "ToolResult" not in kinds
+    end = items[-1].item
+    assert isinstance(end, TurnCompleted) and end.status == "cancelled"
+    last = [i.item.event for i in items if hasattr(i.item, "event")][-1]
+    assert last.type == "message_completed" and last.message.status == "cancelled"
+    assert not any(isinstance(i.item, ToolResult) for i in items)
+    # Every reader heard it: the AG-UI run finished cancelled, the UI stream's message
+    # finished with the response's cancelled end.
+    assert run["error"] is None and run["outcome"] == "cancelled"
+    read = _read_ui_streams(node, {"ui": body})["ui"]
+    assert read["errors"] == [] and read["chunks"][-1] == "finish"
+    assert read["message"]["parts"].count({"type": "step-start"}) == 1
