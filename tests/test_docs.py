@@ -99,6 +99,7 @@ def test_every_python_block_is_run_or_says_why_not() -> None:
             "live-ui.md: from starlette.responses import StreamingResponse",
             "live-ui.md: from streamfold import ToolResult, fold",
             "agent-loops.md: from streamfold import ToolResult, fold",
+            "agent-loops.md: from streamfold.agui import AGUIEncoder, encode_agui_sse",
             "live-ui.md: from streamfold import encode",
             "providers/index.md: class LineChat(streamfold.Decoder):",
             "providers/streamfold.md: CP = streamfold.ContentPart",
@@ -305,6 +306,39 @@ def test_the_agent_loop_agui_example() -> None:
     assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
     assert types.count("STEP_STARTED") == 2
     assert types.index("TOOL_CALL_RESULT") < types.index("STEP_STARTED", 2)
+
+
+def test_the_agent_loop_late_joiner_example() -> None:
+    pytest.importorskip("ag_ui")
+    from ag_ui.core import UserMessage
+
+    from streamfold import ToolResult, fold
+
+    first = list(fold([read("anthropic/thinking-then-tool-use.sse")], provider="anthropic"))
+    call = first[-1].message.tool_calls[0]
+    result = ToolResult(tool_call_id=call.call_id, name=call.name, content="3.2.1")
+    second = list(fold([read("anthropic/text-basic.sse")], provider="anthropic"))
+    namespace: dict[str, Any] = {
+        "ToolResult": ToolResult,
+        "so_far": [*first, result],
+        "rest": second,
+        "history": [UserMessage(id="user-1", content="Which version?")],
+    }
+    exec(_block("agent-loops.md: from streamfold.agui import AGUIEncoder, encode_agui_sse"),
+         namespace)  # fmt: skip
+    events = [
+        json.loads(line[6:])
+        for line in b"".join(namespace["body"]).decode().splitlines()
+        if line.startswith("data: ")
+    ]
+    types = [e["type"] for e in events]
+    assert types[:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STEP_STARTED"]
+    assert types[-1] == "RUN_FINISHED" and types.count("STEP_STARTED") == 1
+    snapshot = events[1]["messages"]
+    assert [m["role"] for m in snapshot] == ["user", "reasoning", "assistant", "tool"]
+    assert snapshot[2]["toolCalls"][0]["id"] == call.call_id
+    assert snapshot[3] == {"id": f"run-1-result-{call.call_id}", "role": "tool",
+                           "content": "3.2.1", "toolCallId": call.call_id}  # fmt: skip
 
 
 def test_the_ui_messages_example() -> None:
