@@ -105,6 +105,7 @@ class AGUIEncoder:
         self._usage: list[Any] = []
         self._pending: dict[str, str | None] = {}  # calls waiting for the app -> approval id
         self._error: tuple[str, str | None] | None = None
+        self._aborted = False
 
     def _id(self, index: int) -> str:
         return f"{self.id_prefix}-{self._step}-{index}"
@@ -130,6 +131,12 @@ class AGUIEncoder:
         """The events ended: open parts and the step end, then `RUN_FINISHED` (or
         `RUN_ERROR` when the provider reported an error)."""
         return self._record(self._close())
+
+    def abort(self) -> list[BaseEvent]:
+        """The user stopped the run: open parts and the step end, then `RUN_FINISHED` with
+        the outcome `cancelled`, whatever the last response's status."""
+        self._aborted = True
+        return self.close()
 
     def messages(self) -> list[Any]:
         """The run's messages so far, as an AG-UI client builds them from the events given
@@ -355,7 +362,7 @@ class AGUIEncoder:
     def _outcome(self) -> Any:
         core = self._core
         last = self._last
-        if last is not None and last.status == "cancelled":
+        if self._aborted or (last is not None and last.status == "cancelled"):
             return core.RunFinishedCancelledOutcome(type="cancelled")
         asked = [(call, approval) for call, approval in self._pending.items() if approval]
         if asked:

@@ -80,13 +80,18 @@ def _loop() -> dict[str, Any]:
     return data
 
 
-def _wait_for_step(redis_url: str, config: RelayConfig, turn: str, step: int) -> None:
-    """Until the turn has begun its step `step` (read through a Relay of the test's own)."""
+def _wait_for_step(
+    redis_url: str, config: RelayConfig, turn: str, step: int, *, ended: bool = False
+) -> None:
+    """Until the turn has begun its step `step` (`ended`: until that response ended), read
+    through a Relay of the test's own."""
 
     async def watch() -> None:
         async with Relay.from_url(redis_url, config) as relay:
             async for item in relay.subscribe_turn(turn):
-                if item.step >= step:
+                event = getattr(item.item, "event", None)
+                done = getattr(event, "type", None) == "message_completed"
+                if item.step > step or (item.step == step and (done or not ended)):
                     return
 
     asyncio.run(asyncio.wait_for(watch(), 30))
@@ -244,8 +249,9 @@ def test_a_turn_reaches_early_and_late_readers_on_either_worker(
     assert [p["output"] for p in outputs] == [result["content"]]
 
 
+@pytest.mark.parametrize("when", ["in-a-response", "while-the-tool-runs"])
 def test_a_stop_sent_to_the_other_worker_ends_the_turn_cancelled_for_every_reader(
-    redis_server: RedisServer,
+    redis_server: RedisServer, when: str
 ) -> None:
     import httpx
 
@@ -258,28 +264,30 @@ def test_a_stop_sent_to_the_other_worker_ends_the_turn_cancelled_for_every_reade
         httpx.Client() as http,
         ThreadPoolExecutor(2) as pool,
     ):
-        started = http.post(f"{a}/relay/turn/start", json={"loop": LOOP, "speed": 0.02})
+        started = http.post(f"{a}/relay/turn/start", json={"loop": LOOP, "speed": SPEED})
         turn = started.json()["id"]
         ui = pool.submit(_get, f"{b}/relay/turn/ui-stream/{turn}")
         _go(agui, {"run": {"url": f"{a}/relay/turn/agui/{turn}", "threadId": "t", "runId": "r"}})
-        _wait_for_step(redis_server.url, config, turn, 0)  # the first response is under way
+        # The first response under way, or over (the app running its tool, 4 s).
+        _wait_for_step(redis_server.url, config, turn, 0, ended=when != "in-a-response")
         stopped = http.post(f"{b}/relay/turn/stop/{turn}")
         assert stopped.status_code == 202 and stopped.json() == {"id": turn, "stopping": True}
         run = _result(agui)["run"]
         body = ui.result()
         items = _turn_items(redis_server.url, config, turn)
 
-    # The turn: the response it stopped, cancelled, then its end; no tool result after it.
-    kinds = [type(i.item).__name__ for i in items]
-    assert "ToolResult" not in kinds
+    # The turn: the first response (cut, if it was being written), then its end; no tool
+    # result, no second response after the stop.
+    assert {i.step for i in items} == {0, 1}
+    assert not any(isinstance(i.item, ToolResult) for i in items)
     end = items[-1].item
     assert isinstance(end, TurnCompleted) and end.status == "cancelled"
     last = [i.item.event for i in items if hasattr(i.item, "event")][-1]
-    assert last.type == "message_completed" and last.message.status == "cancelled"
-    assert not any(isinstance(i.item, ToolResult) for i in items)
-    # Every reader heard it: the AG-UI run finished cancelled, the UI stream's message
-    # finished with the response's cancelled end.
-    assert run["error"] is None and run["outcome"] == "cancelled"
+    assert last.type == "message_completed"
+    assert last.message.status == ("cancelled" if when == "in-a-response" else "complete")
+    # Every reader heard it: the AG-UI run finished cancelled, the UI stream ended with
+    # `abort` (useChat shows the message stopped).
+    assert run["error"] is None and run["outcome"] == "cancelled", run
     read = _read_ui_streams(node, {"ui": body})["ui"]
-    assert read["errors"] == [] and read["chunks"][-1] == "finish"
+    assert read["errors"] == [] and read["chunks"][-1] == "abort"
     assert read["message"]["parts"].count({"type": "step-start"}) == 1

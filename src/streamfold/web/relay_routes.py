@@ -67,6 +67,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+from ..drive import adrive
 from ..errors import StreamfoldError, UsageError
 from ..events import Event
 from ..events_json import event_to_json
@@ -82,7 +83,13 @@ from ..relay import (
     TurnRelayed,
     _turn_keys,
 )
-from ..ui import UI_MESSAGE_STREAM_HEADERS, aencode_sse, ato_ui_message_stream
+from ..ui import (
+    UI_MESSAGE_STREAM_HEADERS,
+    UIMessageChunk,
+    UIMessageStreamEncoder,
+    aencode_sse,
+    ato_ui_message_stream,
+)
 from . import _bundled, _error, _loop_steps, _paced, _speed, find_loops, find_recordings
 from .guard import RequestRefused, read_json
 
@@ -185,12 +192,32 @@ async def _checked_turn(
 
 
 async def _turn_events(
-    items: AsyncIterator[TurnRelayed],
+    items: AsyncIterator[TurnRelayed], ended: list[TurnCompleted]
 ) -> AsyncIterator[Event | ToolResult]:
-    """The turn's items as what the UI and AG-UI encoders take."""
+    """The turn's items as what the UI and AG-UI encoders take; its end, in `ended`."""
     async for item in items:
+        if isinstance(item.item, TurnCompleted):
+            ended.append(item.item)
         for event in item.events():
             yield event
+
+
+class _StoppedTurn:
+    """A UI message stream encoder that ends a stopped turn with `abort` (`useChat` shows
+    the message as stopped, not finished), whatever response was last."""
+
+    def __init__(self, encoder: UIMessageStreamEncoder, ended: list[TurnCompleted]) -> None:
+        self.encoder = encoder
+        self.ended = ended
+        self.start = encoder.start
+        self.feed = encoder.feed
+        self.tool_result = encoder.tool_result
+        self.fail = encoder.fail
+
+    def close(self) -> list[UIMessageChunk]:
+        if self.ended and self.ended[-1].status == "cancelled":
+            return self.encoder.abort("stopped")
+        return self.encoder.close()
 
 
 async def _unless_stopped(
@@ -249,6 +276,7 @@ async def _agui_run(
     caught_up = known == 0
     held: list[Any] = encoder.start()  # the run so far, until the reader is caught up
     failed: BaseException | str | None = None
+    stopped_turn = False
 
     def join() -> list[Any]:
         if not encoder.messages():
@@ -268,6 +296,7 @@ async def _agui_run(
                 for event in join():
                     yield event
             if isinstance(inner, TurnCompleted):
+                stopped_turn = inner.status == "cancelled"
                 if inner.status in ("error", "incomplete"):
                     why = "its producer was lost" if inner.synthetic else "it failed"
                     failed = f"the turn ended {inner.status}: {why}"
@@ -286,7 +315,13 @@ async def _agui_run(
     if not caught_up:
         for event in join():
             yield event
-    for event in encoder.fail(failed) if failed is not None else encoder.close():
+    if failed is not None:
+        last = encoder.fail(failed)
+    elif stopped_turn:
+        last = encoder.abort()  # stopped between responses too: the run was cancelled
+    else:
+        last = encoder.close()
+    for event in last:
         yield event
 
 
@@ -505,8 +540,10 @@ def relay_routes(
         if isinstance(first, Response):
             return first
         stopped: list[RelayStopped] = []
-        events = _turn_events(_checked_turn(first, items, stopped))
-        body = aencode_sse(ato_ui_message_stream(events, message_id=turn_id))
+        ended: list[TurnCompleted] = []
+        events = _turn_events(_checked_turn(first, items, stopped), ended)
+        encoder = _StoppedTurn(UIMessageStreamEncoder(message_id=turn_id), ended)
+        body = aencode_sse(adrive(encoder, events))
         body = _unless_stopped(body, stopped)
         headers = {**UI_MESSAGE_STREAM_HEADERS, "x-streamfold-relay": turn_id}
         return StreamingResponse(body, headers=headers)
