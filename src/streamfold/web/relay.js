@@ -1,7 +1,8 @@
 // Resumable replays through the Redis relay (streamfold.relay): the replay's stream id goes
 // in the page's URL (?relay=<id>), so a reload, served by any worker, follows the same
 // stream: the server sends the message so far, then the rest, live. The view is rebuilt
-// from that, so nothing shows twice.
+// from that, so nothing shows twice. An agent loop is relayed as a turn (?relay=<id>&turn=1):
+// its responses, as steps, and the tool results between them, as one message.
 
 import { MessageView, hooks, setStatus, sseData } from "./app.js";
 
@@ -22,17 +23,20 @@ async function available() {
   }
 }
 
-function setUrl(id, recording) {
+function setUrl(id, recording, turn) {
   const url = new URL(location.href);
   if (id) url.searchParams.set("relay", id);
   else url.searchParams.delete("relay");
+  if (id && turn) url.searchParams.set("turn", "1");
+  else url.searchParams.delete("turn");
   if (recording) url.searchParams.set("recording", recording); // selected again on reload
   history.replaceState(null, "", url);
 }
 
 // Follow a relayed stream to its end; after a dropped connection, start over from the
 // server's snapshot (a fresh view, so nothing is duplicated).
-async function follow(id) {
+async function follow(id, turn) {
+  const path = turn ? "/relay/turn/ui-stream/" : "/relay/ui-stream/";
   if (current) current.abort();
   const controller = new AbortController();
   current = controller;
@@ -42,7 +46,7 @@ async function follow(id) {
     setStatus("streaming", attempt ? "reconnected…" : "streaming…");
     let finished = false;
     try {
-      const response = await fetch(`/relay/ui-stream/${encodeURIComponent(id)}`, { signal: controller.signal });
+      const response = await fetch(`${path}${encodeURIComponent(id)}`, { signal: controller.signal });
       if (!response.ok) throw Object.assign(new Error((await response.json()).error?.message ?? response.statusText), { fatal: true });
       for await (const data of sseData(response.body)) {
         if (data === "[DONE]") { finished = true; break; }
@@ -75,8 +79,8 @@ async function start(recording, speed) {
     });
     const body = await response.json();
     if (!response.ok) throw new Error(body.error?.message ?? response.statusText);
-    setUrl(body.id, body.recording);
-    await follow(body.id);
+    setUrl(body.id, body.recording, body.turn);
+    await follow(body.id, body.turn);
   } catch (error) {
     const view = new MessageView($("#message"), $("#finish"), $("#counter"));
     view.on_error({ errorText: String(error.message ?? error) });
@@ -85,7 +89,8 @@ async function start(recording, speed) {
 }
 
 async function init() {
-  const wanted = new URLSearchParams(location.search).get("relay");
+  const params = new URLSearchParams(location.search);
+  const wanted = params.get("relay");
   if (!(await available())) return;
   const label = document.querySelector(".relay-switch");
   if (label) label.style.display = "";
@@ -100,7 +105,7 @@ async function init() {
   };
   if (wanted) {
     $("#relay").checked = true;
-    follow(wanted);
+    follow(wanted, params.get("turn") === "1");
   }
 }
 

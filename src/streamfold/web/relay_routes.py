@@ -21,10 +21,12 @@
 An agent loop's turn (several responses and the tool results between them, see
 `Relay.turn`) has routes of its own:
 
-    POST /relay/turn/start          {"loop": <name>, "speed": <f>} -> {"id": <turn id>}
-                                    this worker plays the demo loop (`<name>.loop.json`
-                                    among the recordings) as a turn: each response folded
-                                    and published, each tool result in its place
+    POST /relay/turn/start          {"loop": <name>, "speed": <f>} -> {"id": <turn id>,
+                                    "recording": <name>, "turn": true}: this worker plays
+                                    the demo loop (`<name>.loop.json` among the
+                                    recordings) as a turn: each response folded and
+                                    published, each tool result in its place (the page's
+                                    /relay/start does the same for a loop's name)
     GET  /relay/turn/ui-stream/{id} the turn as one UI message stream, from any worker:
                                     each response a step, the tool results between them
                                     (what `to_ui_message_stream` gives for the same
@@ -90,7 +92,16 @@ from ..ui import (
     aencode_sse,
     ato_ui_message_stream,
 )
-from . import _bundled, _error, _loop_steps, _paced, _speed, find_loops, find_recordings
+from . import (
+    DemoLoop,
+    _bundled,
+    _error,
+    _loop_steps,
+    _paced,
+    _speed,
+    find_loops,
+    find_recordings,
+)
 from .guard import RequestRefused, read_json
 
 try:
@@ -449,13 +460,17 @@ def relay_routes(
             return body
         wanted = body.get("recording") or request.query_params.get("recording")
         recording = by_name.get(wanted) if isinstance(wanted, str) else None
-        if recording is None:
+        loop = loops.get(wanted) if isinstance(wanted, str) else None
+        if recording is None and loop is None:
             return _error(404, f"no recording named {wanted!r} (see /ui-recordings)")
         raw_speed = body.get("speed", request.query_params.get("speed"))
         try:
             pace = _speed(None if raw_speed is None else str(raw_speed), default_speed)
         except UsageError as exc:
             return _error(400, str(exc))
+        if loop is not None:  # the page's loops: a turn, followed at /relay/turn/ui-stream
+            return await begin_turn(loop, pace)
+        assert recording is not None
         nonlocal starting
         refused = full()
         if refused is not None:
@@ -497,6 +512,9 @@ def relay_routes(
             pace = _speed(None if raw_speed is None else str(raw_speed), default_speed)
         except UsageError as exc:
             return _error(400, str(exc))
+        return await begin_turn(loop, pace)
+
+    async def begin_turn(loop: DemoLoop, pace: float) -> Response:
         nonlocal starting
         refused = full()
         if refused is not None:
@@ -528,7 +546,7 @@ def relay_routes(
                 _log.exception("relay turn %s failed", turn_id)
 
         keep(asyncio.create_task(play(), name=f"relay-turn-{turn_id}"))
-        return JSONResponse({"id": turn_id, "loop": loop.name})
+        return JSONResponse({"id": turn_id, "recording": loop.name, "turn": True})
 
     async def turn_ui_stream(request: Request) -> Response:
         turn_id = request.path_params["id"]
