@@ -213,6 +213,13 @@ def test_a_turn_reaches_early_and_late_readers_on_either_worker(
         after = http.post(f"{b}/relay/turn/agui/{turn}")
         assert after.status_code == 200
         assert "MESSAGES_SNAPSHOT" in after.text and "RUN_FINISHED" in after.text
+        # Misuse is refused, saying what was expected.
+        refused = http.post(f"{a}/relay/turn/agui/{turn}", json={"threadId": 1})
+        assert refused.status_code == 400 and "RunAgentInput" in refused.text
+        assert http.post(f"{a}/relay/turn/agui/not%20an%20id").status_code == 400
+        assert http.get(f"{b}/relay/turn/ui-stream/not%20an%20id").status_code == 400
+        unknown = http.post(f"{a}/relay/turn/start", json={"loop": "loops/none"})
+        assert unknown.status_code == 404 and "no loop named" in unknown.text
 
     # AG-UI: both runs are valid to the client (its event-order checks) and leave the same
     # messages: the chat's own first, then the loop's.
