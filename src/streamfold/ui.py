@@ -302,9 +302,10 @@ def _responses_tool(kind: str, block: dict[str, Any]) -> _ProviderTool | None:
         # The search itself is the input (its query); the pages it found are the output.
         args = {k: v for k, v in action.items() if k != "sources"}
     if kind == "mcp_call":
-        name = block.get("name") if isinstance(block.get("name"), str) else ""
-        if not name:
+        mcp_name = block.get("name")
+        if not isinstance(mcp_name, str) or not mcp_name:
             return None
+        name = mcp_name
         try:
             args = json.loads(block.get("arguments") or "{}")
         except ValueError:
@@ -807,16 +808,16 @@ class UIMessageStreamEncoder:
             else:
                 return self._provider_call(index, call_id, tool, options)
         if tool is not None and tool.result:
-            call_id = tool.call_id
-            if call_id is None and self._unanswered:
-                call_id = self._unanswered[-1]  # Gemini's result follows its code, unnamed
-            if call_id in self._unanswered:
-                self._unanswered.remove(call_id)
-                after = index - self._provider_calls[call_id] - 1
-                meta = {PROVIDER_BLOCK_KEY: options}
+            answered = tool.call_id
+            if answered is None and self._unanswered:
+                answered = self._unanswered[-1]  # Gemini's result follows its code, unnamed
+            if answered is not None and answered in self._unanswered:
+                self._unanswered.remove(answered)
+                meta: dict[str, Any] = {PROVIDER_BLOCK_KEY: options}
+                after = index - self._provider_calls[answered] - 1
                 if after:
                     meta[_RESULT_AFTER_KEY] = after
-                return [_provider_output(call_id, tool, meta)]
+                return [_provider_output(answered, tool, meta)]
         return [{"type": DATA_BLOCK, "id": pid, "data": options}]
 
     def _provider_call(
@@ -1624,11 +1625,11 @@ def _load_step(
             blocks = _provider_blocks(tool, where) if tool.providerExecuted else None
             if blocks is not None:
                 # A tool the provider ran, from streamfold: its own blocks back, in place.
-                call, result = blocks
-                content.append(call)
+                call_block, result_block = blocks
+                content.append(call_block)
                 slot += 1
-                if result is not None:
-                    later.append((slot + result[0], result[1]))
+                if result_block is not None:
+                    later.append((slot + result_block[0], result_block[1]))
                     later.sort(key=_slot_of)
                     while later and later[0][0] <= slot:
                         content.append(later.pop(0)[1])
