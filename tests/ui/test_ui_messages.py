@@ -416,3 +416,153 @@ def test_anything_is_history_or_a_clear_refusal(value: list[dict[str, Any]]) -> 
     except UIMessagesError:
         return
     assert all(isinstance(m, Message) for m in history)
+
+
+# --- tools the provider ran ------------------------------------------------------------------
+
+# Each recording's tools the provider ran, as convertToModelMessages gives them: the call
+# (id, name, input) and its result's model output, read off the recordings by hand.
+_RAN = {
+    "anthropic/code-execution-bash-thinking.sse": [
+        (
+            "srvtoolu_01MwXaweAHve88x6s3Fc8x6Q",
+            "bash_code_execution",
+            {"command": 'echo "65465-6544 * 65464-6+1.02255" | bc -l'},
+            {
+                "type": "json",
+                "value": {
+                    "type": "bash_code_execution_result",
+                    "stdout": "-428330955.97745\n",
+                    "stderr": "",
+                    "return_code": 0,
+                    "content": [],
+                },
+            },
+        )
+    ],
+    "anthropic/text-editor-code-execution.sse": [
+        (
+            "srvtoolu_01Xd8YZU6yAcvd5JbLCTRfFi",
+            "text_editor_code_execution",
+            {"command": "create", "path": "/tmp/hello.txt", "file_text": "Hello, world!"},
+            {
+                "type": "json",
+                "value": {
+                    "type": "text_editor_code_execution_create_result",
+                    "is_file_update": False,
+                },
+            },
+        ),
+        (
+            "srvtoolu_01F3VxYFjEyogm8Ynuc75zfs",
+            "text_editor_code_execution",
+            {"command": "view", "path": "/tmp/hello.txt"},
+            {
+                "type": "error-json",
+                "value": "Tool response parsing error for view: Failed to parse tool response "
+                "as JSON: unexpected character: line 1 column 1 (char 0)",
+            },
+        ),
+        (
+            "srvtoolu_01UZ1EtACaBJ87pPA9guaxHU",
+            "text_editor_code_execution",
+            {"command": "view", "path": "/tmp/hello.txt"},
+            {
+                "type": "json",
+                "value": {
+                    "type": "text_editor_code_execution_view_result",
+                    "file_type": "text",
+                    "content": "Hello, world!",
+                    "num_lines": 1,
+                    "start_line": 1,
+                    "total_lines": 1,
+                },
+            },
+        ),
+    ],
+    "gemini/code-execution.sse": [
+        (
+            "8xju7mua",
+            "code_execution",
+            {
+                "language": "PYTHON",
+                "code": "result = 65465 - 6544 * 65464 - 6 + 1.02255\nprint(result)",
+            },
+            {"type": "json", "value": {"outcome": "OUTCOME_OK", "output": "-428330955.97745\n"}},
+        )
+    ],
+    "openai-responses/web-search-reasoning.sse": [
+        (
+            "ws_00a60507bf41223d0068c9d30021d081a0962d80d50c12e317",
+            "web_search",
+            {"type": "search", "query": "weather: San Francisco, CA"},
+            {
+                "type": "json",
+                "value": {
+                    "status": "completed",
+                    "sources": [{"type": "api", "name": "oai-weather"}],
+                },
+            },
+        )
+    ],
+}
+
+
+def test_tools_the_provider_ran_are_its_tool_calls_and_results() -> None:
+    """The package reads a tool the provider ran as a provider-executed tool call with
+    its result in the assistant's own message, not a result the app must send."""
+    dumps = {rel: dump_ui_messages(_turn(_recorded(rel))) for rel in _RAN}
+    judged = _node("ui-messages.mjs", dumps)
+    for rel, expected in _RAN.items():
+        verdict = judged[rel]
+        assert verdict["valid"], (rel, verdict["invalid"])
+        model = verdict["model"]
+        assert [m["role"] for m in model] == ["user", "assistant"], rel
+        content = model[1]["content"]
+        calls = [p for p in content if p["type"] == "tool-call"]
+        assert [(c["toolCallId"], c["toolName"], c["input"], c["providerExecuted"])
+                for c in calls] == [(i, n, a, True) for i, n, a, _ in expected]  # fmt: skip
+        results = {p["toolCallId"]: p for p in content if p["type"] == "tool-result"}
+        assert [results[i]["output"] for i, *_ in expected] == [o for *_, o in expected], rel
+        # Each result right after its call when it came right after it.
+        kinds = [(p["type"], p.get("toolCallId")) for p in content if "toolCallId" in p]
+        if rel != "anthropic/text-editor-code-execution.sse":
+            assert kinds == [(k, i) for i, *_ in expected for k in ("tool-call", "tool-result")]
+
+
+def test_an_mcp_tool_the_provider_ran_is_a_dynamic_tool() -> None:
+    """A tool of the provider's MCP server is none of the app's tools: a dynamic-tool part,
+    named inside, its result the server's."""
+    for rel, call_id, done in (
+        ("anthropic/mcp-tool-use-thinking.sse", "mcptoolu_01FZmJ5UspaX5BB9uU339UT1", list),
+        ("openai-responses/mcp-list-tools-and-call.sse",
+         "mcp_00b9cc7a23d047270068faa0e67fb0819fa9e21302c398e9ac", dict),
+    ):  # fmt: skip
+        (_, ui) = dump_ui_messages(_turn(_recorded(rel)))
+        (tool,) = [p for p in ui["parts"] if p["type"] == "dynamic-tool"]
+        assert (tool["toolName"], tool["toolCallId"], tool["state"], tool["providerExecuted"]) == (
+            "ask_question", call_id, "output-available", True,
+        )  # fmt: skip
+        assert tool["input"]["repoName"] == "pydantic/pydantic-ai"
+        assert isinstance(tool["output"], done)
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "anthropic/text-editor-code-execution.sse",  # two calls, then their two results
+        "anthropic/web-search-pause-turn.sse",  # the last call has no result yet
+        "gemini/code-execution.sse",
+        "bedrock/server-tool-code-execution-nova2.ndjson",
+        "openai-responses/mcp-list-tools-and-call.sse",  # a block that is no tool stays data
+        "openai-responses/code-interpreter-reasoning.sse",
+    ],
+)
+def test_the_provider_blocks_come_back_exactly(rel: str) -> None:
+    """The blocks of the tools the provider ran come back from the browser's message as
+    they were, each in its place."""
+    message = _recorded(rel)
+    (_, ui) = dump_ui_messages([Message.user("What now?"), message])
+    assert any(p.get("providerExecuted") for p in ui["parts"]), rel
+    (_, back) = load_ui_messages(json.dumps([{"id": "u", "role": "user", "parts": []}, ui]))
+    assert back.stream_order() == message.stream_order()
