@@ -13,7 +13,9 @@ however the bytes were split.
                   (tool-input-error when the arguments are not a JSON object)
     citations     source-url (web pages, places) / source-document, once per source
     image, file   file (a URL, or a data: URL for base64 content)
-    unsupported   data-provider-block, data = the part's options (the whole provider block)
+    server tool   a tool the provider ran (web search, code execution, MCP...), its call's
+                  block and its result's: one tool part with providerExecuted (see below)
+    unsupported   any other provider block: data-provider-block, data = the part's options
     typed output  data-output, id `output`, data = {"state": "partial" | "complete" |
                   "failed", "value", "error"} (`fold(..., output=Model)`; see below)
     provider err  error
@@ -22,6 +24,15 @@ however the bytes were split.
 Part options (narration markers, thinking signatures, ids, encrypted reasoning) travel as
 `providerMetadata: {"streamfold": <options>}` on the start and end chunks; the end chunk
 carries the final options (a streamed signature whole).
+
+A tool the provider ran is `tool-input-start` / `tool-input-available` (its input: the
+block's input, a Responses item's query or code, Gemini's code) when its call's block
+completes, then `tool-output-available` (the result block's content) or
+`tool-output-error` (the provider says it failed) when its result's does, all with
+`providerExecuted: true` (and `dynamic: true` for an MCP server's tool, none of the app's).
+The blocks themselves travel whole, `providerMetadata.streamfold.provider_block` on the
+call's chunks and on the result's, so `load_ui_messages` gives back the parts they came
+from, in place. A result whose call is not in the step stays a data-provider-block.
 
 Consecutive text parts of one utterance (Anthropic splits a cited answer into a text block
 per cited sentence, with lone ". " blocks between) are one text part on the wire: the
@@ -94,7 +105,8 @@ METADATA_KEY: Final = "streamfold"
 """The providerMetadata namespace that carries part options."""
 
 DATA_BLOCK: Final = "data-provider-block"
-"""The data chunk type for parts the protocol has no room for (server tool blocks...)."""
+"""The data chunk type for provider blocks the protocol has no room for (a container
+upload, an MCP tool list...): the tools the provider ran are tool parts."""
 
 DATA_OUTPUT: Final = "data-output"
 """The data chunk type of the structured output (`fold(..., output=Model)`), id `output`."""
@@ -1454,7 +1466,10 @@ def load_ui_messages(
     the results. `providerMetadata.streamfold` gives each part back its options
     (thinking signatures, ids, narration markers) and each call its metadata; the
     metadata's `steps` (what `dump_ui_messages` writes) give each step its provider,
-    model and response id. Sources become citations of the text they back; other data
+    model and response id. A tool the provider ran (`providerExecuted`) comes back as the
+    provider's own blocks kept in its metadata (`provider_block`), each in its place; one
+    without them (another server's) is a call marked `provider_executed`, its result the
+    provider's own to keep. Sources become citations of the text they back; other data
     parts and calls still being written are left out, as the package leaves them out.
 
     Raises UIMessagesError naming the message and part when the input is not UI messages.
@@ -1803,6 +1818,7 @@ __all__ = [
     "DATA_BLOCK",
     "MAX_UI_MESSAGES_BYTES",
     "METADATA_KEY",
+    "PROVIDER_BLOCK_KEY",
     "UI_ID_KEY",
     "UI_MESSAGE_STREAM_HEADERS",
     "UIMessage",
