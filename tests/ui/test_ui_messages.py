@@ -566,3 +566,19 @@ def test_the_provider_blocks_come_back_exactly(rel: str) -> None:
     assert any(p.get("providerExecuted") for p in ui["parts"]), rel
     (_, back) = load_ui_messages(json.dumps([{"id": "u", "role": "user", "parts": []}, ui]))
     assert back.stream_order() == message.stream_order()
+
+
+@pytest.mark.parametrize("rel", sorted(_CITED))
+def test_a_cited_answer_with_server_tools_goes_back_to_its_provider(rel: str) -> None:
+    """A cited answer comes back without the provider's citation objects, but the rest of
+    the request to its own provider (the searches it ran, their results, the text) is the
+    one the history makes without them."""
+    message = _recorded(rel)
+    bare = message.model_copy(
+        update={"content": [p.model_copy(update={"citations": []}) for p in message.content]}
+    )
+    history = [Message.user("What now?"), message]
+    back = load_ui_messages(json.dumps(dump_ui_messages(history)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert encode(back, origin(message)) == encode([history[0], bare], origin(message))
