@@ -368,6 +368,29 @@ def test_ids_and_steps_come_back() -> None:
             "citation ranges",
         ),
         ("[" * 5000 + "]" * 5000, "JSON"),
+        (
+            [
+                {
+                    "id": "a",
+                    "role": "assistant",
+                    "parts": [
+                        {
+                            "type": "tool-web_search",
+                            "toolCallId": "c",
+                            "state": "output-available",
+                            "input": {},
+                            "output": {},
+                            "providerExecuted": True,
+                            "callProviderMetadata": {"streamfold": {"provider_block": {}}},
+                            "resultProviderMetadata": {
+                                "streamfold": {"provider_block": {}, "after": -1}
+                            },
+                        }
+                    ],
+                }
+            ],
+            "after to be a count of parts",
+        ),
     ],
 )
 def test_bad_ui_messages_are_refused_with_a_reason(payload: Any, says: str) -> None:
@@ -388,7 +411,8 @@ _JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
         st.sampled_from(["id", "role", "parts", "type", "text", "state", "toolCallId",
                          "input", "output", "providerMetadata", "streamfold", "metadata",
-                         "steps", "approval", "url", "mediaType", "data"]), inner, max_size=5),
+                         "steps", "approval", "url", "mediaType", "data", "provider_block",
+                         "after"]), inner, max_size=5),
     max_leaves=30,
 )  # fmt: skip
 _PART_TYPES = ["text", "reasoning", "file", "step-start", "tool-x", "dynamic-tool",
@@ -402,7 +426,8 @@ _PART_TYPES = ["text", "reasoning", "file", "step-start", "tool-x", "dynamic-too
             {"id": st.text(max_size=3), "role": st.sampled_from(["user", "assistant", "system"]),
              "parts": st.lists(st.dictionaries(st.sampled_from(["type", "text", "toolCallId",
                  "state", "input", "output", "url", "mediaType", "data", "toolName",
-                 "providerMetadata", "errorText"]), _JSON, max_size=6).map(
+                 "providerMetadata", "errorText", "providerExecuted", "callProviderMetadata",
+                 "resultProviderMetadata"]), _JSON, max_size=6).map(
                  lambda d: d) | st.sampled_from(_PART_TYPES).map(lambda t: {"type": t}),
                  max_size=5)},
             optional={"metadata": _JSON},
