@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from record.test_recordings import READY
 from support import final_message, fold_bytes, read
 
-from streamfold import ContentPart, Message, ToolCall, ToolResult, encode
+from streamfold import ContentPart, Message, ToolCall, ToolResult, Usage, encode
 from streamfold.encoding import origin
 from streamfold.ui import (
     UI_ID_KEY,
@@ -607,3 +607,19 @@ def test_a_cited_answer_with_server_tools_goes_back_to_its_provider(rel: str) ->
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert encode(back, origin(message)) == encode([history[0], bare], origin(message))
+
+
+def test_every_token_count_comes_back() -> None:
+    """The usage `finish` sends is the one history read back holds, each count in place
+    (the counts the UI sees and the ones read back share one table)."""
+    usage = Usage(input_tokens=11, output_tokens=7, cache_read_tokens=5, cache_write_tokens=3,
+                  reasoning_tokens=2)  # fmt: skip
+    counts = set(Usage.model_fields) - {"raw", "cumulative"}
+    assert {k for k, v in usage.model_dump().items() if v} == counts  # every count is set
+    answer = Message.assistant("Done.").model_copy(update={"usage": usage})
+    (_, ui) = dump_ui_messages([Message.user("Go."), answer])
+    assert ui["metadata"]["usage"] == {"inputTokens": 11, "outputTokens": 7,
+                                       "cacheReadTokens": 5, "cacheWriteTokens": 3,
+                                       "reasoningTokens": 2, "totalTokens": 18}  # fmt: skip
+    (_, back) = load_ui_messages(json.dumps([{"id": "u", "role": "user", "parts": []}, ui]))
+    assert back.usage == usage
