@@ -623,3 +623,16 @@ def test_every_token_count_comes_back() -> None:
                                        "reasoningTokens": 2, "totalTokens": 18}  # fmt: skip
     (_, back) = load_ui_messages(json.dumps([{"id": "u", "role": "user", "parts": []}, ui]))
     assert back.usage == usage
+
+
+def test_tools_the_provider_ran_in_two_steps_come_back_in_each() -> None:
+    """Two responses of one turn, each with tools the provider ran: one UI message of two
+    steps, each step's blocks back in its own response."""
+    first = _recorded("anthropic/web-search-pause-turn.sse")
+    second = _recorded("anthropic/code-execution-bash-thinking.sse")
+    (_, ui) = dump_ui_messages([Message.user("What now?"), first, second])
+    assert [p["type"] for p in ui["parts"]].count("step-start") == 2
+    ran = [p for p in ui["parts"] if p.get("providerExecuted")]
+    assert len(ran) == 12  # eleven searches (the last unanswered), then the code it ran
+    (_, *back) = load_ui_messages(json.dumps([{"id": "u", "role": "user", "parts": []}, ui]))
+    assert [m.stream_order() for m in back] == [first.stream_order(), second.stream_order()]
