@@ -37,11 +37,14 @@ Waits (recorded pacing, `Faults.stall`, `ttft`, `tokens_per_second`) are divided
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import anyio.to_thread
+from anyio.lowlevel import RunVar
 
 from ..errors import UsageError
 
@@ -61,6 +64,9 @@ from .replayer import Chunk, Replayer, Reply, WireRequest
 from .scenario import Faults, NoTurnMatched, Scenario
 
 OnMiss = Literal["respond", "raise"]
+
+# Each async transport's lock, per event loop: a transport may outlive a test's loop.
+_ORDER: RunVar[weakref.WeakKeyDictionary[Any, anyio.Lock]] = RunVar("streamfold_replay_order")
 
 
 class _Transport:
@@ -191,7 +197,8 @@ class ReplayTransport(_Transport, httpx.BaseTransport, httpx2.BaseTransport):
 
 
 class AsyncReplayTransport(_Transport, httpx.AsyncBaseTransport, httpx2.AsyncBaseTransport):
-    """The async twin of `ReplayTransport`: its waits are `anyio.sleep`s."""
+    """The async twin of `ReplayTransport`: its waits are `anyio.sleep`s, and each answer
+    is worked out in a worker thread, off the event loop (asyncio or trio)."""
 
     async def handle_async_request(self, request: Any) -> Any:
         """Answer one request (an `httpx.Request` or an `httpx2.Request`)."""
@@ -199,10 +206,26 @@ class AsyncReplayTransport(_Transport, httpx.AsyncBaseTransport, httpx2.AsyncBas
         recording = self.recording
         if recording is not None and recording.mode == "all":
             return await recording.aforward(self, request)
-        reply = self.replayer.answer(wire)
+        reply = await self._answer(wire)
         if recording is not None and reply.miss is not None:
             return await recording.aforward(self, request, reply.miss)
         return self._response(request, reply, _AsyncStream(request, reply, self.speed))
+
+    async def _answer(self, wire: WireRequest) -> Reply:
+        """The replayer's answer, worked out in a worker thread: the request check (the
+        API's request schema, built on a first request: half a second for a Responses
+        one) and a recording read from disk would stall the app's other tasks. The lock,
+        taken in arrival order, keeps concurrent requests meeting the turns in the order
+        they came, as they did when answered on the loop."""
+        locks = _ORDER.get(None)
+        if locks is None:
+            locks = weakref.WeakKeyDictionary()
+            _ORDER.set(locks)
+        lock = locks.get(self)
+        if lock is None:
+            lock = locks[self] = anyio.Lock()
+        async with lock:
+            return await anyio.to_thread.run_sync(self.replayer.answer, wire)
 
 
 def _scenario_file(scenario: Scenario | None) -> Path | None:
