@@ -146,3 +146,14 @@ async def test_a_miss_raised_by_the_async_transport_is_the_same_error() -> None:
     )
     assert refused.status_code == 400
     assert refused.json()["error"]["param"].startswith("messages")
+
+
+def test_the_scenario_models_are_importable_from_the_package() -> None:
+    # A scenario written in Python names them all (a message's tool calls: ToolCallAnswer).
+    import streamfold.testing
+    from streamfold.testing import scenario
+
+    models = set(scenario.__all__) - {"API_NAMES"}
+    assert models <= set(streamfold.testing.__all__)
+    for name in models:
+        assert getattr(streamfold.testing, name) is getattr(scenario, name)
