@@ -31,7 +31,9 @@ anthropic SDK wraps any transport exception in `APIConnectionError` (the miss it
 
 Waits (recorded pacing, `Faults.stall`, `ttft`, `tokens_per_second`) are divided by
 `speed` (0: none at all); the sync transport sleeps with `time.sleep`, the async one with
-`anyio.sleep`.
+`anyio.sleep`. The async transport works out each answer (the request check, the turn's
+choice, a recording read from disk) in a worker thread, so the app's other tasks run
+meanwhile (asyncio or trio); concurrent requests still meet the turns in arrival order.
 """
 
 from __future__ import annotations
