@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import sniffio
 from support import REAL
 
 from streamfold import fold_message
@@ -84,11 +85,10 @@ def _text() -> str:
     return fold_message(MESSAGES_TEXT.read_bytes(), "anthropic").text or ""
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
-async def test_the_anthropic_and_openai_sdks_stream_on_asyncio_and_trio(
-    anyio_backend: str,
-) -> None:
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_anthropic_and_openai_sdks_stream_on_asyncio_and_trio(backend: str) -> None:
+    # anyio.run, not the anyio plugin: pytest-asyncio's auto mode would run the test on
+    # asyncio whatever the plugin's backend said.
     scenario = Scenario(
         [
             Turn(match=Match(api="messages"), recording="anthropic/text-basic.sse"),
@@ -97,17 +97,23 @@ async def test_the_anthropic_and_openai_sdks_stream_on_asyncio_and_trio(
         root=REAL,
     )
     transport = AsyncReplayTransport(scenario, speed=0)
-    an = anthropic.AsyncAnthropic(
-        api_key="t", base_url="http://r", http_client=httpx2.AsyncClient(transport=transport)
-    )
-    async with an.messages.stream(model="c", max_tokens=9, messages=USER) as stream:
-        message = await stream.get_final_message()
-    assert message.content[0].text == _text()
-    oa = openai.AsyncOpenAI(
-        api_key="t", base_url="http://r/v1", http_client=httpx.AsyncClient(transport=transport)
-    )
-    response = await oa.responses.create(model="gpt-4o", input="Capital of France?")
-    assert response.output_text == "Paris."
+
+    async def app() -> None:
+        assert sniffio.current_async_library() == backend
+        an = anthropic.AsyncAnthropic(
+            api_key="t", base_url="http://r", http_client=httpx2.AsyncClient(transport=transport)
+        )
+        async with an.messages.stream(model="c", max_tokens=9, messages=USER) as stream:
+            message = await stream.get_final_message()
+        assert message.content[0].text == _text()
+        http = httpx.AsyncClient(transport=transport)
+        oa = openai.AsyncOpenAI(api_key="t", base_url="http://r/v1", http_client=http)
+        response = await oa.responses.create(model="gpt-4o", input="Capital of France?")
+        assert response.output_text == "Paris."
+        await an.close()
+        await oa.close()
+
+    anyio.run(app, backend=backend)
     assert scenario.used == [1, 1]
 
 
