@@ -215,10 +215,10 @@ class AsyncReplayTransport(_Transport, httpx.AsyncBaseTransport, httpx2.AsyncBas
 
     async def _answer(self, wire: WireRequest) -> Reply:
         """The replayer's answer, worked out in a worker thread: the request check (the
-        API's request schema, built on a first request: half a second for a Responses
-        one) and a recording read from disk would stall the app's other tasks. The lock,
-        taken in arrival order, keeps concurrent requests meeting the turns in the order
-        they came, as they did when answered on the loop."""
+        API's request schema, its SDK types imported and built on a first request: up
+        to a second) and a recording read from disk would stall the app's other tasks.
+        The lock, taken in arrival order, keeps concurrent requests meeting the turns in
+        the order they came, as they did when answered on the loop."""
         locks = _ORDER.get(None)
         if locks is None:
             locks = weakref.WeakKeyDictionary()
