@@ -11,7 +11,7 @@ anthropic and google-genai SDKs accept only `httpx2` clients; openai takes eithe
 answers each request with a response of the request's own library. The routes are those
 of `streamfold serve` (`/v1/chat/completions`, `/v1/responses`, `/v1/messages`,
 `/v1beta/models/{model}:streamGenerateContent`, ...), whatever the host: no port, no
-thread, no server. Claude on Bedrock through the anthropic SDK's `AnthropicBedrock` (an
+server. Claude on Bedrock through the anthropic SDK's `AnthropicBedrock` (an
 httpx2 client) is answered too; boto3's `bedrock-runtime` client is botocore's, not httpx:
 point it at `streamfold serve` (`endpoint_url=`) instead.
 
