@@ -73,7 +73,7 @@ AS_IN_THE_README = ["index.md: import httpx", "relay.md: from streamfold.relay i
 TESTING_PAGE = [
     f"testing.md: # {name}"
     for name in ("test_weather.py", "test_frameworks.py", "test_claude.py", "test_retry.py")
-] + ["testing.md: # test_cut.py"]
+] + ["testing.md: # test_cut.py", "testing.md: # test_async_weather.py"]
 
 
 def test_every_python_block_is_run_or_says_why_not() -> None:

@@ -205,9 +205,10 @@ def test_the_ui_stream_carries_the_marker_on_the_text_part() -> None:
         ("narration", True),
         ("answer", True),
     ]
-    # The narration's end waits for its marker, and comes before the tool's block.
+    # The narration's end waits for its marker, and comes before the tool the provider ran.
     at = chunks.index(ends[0])
-    assert chunks[at + 1]["type"] == "data-provider-block"
+    assert chunks[at + 1]["type"] == "tool-input-start"
+    assert chunks[at + 1]["providerExecuted"] is True
 
 
 # --- 2. PartStarted never carries content: every character arrives in a PartDelta ----------

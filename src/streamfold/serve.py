@@ -49,7 +49,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from collections.abc import AsyncIterator, Collection
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +167,8 @@ class ReplayServer:
             return await self._forward(request, raw, reply.miss)
         if not _streams(reply):
             return Response(reply.body(), reply.status, headers=reply.headers)
+        if reply.drop:
+            return _CutStream(reply, self.speed)
         return StreamingResponse(
             _reply_chunks(reply, self.speed), reply.status, headers=reply.headers
         )
@@ -327,16 +331,56 @@ def _streams(reply: Reply) -> bool:
 
 
 async def _reply_chunks(reply: Reply, speed: float) -> AsyncIterator[bytes]:
-    """A reply's chunks, each after its wait (divided by `speed`; 0: none); a dropped
-    connection ends the response unfinished (the client reads an incomplete body)."""
+    """A reply's chunks, each after its wait (divided by `speed`; 0: none)."""
     for chunk in reply.chunks:
         wait = chunk.wait / speed if speed else 0.0
         if wait > 0:
             await anyio.sleep(wait)
         if chunk.data:
             yield chunk.data
-    if reply.drop:
-        raise ConnectionAbortedError(f"streamfold replay: cut after {reply.sent_description()}")
+
+
+# True in a request's task once a fault has cut its response on purpose.
+_CUT: ContextVar[bool] = ContextVar("streamfold_serve_cut", default=False)
+_log = logging.getLogger("streamfold.serve")
+
+
+class _CutStream(StreamingResponse):
+    """A reply whose connection a fault drops: its chunks sent, the response is left
+    unfinished, so the server closes the connection mid-body and the client reads an
+    incomplete body, as from a server that died. An exception would do the same, with
+    a traceback on the console that looks like a crash of the app."""
+
+    def __init__(self, reply: Reply, speed: float) -> None:
+        super().__init__(_reply_chunks(reply, speed), reply.status, headers=reply.headers)
+        self.sent = reply.sent_description()
+
+    async def stream_response(self, send: Any) -> None:
+        """Send the head and the chunks, and not the body's end."""
+        start = {"type": "http.response.start", "status": self.status_code}
+        await send({**start, "headers": self.raw_headers})
+        async for chunk in self.body_iterator:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await super().__call__(scope, receive, send)
+        _CUT.set(True)  # (here, not in the streaming task: the server's task sees it)
+        _log.info("streamfold serve: a fault dropped the connection after %s", self.sent)
+
+
+class _QuietCut(logging.Filter):
+    """Keeps uvicorn's "returned without completing response" error off the console for
+    a response a fault cut on purpose (only there: any other is a real error)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_CUT.get() and "without completing response" in record.getMessage())
+
+
+def _quiet_cuts() -> None:
+    """Install the `_QuietCut` filter on uvicorn's error logger, once per process."""
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietCut) for f in logger.filters):
+        logger.addFilter(_QuietCut())
 
 
 def _api_of(path: str) -> Api | None:
@@ -387,6 +431,7 @@ def create_app(
         directory, speed=speed, scenario=scenario, record=record, upstream=upstream, redact=redact
     )
     prepare_request_checks()  # once per process; a first request then answers at once
+    _quiet_cuts()
     routes = [
         Route("/v1/chat/completions", server.chat, methods=["POST"]),
         Route("/chat/completions", server.chat, methods=["POST"]),

@@ -13,7 +13,9 @@ however the bytes were split.
                   (tool-input-error when the arguments are not a JSON object)
     citations     source-url (web pages, places) / source-document, once per source
     image, file   file (a URL, or a data: URL for base64 content)
-    unsupported   data-provider-block, data = the part's options (the whole provider block)
+    server tool   a tool the provider ran (web search, code execution, MCP...), its call's
+                  block and its result's: one tool part with providerExecuted (see below)
+    unsupported   any other provider block: data-provider-block, data = the part's options
     typed output  data-output, id `output`, data = {"state": "partial" | "complete" |
                   "failed", "value", "error"} (`fold(..., output=Model)`; see below)
     provider err  error
@@ -22,6 +24,15 @@ however the bytes were split.
 Part options (narration markers, thinking signatures, ids, encrypted reasoning) travel as
 `providerMetadata: {"streamfold": <options>}` on the start and end chunks; the end chunk
 carries the final options (a streamed signature whole).
+
+A tool the provider ran is `tool-input-start` / `tool-input-available` (its input: the
+block's input, a Responses item's query or code, Gemini's code) when its call's block
+completes, then `tool-output-available` (the result block's content) or
+`tool-output-error` (the provider says it failed) when its result's does, all with
+`providerExecuted: true` (and `dynamic: true` for an MCP server's tool, none of the app's).
+The blocks themselves travel whole, `providerMetadata.streamfold.provider_block` on the
+call's chunks and on the result's, so `load_ui_messages` gives back the parts they came
+from, in place. A result whose call is not in the step stays a data-provider-block.
 
 Consecutive text parts of one utterance (Anthropic splits a cited answer into a text block
 per cited sentence, with lone ". " blocks between) are one text part on the wire: the
@@ -95,7 +106,8 @@ METADATA_KEY: Final = "streamfold"
 """The providerMetadata namespace that carries part options."""
 
 DATA_BLOCK: Final = "data-provider-block"
-"""The data chunk type for parts the protocol has no room for (server tool blocks...)."""
+"""The data chunk type for provider blocks the protocol has no room for (a container
+upload, an MCP tool list...): the tools the provider ran are tool parts."""
 
 DATA_OUTPUT: Final = "data-output"
 """The data chunk type of the structured output (`fold(..., output=Model)`), id `output`."""
@@ -164,17 +176,183 @@ def _provider_metadata(options: dict[str, Any]) -> dict[str, Any]:
     return {"providerMetadata": {METADATA_KEY: options}} if options else {}
 
 
+# The usage fields of `messageMetadata.usage` and the Usage fields they hold, both ways
+# (`message_metadata` writes them, `load_ui_messages` reads them back).
+_USAGE_FIELDS: Final = {
+    "inputTokens": "input_tokens",
+    "outputTokens": "output_tokens",
+    "cacheReadTokens": "cache_read_tokens",
+    "cacheWriteTokens": "cache_write_tokens",
+    "reasoningTokens": "reasoning_tokens",
+}
+
+
 def _usage(usage: Usage) -> dict[str, int]:
-    fields = {
-        "inputTokens": usage.input_tokens,
-        "outputTokens": usage.output_tokens,
-        "cacheReadTokens": usage.cache_read_tokens,
-        "cacheWriteTokens": usage.cache_write_tokens,
-        "reasoningTokens": usage.reasoning_tokens,
-    }
+    fields = {key: getattr(usage, name) for key, name in _USAGE_FIELDS.items()}
     out = {k: v for k, v in fields.items() if v is not None}
     out["totalTokens"] = usage.total_tokens
     return out
+
+
+# --- Tools the provider ran itself ---------------------------------------------------------
+#
+# A server tool arrives as `unsupported` parts holding the provider's blocks: Anthropic's
+# `server_tool_use` / `mcp_tool_use` then a `*_tool_result` block (Bedrock's `toolUse` of
+# type `server_tool_use` then its `toolResult`), Gemini's `executableCode` then
+# `codeExecutionResult`, or one Responses item holding call and result (`web_search_call`,
+# `code_interpreter_call`, `mcp_call`...). The AI SDK speaks of them as tool parts with
+# `providerExecuted: true`; the blocks themselves travel whole in the part's provider
+# metadata (`PROVIDER_BLOCK_KEY`), so history read back holds them exactly.
+
+PROVIDER_BLOCK_KEY: Final = "provider_block"
+"""The key, under providerMetadata.streamfold, of a provider-executed tool's own block."""
+
+_RESULT_AFTER_KEY: Final = "after"  # parts between a call's block and its result's
+
+
+class _ProviderTool:
+    """What one provider block says of a tool the provider ran: a call, its result, or both."""
+
+    __slots__ = ("call", "call_id", "dynamic", "error", "input", "name", "output", "result")
+
+    def __init__(self, *, call: bool, result: bool, call_id: str | None, name: str = "",
+                 input: Any = None, output: Any = None, error: str | None = None,
+                 dynamic: bool = False) -> None:  # fmt: skip
+        self.call = call
+        self.result = result
+        self.call_id = call_id
+        self.name = name
+        self.input = input
+        self.output = output
+        self.error = error
+        self.dynamic = dynamic  # a tool not in the app's set (an MCP server's): a dynamic-tool
+
+
+# Responses items that are a call the provider ran and its result in one: the tool's name
+# (the AI SDK's), and the item's fields that make the input (the rest is the output).
+_RESPONSES_TOOLS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
+    "web_search_call": ("web_search", ("action",)),
+    "code_interpreter_call": ("code_interpreter", ("code", "container_id")),
+    "file_search_call": ("file_search", ("queries",)),
+    "image_generation_call": ("image_generation", ()),
+    "mcp_call": ("", ("arguments",)),
+}
+_RESPONSES_DONE: Final = frozenset({"completed", "failed", "incomplete"})
+_RESPONSES_ITEM: Final = frozenset({"id", "type"})
+
+
+def _provider_tool(options: Mapping[str, Any]) -> _ProviderTool | None:
+    """The tool call or result an `unsupported` part's options hold, if any."""
+    block = options.get("block")
+    if not isinstance(block, dict):
+        return None
+    kind = block.get("type")
+    if kind in ("server_tool_use", "mcp_tool_use"):  # Anthropic
+        call_id, name, args = block.get("id"), block.get("name"), block.get("input")
+        if isinstance(call_id, str) and isinstance(name, str) and isinstance(args, dict):
+            return _ProviderTool(call=True, result=False, call_id=call_id, name=name,
+                                 input=args, dynamic=kind == "mcp_tool_use")  # fmt: skip
+        return None
+    if isinstance(kind, str) and kind.endswith("_tool_result"):  # Anthropic
+        call_id = block.get("tool_use_id")
+        if not isinstance(call_id, str):
+            return None
+        content = block.get("content")
+        error = None
+        if block.get("is_error") is True:  # mcp_tool_result
+            error = _block_text(content) or "the tool failed"
+        elif isinstance(content, dict) and str(content.get("type", "")).endswith("_error"):
+            error = str(content.get("error_message") or content.get("error_code") or "failed")
+        return _ProviderTool(call=False, result=True, call_id=call_id, output=content,
+                             error=error)  # fmt: skip
+    if isinstance(kind, str) and kind in _RESPONSES_TOOLS:
+        return _responses_tool(kind, block)
+    use = block.get("toolUse")
+    if isinstance(use, dict) and use.get("type") == "server_tool_use":  # Bedrock
+        call_id, name, args = use.get("toolUseId"), use.get("name"), use.get("input")
+        if isinstance(call_id, str) and isinstance(name, str) and isinstance(args, dict):
+            return _ProviderTool(call=True, result=False, call_id=call_id, name=name,
+                                 input=args)  # fmt: skip
+        return None
+    done = block.get("toolResult")
+    if isinstance(done, dict) and isinstance(done.get("toolUseId"), str):  # Bedrock
+        content = done.get("content")
+        error = None
+        if done.get("status") == "error":
+            error = _block_text(content) or "the tool failed"
+        return _ProviderTool(call=False, result=True, call_id=done["toolUseId"], output=content,
+                             error=error)  # fmt: skip
+    code = block.get("executableCode")
+    if isinstance(code, dict):  # Gemini
+        call_id = code.get("id")
+        return _ProviderTool(
+            call=True, result=False, call_id=call_id if isinstance(call_id, str) else None,
+            name="code_execution",
+            input={k: v for k, v in code.items() if k in ("language", "code")},
+        )  # fmt: skip
+    ran = block.get("codeExecutionResult")
+    if isinstance(ran, dict):  # Gemini
+        call_id = ran.get("id")
+        output = {k: v for k, v in ran.items() if k in ("outcome", "output")}
+        outcome = ran.get("outcome")
+        error = None
+        if outcome is not None and outcome != "OUTCOME_OK":
+            error = str(ran.get("output") or outcome)
+        return _ProviderTool(call=False, result=True,
+                             call_id=call_id if isinstance(call_id, str) else None,
+                             output=output, error=error)  # fmt: skip
+    return None
+
+
+def _responses_tool(kind: str, block: dict[str, Any]) -> _ProviderTool | None:
+    call_id = block.get("id")
+    if not isinstance(call_id, str):
+        return None
+    name, input_keys = _RESPONSES_TOOLS[kind]
+    args: Any = {k: block[k] for k in input_keys if block.get(k) is not None}
+    action = block.get("action")
+    if kind == "web_search_call" and isinstance(action, dict):
+        # The search itself is the input (its query); the pages it found are the output.
+        args = {k: v for k, v in action.items() if k != "sources"}
+    if kind == "mcp_call":
+        mcp_name = block.get("name")
+        if not isinstance(mcp_name, str) or not mcp_name:
+            return None
+        name = mcp_name
+        try:
+            args = json.loads(block.get("arguments") or "{}")
+        except ValueError:
+            args = None
+        if not isinstance(args, dict):
+            args = {"arguments": block.get("arguments")}
+    output = {
+        k: v
+        for k, v in block.items()
+        if k not in _RESPONSES_ITEM and k not in input_keys and k != "name" and v is not None
+    }
+    if kind == "web_search_call" and isinstance(action, dict) and "sources" in action:
+        output["sources"] = action["sources"]
+    status = block.get("status")
+    error = None
+    if block.get("error") is not None:
+        error = _block_text(block["error"]) or "the tool failed"
+    elif status == "failed":
+        error = f"{kind} failed"
+    return _ProviderTool(call=True, result=status in _RESPONSES_DONE, call_id=call_id,
+                         name=name, input=args, output=output, error=error,
+                         dynamic=kind == "mcp_call")  # fmt: skip
+
+
+def _block_text(content: Any) -> str:
+    """The text of a failed tool's content (a string, or blocks with text)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return ""
+    texts = [b.get("text") for b in content if isinstance(b, dict)]
+    return "".join(t for t in texts if isinstance(t, str))
 
 
 def finish_reason(message: Message) -> str:
@@ -243,6 +421,8 @@ class UIMessageStreamEncoder:
         self._step_open = False
         self._open: dict[int, str] = {}  # slot index -> the kind of part open on the wire
         self._tool_ids: dict[int, str] = {}  # slot index -> toolCallId sent
+        self._provider_calls: dict[str, int] = {}  # a provider-run call's id -> its slot index
+        self._unanswered: list[str] = []  # provider-run calls awaiting their result, in order
         self._held: dict[int, UIMessageChunk] = {}  # run's first slot -> its end, awaiting a marker
         self._runs: dict[int, _TextRun] = {}  # slot index of a text part -> its run, until sent
         self._tail: _TextRun | None = None  # the run the next text part may continue
@@ -425,6 +605,8 @@ class UIMessageStreamEncoder:
         if self._last is not None:
             self._step += 1  # a new message after a finished one: the next step
             self._tool_ids.clear()
+            self._provider_calls.clear()
+            self._unanswered.clear()
         self._step_open = True
         return [{"type": "start-step"}]
 
@@ -618,12 +800,56 @@ class UIMessageStreamEncoder:
             else:
                 out.append(end)
         elif part.type == "unsupported":
-            out.append({"type": DATA_BLOCK, "id": pid, "data": dict(part.options)})
+            out.extend(self._provider_block(index, part))
         else:
             file = _file_chunk(part)
             if file is not None:
                 out.append(file)
         out.extend(self._sources_of(part.citations))
+        return out
+
+    def _provider_block(self, index: int, part: ContentPart) -> list[UIMessageChunk]:
+        """A provider block, whole: a tool the provider ran (its call, its result, or both)
+        as a tool part with `providerExecuted`; anything else as `data-provider-block`."""
+        options = dict(part.options)
+        tool = _provider_tool(options)
+        pid = self.part_id(index)
+        if tool is not None and tool.call:
+            call_id = tool.call_id or f"call-{pid}"
+            if call_id in self._provider_calls:  # the same call again: not a second part
+                tool = None
+            else:
+                return self._provider_call(index, call_id, tool, options)
+        if tool is not None and tool.result:
+            answered = tool.call_id
+            if answered is None and self._unanswered:
+                answered = self._unanswered[-1]  # Gemini's result follows its code, unnamed
+            if answered is not None and answered in self._unanswered:
+                self._unanswered.remove(answered)
+                meta: dict[str, Any] = {PROVIDER_BLOCK_KEY: options}
+                after = index - self._provider_calls[answered] - 1
+                if after:
+                    meta[_RESULT_AFTER_KEY] = after
+                return [_provider_output(answered, tool, meta)]
+        return [{"type": DATA_BLOCK, "id": pid, "data": options}]
+
+    def _provider_call(
+        self, index: int, call_id: str, tool: _ProviderTool, options: dict[str, Any]
+    ) -> list[UIMessageChunk]:
+        self._provider_calls[call_id] = index
+        common: UIMessageChunk = {"toolCallId": call_id, "toolName": tool.name or "unknown",
+                                  "providerExecuted": True}  # fmt: skip
+        if tool.dynamic:
+            common["dynamic"] = True
+        meta = _provider_metadata({PROVIDER_BLOCK_KEY: options})
+        out = [
+            {"type": "tool-input-start", **common, **meta},
+            {"type": "tool-input-available", **common, "input": tool.input, **meta},
+        ]
+        if tool.result:  # one block holds the call and its result (a Responses item)
+            out.append(_provider_output(call_id, tool, None))
+        else:
+            self._unanswered.append(call_id)
         return out
 
     def _text_completed(self, run: _TextRun, index: int, part: ContentPart) -> None:
@@ -714,6 +940,23 @@ class UIMessageStreamEncoder:
                 meta["url"] = source.url
         chunk.update(_provider_metadata(meta))
         return chunk
+
+
+def _provider_output(
+    call_id: str, tool: _ProviderTool, meta: dict[str, Any] | None
+) -> UIMessageChunk:
+    """`tool-output-available` (or `-error`) of a tool the provider ran."""
+    chunk: UIMessageChunk = {"toolCallId": call_id}
+    if tool.error is not None:
+        chunk.update(type="tool-output-error", errorText=tool.error)
+    else:
+        chunk.update(type="tool-output-available", output=tool.output)
+    chunk["providerExecuted"] = True
+    if tool.dynamic:
+        chunk["dynamic"] = True
+    if meta is not None:
+        chunk.update(_provider_metadata(meta))
+    return chunk
 
 
 def _output_chunk(data: dict[str, Any]) -> UIMessageChunk:
@@ -914,8 +1157,11 @@ def ui_message_from_chunks(chunks: Iterable[UIMessageChunk], *, message_id: str 
             _chunk_metadata(part, chunk, "providerMetadata")
             parts.append(part)
         elif kind == "tool-input-start":
-            part = {"type": f"tool-{chunk['toolName']}", "toolCallId": chunk["toolCallId"],
+            part = {"type": _tool_type(chunk), "toolCallId": chunk["toolCallId"],
                     "state": "input-streaming"}  # fmt: skip
+            if chunk.get("dynamic"):
+                part["toolName"] = chunk["toolName"]
+            _executed(part, chunk)
             _chunk_metadata(part, chunk, "callProviderMetadata")
             tools[chunk["toolCallId"]] = part
             parts.append(part)
@@ -925,7 +1171,11 @@ def ui_message_from_chunks(chunks: Iterable[UIMessageChunk], *, message_id: str 
             part["input"] = _partial_json(part["rawInput"])
         elif kind in ("tool-input-available", "tool-input-error"):
             part = _tool_part(tools, chunk, create=True)
-            part["type"] = f"tool-{chunk['toolName']}"
+            if part["type"] != "dynamic-tool":
+                part["type"] = _tool_type(chunk)
+            if part["type"] == "dynamic-tool":
+                part["toolName"] = chunk["toolName"]
+            _executed(part, chunk)
             part.pop("rawInput", None)
             if kind == "tool-input-available":
                 part.update(state="input-available", input=chunk["input"])
@@ -945,6 +1195,7 @@ def ui_message_from_chunks(chunks: Iterable[UIMessageChunk], *, message_id: str 
                 part.update(state="output-available", output=chunk["output"])
             else:
                 part.update(state="output-error", errorText=chunk["errorText"])
+            _executed(part, chunk)
             _chunk_metadata(part, chunk, "resultProviderMetadata")
         elif kind == "start-step":
             parts.append({"type": "step-start"})
@@ -964,6 +1215,17 @@ def ui_message_from_chunks(chunks: Iterable[UIMessageChunk], *, message_id: str 
                 parts.append(dict(chunk))
         # error, abort: said to the app as they come; nothing of the message's
     return message
+
+
+def _tool_type(chunk: UIMessageChunk) -> str:
+    # A tool outside the app's set (an MCP server's) is a dynamic-tool part, named inside.
+    return "dynamic-tool" if chunk.get("dynamic") else f"tool-{chunk['toolName']}"
+
+
+def _executed(part: dict[str, Any], chunk: UIMessageChunk) -> None:
+    # The package keeps a part's providerExecuted until a chunk says otherwise.
+    if chunk.get("providerExecuted") is not None:
+        part["providerExecuted"] = chunk["providerExecuted"]
 
 
 def _tool_part(
@@ -1151,6 +1413,7 @@ class _Tool(BaseModel):
     providerExecuted: StrictBool | None = None
     preliminary: StrictBool | None = None
     callProviderMetadata: dict[str, Any] | None = None
+    resultProviderMetadata: dict[str, Any] | None = None
     approval: _Approval | None = None
 
 
@@ -1172,7 +1435,10 @@ def load_ui_messages(
     the results. `providerMetadata.streamfold` gives each part back its options
     (thinking signatures, ids, narration markers) and each call its metadata; the
     metadata's `steps` (what `dump_ui_messages` writes) give each step its provider,
-    model and response id. Sources become citations of the text they back; other data
+    model and response id. A tool the provider ran (`providerExecuted`) comes back as the
+    provider's own blocks kept in its metadata (`provider_block`), each in its place; one
+    without them (another server's) is a call marked `provider_executed`, its result the
+    provider's own to keep. Sources become citations of the text they back; other data
     parts and calls still being written are left out, as the package leaves them out.
 
     Raises UIMessagesError naming the message and part when the input is not UI messages.
@@ -1306,9 +1572,14 @@ def _load_step(
     calls: list[ToolCall] = []
     results: list[ToolResult] = []
     slot = 0
+    # The result blocks of tools the provider ran, and the slot each goes back to.
+    later: list[tuple[int, ContentPart]] = []
     for pi, part in step:
         where = f"message {mi} part {pi}"
         kind = part.type
+        while later and later[0][0] <= slot:
+            content.append(later.pop(0)[1])
+            slot += 1
         if kind in ("text", "reasoning"):
             text = _part(_Text, part, where)
             options = _options(text.providerMetadata, where)
@@ -1335,6 +1606,19 @@ def _load_step(
             name = tool.toolName if kind == "dynamic-tool" else kind.removeprefix("tool-")
             if tool.state == "input-streaming" or name is None:
                 continue  # still being written: no call to send (nor does the package)
+            blocks = _provider_blocks(tool, where) if tool.providerExecuted else None
+            if blocks is not None:
+                # A tool the provider ran, from streamfold: its own blocks back, in place.
+                call_block, result_block = blocks
+                content.append(call_block)
+                slot += 1
+                if result_block is not None:
+                    later.append((slot + result_block[0], result_block[1]))
+                    later.sort(key=_slot_of)
+                    while later and later[0][0] <= slot:
+                        content.append(later.pop(0)[1])
+                        slot += 1
+                continue
             metadata = _options(tool.callProviderMetadata, where)
             if tool.providerExecuted:
                 metadata["provider_executed"] = True
@@ -1354,6 +1638,7 @@ def _load_step(
             if result is not None and not tool.providerExecuted:
                 results.append(result)
         # step-start is the split; sources are read as citations; other data parts are the app's
+    content.extend(part for _, part in later)
     step_message = Message(
         role="assistant",
         content=content,
@@ -1369,6 +1654,33 @@ def _load_step(
         },
     )
     return [step_message, Message.tool(results)] if results else [step_message]
+
+
+def _provider_blocks(
+    tool: _Tool, where: str
+) -> tuple[ContentPart, tuple[int, ContentPart] | None] | None:
+    """A provider-run tool's blocks as the encoder sent them in its metadata: the call's
+    part, and its result's part with the slot it stood at (counted from the call's, as
+    parts may stand between), when it came as a block of its own. None: not streamfold's."""
+    call = _options(tool.callProviderMetadata, where).get(PROVIDER_BLOCK_KEY)
+    if not isinstance(call, dict):
+        return None
+    call_part = ContentPart(type="unsupported", options=call)
+    done = _options(tool.resultProviderMetadata, where)
+    block = done.get(PROVIDER_BLOCK_KEY)
+    if not isinstance(block, dict):
+        return call_part, None
+    after = done.get(_RESULT_AFTER_KEY, 0)
+    if type(after) is not int or after < 0:
+        raise UIMessagesError(
+            f"UI messages: {where}: expected providerMetadata.{METADATA_KEY}."
+            f"{_RESULT_AFTER_KEY} to be a count of parts, got {preview(after)}"
+        )
+    return call_part, (after, ContentPart(type="unsupported", options=block))
+
+
+def _slot_of(item: tuple[int, ContentPart]) -> int:
+    return item[0]
 
 
 def _tool_result(tool: _Tool, name: str) -> ToolResult | None:
@@ -1406,15 +1718,6 @@ def _as_parts(output: Any) -> list[ContentPart] | None:
 
 def _literal(value: Any, kind: Any, default: Any) -> Any:
     return value if value in get_args(kind) else default
-
-
-_USAGE_FIELDS: Final = {
-    "inputTokens": "input_tokens",
-    "outputTokens": "output_tokens",
-    "cacheReadTokens": "cache_read_tokens",
-    "cacheWriteTokens": "cache_write_tokens",
-    "reasoningTokens": "reasoning_tokens",
-}
 
 
 def _load_usage(value: Any, where: str) -> Usage | None:
@@ -1484,6 +1787,7 @@ __all__ = [
     "DATA_BLOCK",
     "MAX_UI_MESSAGES_BYTES",
     "METADATA_KEY",
+    "PROVIDER_BLOCK_KEY",
     "UI_ID_KEY",
     "UI_MESSAGE_STREAM_HEADERS",
     "UIMessage",

@@ -3,9 +3,11 @@ the same turns and faults as the in-process transports, over HTTP, to the real S
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -13,6 +15,7 @@ from server_support import serve_in_thread
 from support import REAL
 
 from streamfold import fold_message
+from streamfold.record import split_frames
 from streamfold.testing import Match, MessageAnswer, Scenario, Turn
 
 pytest.importorskip("uvicorn")
@@ -167,3 +170,81 @@ def test_cli_serve_has_a_scenario_option() -> None:
 
     args = build_parser().parse_args(["serve", "--scenario", "app.toml"])
     assert Path(args.scenario) == Path("app.toml")
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_dropped_connection_reaches_the_sdks_without_a_traceback_on_the_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A cut the test asked for is no crash: uvicorn logs none of it as an application
+    # error (nor its traceback), and streamfold says in one line what it cut.
+    caplog.set_level(logging.INFO, logger="streamfold.serve")
+    server_log = _Records()
+    with serve_in_thread(create_app(REAL, speed=0)) as url:
+        # (after the start: uvicorn's logging setup replaces the handlers it names)
+        logging.getLogger("uvicorn.error").addHandler(server_log)
+        try:
+            client = openai.OpenAI(api_key="t", base_url=f"{url}/v1", max_retries=0)
+            stream = client.chat.completions.create(
+                model="m",
+                messages=USER,
+                stream=True,
+                extra_headers={
+                    "x-streamfold-recording": "openai-chat/text-include-usage.sse",
+                    "x-streamfold-fault": "cut_after_events=2",
+                },
+            )
+            seen = []
+            with pytest.raises(openai.APIConnectionError):
+                for chunk in stream:
+                    seen.append(chunk)
+            assert len(seen) == 2
+            whole = anthropic.Anthropic(api_key="t", base_url=url, max_retries=0)
+            with pytest.raises(anthropic.APIConnectionError):
+                whole.messages.create(
+                    model="c",
+                    max_tokens=9,
+                    messages=USER,
+                    extra_headers={"x-streamfold-fault": "cut_after_bytes=40"},
+                )
+            # The server still answers.
+            again = httpx.post(f"{url}/v1/chat/completions", json={"model": "m", "messages": USER})
+            assert again.status_code == 200
+        finally:
+            logging.getLogger("uvicorn.error").removeHandler(server_log)
+    logged = [(r.levelname, r.getMessage(), r.exc_info) for r in server_log.records]
+    assert not [entry for entry in logged if entry[0] in ("ERROR", "CRITICAL")], logged
+    two_events = sum(len(event) for event in split_frames(CHAT_TEXT.read_bytes(), "sse")[:2])
+    cuts = [r.getMessage() for r in caplog.records if r.name == "streamfold.serve"]
+    assert cuts == [
+        f"streamfold serve: a fault dropped the connection after {two_events} bytes of the body",
+        "streamfold serve: a fault dropped the connection after 40 bytes of the body",
+    ]
+
+
+def test_an_unfinished_response_that_no_fault_cut_is_still_logged_as_an_error() -> None:
+    create_app(REAL, speed=0)  # installs the filter that quiets the faults' cuts
+
+    async def unfinished(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"half", "more_body": True})
+
+    server_log = _Records()
+    with serve_in_thread(unfinished) as url:
+        logging.getLogger("uvicorn.error").addHandler(server_log)
+        try:
+            with pytest.raises(httpx.RemoteProtocolError):
+                httpx.get(url)
+        finally:
+            logging.getLogger("uvicorn.error").removeHandler(server_log)
+    errors = [r.getMessage() for r in server_log.records if r.levelname == "ERROR"]
+    assert errors == ["ASGI callable returned without completing response."]

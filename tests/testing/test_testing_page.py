@@ -38,6 +38,7 @@ def test_the_page_shows_its_files() -> None:
         "scenarios/rate-limited.toml",
         "scenarios/weather-claude.toml",
         "scenarios/weather.toml",
+        "test_async_weather.py",
         "test_claude.py",
         "test_cut.py",
         "test_frameworks.py",
@@ -62,4 +63,4 @@ def test_every_example_on_the_page_passes(
         "asyncio_default_fixture_loop_scope=function",
         "-q",
     )
-    result.assert_outcomes(passed=7)
+    result.assert_outcomes(passed=8)

@@ -12,7 +12,7 @@ from support import REAL, fold_bytes, read, replayed
 
 from streamfold import ContentPart, MessageCompleted, utterance
 
-RECORDING = "anthropic/code-execution-bash-thinking.sse"  # thinking, text, server blocks, text
+RECORDING = "anthropic/code-execution-bash-thinking.sse"  # thinking, text, server tool, text
 SPEED = "0.25"  # 35 events, 80 ms apart: about 3 s of streaming
 
 if missing() is not None:
@@ -76,7 +76,11 @@ def test_page_renders_a_replay_live(base_url: str, tmp_path: Path) -> None:
         assert reasoning is not None
         assert reasoning.evaluate("e => e.open") is False  # collapsed once done
         assert "signed" in (reasoning.inner_text() or "")
-        assert page.query_selector("details.part.block") is not None  # the server blocks
+        # The code the provider ran, its result under it.
+        ran = page.query_selector(".part.tool.provider")
+        assert ran is not None and ran.get_attribute("data-result") == "done"
+        assert "run by the provider" in ran.inner_text()
+        assert "-428330955.97745" in ran.inner_text()
         finish = page.inner_text("#finish")
         assert "stop" in finish and "claude" in finish
         # The recording's own timing, whatever the speed of the replay.

@@ -180,7 +180,7 @@ def test_ai_sdk_reads_the_same_message(rel: str, ai_reader: dict[str, Any]) -> N
     # The options (signature included, whole) arrive on reasoning-end.
     assert [_meta(r) for r in ui_reasoning] == [p.options for p in thinking]
 
-    ui_tools = _ui_parts(ui, "tool")
+    ui_tools = [t for t in _ui_parts(ui, "tool") if not t.get("providerExecuted")]
     assert [(t["type"], t["toolCallId"], t["state"], t["input"]) for t in ui_tools] == [
         (f"tool-{c.name}", c.call_id, "input-available", c.arguments) for c in message.tool_calls
     ]
@@ -188,8 +188,16 @@ def test_ai_sdk_reads_the_same_message(rel: str, ai_reader: dict[str, Any]) -> N
         c.metadata for c in message.tool_calls
     ]
 
-    blocks = [p for p in message.content if p.type == "unsupported"]
-    assert [b["data"] for b in _ui_parts(ui, DATA_BLOCK)] == [p.options for p in blocks]
+    # The provider's own blocks, each once: a tool it ran holds its call's block and its
+    # result's (when that came apart), the others are data parts.
+    ran = [t for t in _ui_parts(ui, "tool") if t.get("providerExecuted")]
+    calls = [_meta(t, "callProviderMetadata")["provider_block"] for t in ran]
+    results = [_meta(t, "resultProviderMetadata").get("provider_block") for t in ran]
+    data = [b["data"] for b in _ui_parts(ui, DATA_BLOCK)]
+    blocks = [p.options for p in message.content if p.type == "unsupported"]
+    sent = calls + [r for r in results if r is not None] + data
+    assert sorted(map(json.dumps, sent)) == sorted(map(json.dumps, blocks))
+    assert all(t["state"] in ("input-available", "output-available", "output-error") for t in ran)
 
     urls = {
         c.source.url
@@ -203,17 +211,28 @@ def test_ai_sdk_reads_the_same_message(rel: str, ai_reader: dict[str, Any]) -> N
     assert all(d["title"] for d in docs)
 
     # Stream order survives: parts, tool calls and blocks in the order they were streamed.
+    # A tool the provider ran stands where its call's block did; its result is in it.
     kinds = {"text": "text", "reasoning": "thinking", DATA_BLOCK: "unsupported"}
     ui_order = [
-        "tool" if p["type"].startswith("tool-") else kinds[p["type"]]
+        kinds.get(p["type"], "unsupported" if p.get("providerExecuted") else "tool")
         for p in ui["parts"]
-        if p["type"] in kinds or p["type"].startswith("tool-")
+        if p["type"] in kinds or p["type"].startswith("tool-") or p["type"] == "dynamic-tool"
     ]
     events = [e for e in fold_bytes(read(rel)) if isinstance(e, PartStarted)]
+    in_tools = {json.dumps(r) for r in results if r is not None}
+    done = {
+        e.index: e.part
+        for e in fold_bytes(read(rel))
+        if isinstance(e, PartCompleted) and isinstance(e.part, ContentPart)
+    }
     stream_order = [
         "tool" if isinstance(e.part, ToolCall) else e.part.type
         for e in events
-        if isinstance(e.part, ToolCall) or e.part.type in ("text", "thinking", "unsupported")
+        if isinstance(e.part, ToolCall)
+        or (
+            e.part.type in ("text", "thinking", "unsupported")
+            and json.dumps(done[e.index].options) not in in_tools
+        )
     ]
     # Each run of joined text parts once.
     skip = [n for run in runs for n in [0] + [1] * (len(run) - 1)]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from record.test_recordings import READY
 from support import final_message, fold_bytes, read
 
-from streamfold import ContentPart, Message, ToolCall, ToolResult, encode
+from streamfold import ContentPart, Message, ToolCall, ToolResult, Usage, encode
 from streamfold.encoding import origin
 from streamfold.ui import (
     UI_ID_KEY,
@@ -122,8 +122,12 @@ def test_dump_is_what_the_ai_reader_builds_from_the_stream() -> None:
 
 
 def _neutral_model(model: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """convertToModelMessages' output as (role, items), texts of a message joined."""
+    """convertToModelMessages' output as (role, items), texts of a message joined. Tools
+    the provider ran are left out: streamfold's history holds them as the provider's own
+    blocks (see test_tools_the_provider_ran_are_its_tool_calls_and_results)."""
     out = []
+    ran = {p["toolCallId"] for m in model for p in m["content"] if isinstance(p, dict)
+           and p.get("providerExecuted")}  # fmt: skip
     for message in model:
         content = message["content"]
         if isinstance(content, str):
@@ -131,6 +135,8 @@ def _neutral_model(model: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         items: list[tuple[Any, ...]] = []
         for part in content:
             kind = part["type"]
+            if part.get("toolCallId") in ran:
+                continue
             if kind == "text":
                 items.append(("text", part["text"]))
             elif kind == "reasoning":
@@ -362,6 +368,29 @@ def test_ids_and_steps_come_back() -> None:
             "citation ranges",
         ),
         ("[" * 5000 + "]" * 5000, "JSON"),
+        (
+            [
+                {
+                    "id": "a",
+                    "role": "assistant",
+                    "parts": [
+                        {
+                            "type": "tool-web_search",
+                            "toolCallId": "c",
+                            "state": "output-available",
+                            "input": {},
+                            "output": {},
+                            "providerExecuted": True,
+                            "callProviderMetadata": {"streamfold": {"provider_block": {}}},
+                            "resultProviderMetadata": {
+                                "streamfold": {"provider_block": {}, "after": -1}
+                            },
+                        }
+                    ],
+                }
+            ],
+            "after to be a count of parts",
+        ),
     ],
 )
 def test_bad_ui_messages_are_refused_with_a_reason(payload: Any, says: str) -> None:
@@ -382,7 +411,8 @@ _JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
         st.sampled_from(["id", "role", "parts", "type", "text", "state", "toolCallId",
                          "input", "output", "providerMetadata", "streamfold", "metadata",
-                         "steps", "approval", "url", "mediaType", "data"]), inner, max_size=5),
+                         "steps", "approval", "url", "mediaType", "data", "provider_block",
+                         "after"]), inner, max_size=5),
     max_leaves=30,
 )  # fmt: skip
 _PART_TYPES = ["text", "reasoning", "file", "step-start", "tool-x", "dynamic-tool",
@@ -396,7 +426,8 @@ _PART_TYPES = ["text", "reasoning", "file", "step-start", "tool-x", "dynamic-too
             {"id": st.text(max_size=3), "role": st.sampled_from(["user", "assistant", "system"]),
              "parts": st.lists(st.dictionaries(st.sampled_from(["type", "text", "toolCallId",
                  "state", "input", "output", "url", "mediaType", "data", "toolName",
-                 "providerMetadata", "errorText"]), _JSON, max_size=6).map(
+                 "providerMetadata", "errorText", "providerExecuted", "callProviderMetadata",
+                 "resultProviderMetadata"]), _JSON, max_size=6).map(
                  lambda d: d) | st.sampled_from(_PART_TYPES).map(lambda t: {"type": t}),
                  max_size=5)},
             optional={"metadata": _JSON},
@@ -410,3 +441,198 @@ def test_anything_is_history_or_a_clear_refusal(value: list[dict[str, Any]]) -> 
     except UIMessagesError:
         return
     assert all(isinstance(m, Message) for m in history)
+
+
+# --- tools the provider ran ------------------------------------------------------------------
+
+# Each recording's tools the provider ran, as convertToModelMessages gives them: the call
+# (id, name, input) and its result's model output, read off the recordings by hand.
+_RAN = {
+    "anthropic/code-execution-bash-thinking.sse": [
+        (
+            "srvtoolu_01MwXaweAHve88x6s3Fc8x6Q",
+            "bash_code_execution",
+            {"command": 'echo "65465-6544 * 65464-6+1.02255" | bc -l'},
+            {
+                "type": "json",
+                "value": {
+                    "type": "bash_code_execution_result",
+                    "stdout": "-428330955.97745\n",
+                    "stderr": "",
+                    "return_code": 0,
+                    "content": [],
+                },
+            },
+        )
+    ],
+    "anthropic/text-editor-code-execution.sse": [
+        (
+            "srvtoolu_01Xd8YZU6yAcvd5JbLCTRfFi",
+            "text_editor_code_execution",
+            {"command": "create", "path": "/tmp/hello.txt", "file_text": "Hello, world!"},
+            {
+                "type": "json",
+                "value": {
+                    "type": "text_editor_code_execution_create_result",
+                    "is_file_update": False,
+                },
+            },
+        ),
+        (
+            "srvtoolu_01F3VxYFjEyogm8Ynuc75zfs",
+            "text_editor_code_execution",
+            {"command": "view", "path": "/tmp/hello.txt"},
+            {
+                "type": "error-json",
+                "value": "Tool response parsing error for view: Failed to parse tool response "
+                "as JSON: unexpected character: line 1 column 1 (char 0)",
+            },
+        ),
+        (
+            "srvtoolu_01UZ1EtACaBJ87pPA9guaxHU",
+            "text_editor_code_execution",
+            {"command": "view", "path": "/tmp/hello.txt"},
+            {
+                "type": "json",
+                "value": {
+                    "type": "text_editor_code_execution_view_result",
+                    "file_type": "text",
+                    "content": "Hello, world!",
+                    "num_lines": 1,
+                    "start_line": 1,
+                    "total_lines": 1,
+                },
+            },
+        ),
+    ],
+    "gemini/code-execution.sse": [
+        (
+            "8xju7mua",
+            "code_execution",
+            {
+                "language": "PYTHON",
+                "code": "result = 65465 - 6544 * 65464 - 6 + 1.02255\nprint(result)",
+            },
+            {"type": "json", "value": {"outcome": "OUTCOME_OK", "output": "-428330955.97745\n"}},
+        )
+    ],
+    "openai-responses/web-search-reasoning.sse": [
+        (
+            "ws_00a60507bf41223d0068c9d30021d081a0962d80d50c12e317",
+            "web_search",
+            {"type": "search", "query": "weather: San Francisco, CA"},
+            {
+                "type": "json",
+                "value": {
+                    "status": "completed",
+                    "sources": [{"type": "api", "name": "oai-weather"}],
+                },
+            },
+        )
+    ],
+}
+
+
+def test_tools_the_provider_ran_are_its_tool_calls_and_results() -> None:
+    """The package reads a tool the provider ran as a provider-executed tool call with
+    its result in the assistant's own message, not a result the app must send."""
+    dumps = {rel: dump_ui_messages(_turn(_recorded(rel))) for rel in _RAN}
+    judged = _node("ui-messages.mjs", dumps)
+    for rel, expected in _RAN.items():
+        verdict = judged[rel]
+        assert verdict["valid"], (rel, verdict["invalid"])
+        model = verdict["model"]
+        assert [m["role"] for m in model] == ["user", "assistant"], rel
+        content = model[1]["content"]
+        calls = [p for p in content if p["type"] == "tool-call"]
+        assert [(c["toolCallId"], c["toolName"], c["input"], c["providerExecuted"])
+                for c in calls] == [(i, n, a, True) for i, n, a, _ in expected]  # fmt: skip
+        results = {p["toolCallId"]: p for p in content if p["type"] == "tool-result"}
+        assert [results[i]["output"] for i, *_ in expected] == [o for *_, o in expected], rel
+        # Each result right after its call when it came right after it.
+        kinds = [(p["type"], p.get("toolCallId")) for p in content if "toolCallId" in p]
+        if rel != "anthropic/text-editor-code-execution.sse":
+            assert kinds == [(k, i) for i, *_ in expected for k in ("tool-call", "tool-result")]
+
+
+def test_an_mcp_tool_the_provider_ran_is_a_dynamic_tool() -> None:
+    """A tool of the provider's MCP server is none of the app's tools: a dynamic-tool part,
+    named inside, its result the server's."""
+    for rel, call_id, done in (
+        ("anthropic/mcp-tool-use-thinking.sse", "mcptoolu_01FZmJ5UspaX5BB9uU339UT1", list),
+        ("openai-responses/mcp-list-tools-and-call.sse",
+         "mcp_00b9cc7a23d047270068faa0e67fb0819fa9e21302c398e9ac", dict),
+    ):  # fmt: skip
+        (_, ui) = dump_ui_messages(_turn(_recorded(rel)))
+        (tool,) = [p for p in ui["parts"] if p["type"] == "dynamic-tool"]
+        assert (tool["toolName"], tool["toolCallId"], tool["state"], tool["providerExecuted"]) == (
+            "ask_question", call_id, "output-available", True,
+        )  # fmt: skip
+        assert tool["input"]["repoName"] == "pydantic/pydantic-ai"
+        assert isinstance(tool["output"], done)
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "anthropic/text-editor-code-execution.sse",  # two calls, then their two results
+        "anthropic/web-search-pause-turn.sse",  # the last call has no result yet
+        "gemini/code-execution.sse",
+        "bedrock/server-tool-code-execution-nova2.ndjson",
+        "openai-responses/mcp-list-tools-and-call.sse",  # a block that is no tool stays data
+        "openai-responses/code-interpreter-reasoning.sse",
+    ],
+)
+def test_the_provider_blocks_come_back_exactly(rel: str) -> None:
+    """The blocks of the tools the provider ran come back from the browser's message as
+    they were, each in its place."""
+    message = _recorded(rel)
+    (_, ui) = dump_ui_messages([Message.user("What now?"), message])
+    assert any(p.get("providerExecuted") for p in ui["parts"]), rel
+    (_, back) = load_ui_messages(json.dumps([{"id": "u", "role": "user", "parts": []}, ui]))
+    assert back.stream_order() == message.stream_order()
+
+
+@pytest.mark.parametrize("rel", sorted(_CITED))
+def test_a_cited_answer_with_server_tools_goes_back_to_its_provider(rel: str) -> None:
+    """A cited answer comes back without the provider's citation objects, but the rest of
+    the request to its own provider (the searches it ran, their results, the text) is the
+    one the history makes without them."""
+    message = _recorded(rel)
+    bare = message.model_copy(
+        update={"content": [p.model_copy(update={"citations": []}) for p in message.content]}
+    )
+    history = [Message.user("What now?"), message]
+    back = load_ui_messages(json.dumps(dump_ui_messages(history)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert encode(back, origin(message)) == encode([history[0], bare], origin(message))
+
+
+def test_every_token_count_comes_back() -> None:
+    """The usage `finish` sends is the one history read back holds, each count in place
+    (the counts the UI sees and the ones read back share one table)."""
+    usage = Usage(input_tokens=11, output_tokens=7, cache_read_tokens=5, cache_write_tokens=3,
+                  reasoning_tokens=2)  # fmt: skip
+    counts = set(Usage.model_fields) - {"raw", "cumulative"}
+    assert {k for k, v in usage.model_dump().items() if v} == counts  # every count is set
+    answer = Message.assistant("Done.").model_copy(update={"usage": usage})
+    (_, ui) = dump_ui_messages([Message.user("Go."), answer])
+    assert ui["metadata"]["usage"] == {"inputTokens": 11, "outputTokens": 7,
+                                       "cacheReadTokens": 5, "cacheWriteTokens": 3,
+                                       "reasoningTokens": 2, "totalTokens": 18}  # fmt: skip
+    (_, back) = load_ui_messages(json.dumps([{"id": "u", "role": "user", "parts": []}, ui]))
+    assert back.usage == usage
+
+
+def test_tools_the_provider_ran_in_two_steps_come_back_in_each() -> None:
+    """Two responses of one turn, each with tools the provider ran: one UI message of two
+    steps, each step's blocks back in its own response."""
+    first = _recorded("anthropic/web-search-pause-turn.sse")
+    second = _recorded("anthropic/code-execution-bash-thinking.sse")
+    (_, ui) = dump_ui_messages([Message.user("What now?"), first, second])
+    assert [p["type"] for p in ui["parts"]].count("step-start") == 2
+    ran = [p for p in ui["parts"] if p.get("providerExecuted")]
+    assert len(ran) == 12  # eleven searches (the last unanswered), then the code it ran
+    (_, *back) = load_ui_messages(json.dumps([{"id": "u", "role": "user", "parts": []}, ui]))
+    assert [m.stream_order() for m in back] == [first.stream_order(), second.stream_order()]

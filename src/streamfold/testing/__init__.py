@@ -2,6 +2,7 @@
 
     ReplayTransport / AsyncReplayTransport   httpx and httpx2 transports (no server)
     Scenario, Turn, Match, Faults            the conversation, turn by turn, and its faults
+    MessageAnswer, ToolCallAnswer            a turn's answer written out: text, tool calls
     NoTurnMatched                            a request no turn answers
     read_request                             what a turn matches on, read from a request
 

@@ -11,7 +11,7 @@ anthropic and google-genai SDKs accept only `httpx2` clients; openai takes eithe
 answers each request with a response of the request's own library. The routes are those
 of `streamfold serve` (`/v1/chat/completions`, `/v1/responses`, `/v1/messages`,
 `/v1beta/models/{model}:streamGenerateContent`, ...), whatever the host: no port, no
-thread, no server. Claude on Bedrock through the anthropic SDK's `AnthropicBedrock` (an
+server. Claude on Bedrock through the anthropic SDK's `AnthropicBedrock` (an
 httpx2 client) is answered too; boto3's `bedrock-runtime` client is botocore's, not httpx:
 point it at `streamfold serve` (`endpoint_url=`) instead.
 
@@ -31,17 +31,22 @@ anthropic SDK wraps any transport exception in `APIConnectionError` (the miss it
 
 Waits (recorded pacing, `Faults.stall`, `ttft`, `tokens_per_second`) are divided by
 `speed` (0: none at all); the sync transport sleeps with `time.sleep`, the async one with
-`anyio.sleep`.
+`anyio.sleep`. The async transport works out each answer (the request check, the turn's
+choice, a recording read from disk) in a worker thread, so the app's other tasks run
+meanwhile (asyncio or trio); concurrent requests still meet the turns in arrival order.
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import anyio.to_thread
+from anyio.lowlevel import RunVar
 
 from ..errors import UsageError
 
@@ -61,6 +66,9 @@ from .replayer import Chunk, Replayer, Reply, WireRequest
 from .scenario import Faults, NoTurnMatched, Scenario
 
 OnMiss = Literal["respond", "raise"]
+
+# Each async transport's lock, per event loop: a transport may outlive a test's loop.
+_ORDER: RunVar[weakref.WeakKeyDictionary[Any, anyio.Lock]] = RunVar("streamfold_replay_order")
 
 
 class _Transport:
@@ -191,7 +199,8 @@ class ReplayTransport(_Transport, httpx.BaseTransport, httpx2.BaseTransport):
 
 
 class AsyncReplayTransport(_Transport, httpx.AsyncBaseTransport, httpx2.AsyncBaseTransport):
-    """The async twin of `ReplayTransport`: its waits are `anyio.sleep`s."""
+    """The async twin of `ReplayTransport`: its waits are `anyio.sleep`s, and each answer
+    is worked out in a worker thread, off the event loop (asyncio or trio)."""
 
     async def handle_async_request(self, request: Any) -> Any:
         """Answer one request (an `httpx.Request` or an `httpx2.Request`)."""
@@ -199,10 +208,26 @@ class AsyncReplayTransport(_Transport, httpx.AsyncBaseTransport, httpx2.AsyncBas
         recording = self.recording
         if recording is not None and recording.mode == "all":
             return await recording.aforward(self, request)
-        reply = self.replayer.answer(wire)
+        reply = await self._answer(wire)
         if recording is not None and reply.miss is not None:
             return await recording.aforward(self, request, reply.miss)
         return self._response(request, reply, _AsyncStream(request, reply, self.speed))
+
+    async def _answer(self, wire: WireRequest) -> Reply:
+        """The replayer's answer, worked out in a worker thread: the request check (the
+        API's request schema, its SDK types imported and built on a first request: up
+        to a second) and a recording read from disk would stall the app's other tasks.
+        The lock, taken in arrival order, keeps concurrent requests meeting the turns in
+        the order they came, as they did when answered on the loop."""
+        locks = _ORDER.get(None)
+        if locks is None:
+            locks = weakref.WeakKeyDictionary()
+            _ORDER.set(locks)
+        lock = locks.get(self)
+        if lock is None:
+            lock = locks[self] = anyio.Lock()
+        async with lock:
+            return await anyio.to_thread.run_sync(self.replayer.answer, wire)
 
 
 def _scenario_file(scenario: Scenario | None) -> Path | None:

@@ -284,6 +284,11 @@ export class MessageView {
     const head = el("div", "tool-head");
     head.append(el("span", "tool-icon", "ƒ"), el("span", "tool-name", chunk.toolName),
       el("span", "tool-id", chunk.toolCallId));
+    if (chunk.providerExecuted) {
+      // A tool the provider ran itself (web search, code execution): its result follows.
+      node.classList.add("provider");
+      head.append(el("span", "badge", "run by the provider"));
+    }
     const args = el("pre", "args");
     const text = document.createTextNode("");
     args.append(text);
