@@ -529,7 +529,9 @@ class Relay:
         from redis.backoff import NoBackoff  # type: ignore[import-not-found, unused-ignore]
 
         config = config or RelayConfig()
-        options.setdefault("socket_timeout", 10)
+        # No socket timeout: every command the relay sends has a deadline of its own
+        # (`reconnect_timeout`), and redis-py would put a timer on every reply it reads.
+        options.setdefault("socket_timeout", None)
         options.setdefault("socket_connect_timeout", 5)
         options.setdefault("retry", Retry(NoBackoff(), 0))  # the relay retries, bounded
         # Many concurrent producers wait for a connection instead of failing at the cap.
@@ -1133,12 +1135,16 @@ class RelayProducer:
         while not self._done:
             await asyncio.sleep(cfg.heartbeat)
             with contextlib.suppress(RelayError, *relay._errors):  # the writes will tell
+                # Straight to Redis, one try, not through the batcher's retries: after an
+                # outage the lease must be renewed within a beat of Redis being back, not
+                # after a backoff that may outlast the lease.
                 pipe = relay.redis.pipeline(transaction=False)
                 pipe.set(self.lease_key, self._token, px=ttl_ms)
                 pipe.pexpire(self.events_key, expire_ms)
                 pipe.pexpire(self.checkpoint_key, expire_ms)
                 pipe.exists(self.stop_key)
-                _lease, _events, checkpoint_kept, stop_asked = await pipe.execute()
+                async with asyncio.timeout(cfg.reconnect_timeout):  # a Redis that hangs
+                    _lease, _events, checkpoint_kept, stop_asked = await pipe.execute()
                 self._lease_at = time.monotonic()
                 if stop_asked:
                     self._stop_seen()  # the source is silent: the write would not see it
@@ -1149,10 +1155,7 @@ class RelayProducer:
 
     async def _stop_heartbeat(self) -> None:
         task, self._heartbeat = self._heartbeat, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _end_task(task)
 
     async def __aenter__(self) -> RelayProducer:
         await self.start()
@@ -1179,6 +1182,15 @@ class RelayProducer:
         the write is cancelled and awaited, never left running or failing unheard."""
         with contextlib.suppress(Exception):
             await asyncio.wait_for(ending, _LAST_WORD_TIMEOUT)
+
+
+async def _end_task(task: asyncio.Task[None] | None) -> None:
+    """Cancel a heartbeat and wait for it to end (unless it is the caller: a heartbeat
+    that ends its own producer)."""
+    if task is not None and task is not asyncio.current_task():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def _close_source(chunks: Any) -> None:
@@ -1255,7 +1267,7 @@ class _Batcher:
 class _Inbox:
     """A subscription's share of the tail: batches of entries, or a note to re-read."""
 
-    __slots__ = ("batches", "error", "limit", "overflow", "pending", "waiter")
+    __slots__ = ("batches", "deadline", "error", "limit", "overflow", "pending", "timer", "waiter")
 
     def __init__(self, limit: int) -> None:
         self.batches: list[list[Relayed]] = []
@@ -1264,6 +1276,13 @@ class _Inbox:
         self.overflow = False
         self.error: BaseException | None = None
         self.waiter: asyncio.Future[None] | None = None
+        self.deadline = 0.0
+        """When the current `get` gives up (the event loop's clock)."""
+        self.timer: asyncio.TimerHandle | None = None
+        """The one timer of this inbox: it outlives the gets that entries answer and is
+        moved on when it fires early. A reader woken every few milliseconds arms a timer
+        per poll, not per event (a timer armed and cancelled per event was a sixth of a
+        busy worker's CPU)."""
 
     def _wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
@@ -1285,16 +1304,29 @@ class _Inbox:
         self.error = error
         self._wake()
 
+    def _expire(self) -> None:
+        self.timer = None
+        if self.waiter is None or self.waiter.done():
+            return  # nobody waits: the next get arms it again
+        loop = self.waiter.get_loop()
+        if loop.time() >= self.deadline:
+            self.waiter.set_result(None)
+        else:  # armed for an earlier get that entries answered: on to this one's end
+            self.timer = loop.call_at(self.deadline, self._expire)
+
     async def get(self, timeout: float) -> tuple[list[Relayed], bool] | None:
         """(entries, overflowed) as soon as there are some; None after `timeout` seconds."""
         if not self.batches and not self.overflow and self.error is None:
             loop = asyncio.get_running_loop()
             waiter = self.waiter = loop.create_future()
-            timer = loop.call_later(timeout, _expire, waiter)
+            self.deadline = loop.time() + timeout
+            if self.timer is None or self.timer.when() > self.deadline:
+                if self.timer is not None:  # a shorter wait than the one it was armed for
+                    self.timer.cancel()
+                self.timer = loop.call_at(self.deadline, self._expire)
             try:
                 await waiter
             finally:
-                timer.cancel()
                 self.waiter = None
         if not self.batches and not self.overflow:
             if self.error is not None:
@@ -1307,10 +1339,11 @@ class _Inbox:
         self.overflow = False
         return entries, overflow
 
-
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+    def close(self) -> None:
+        """The subscription is over: its timer goes with it."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
 
 _TAIL_BLOCK_MS: Final = 50
@@ -1660,6 +1693,7 @@ class _Subscription:
         finally:
             if inbox is not None:
                 tail.leave(self.events_key, inbox)
+                inbox.close()
 
     async def _liveness(self) -> tuple[bool, int | None, float]:
         """(the lease is there, the end's seq, when that was asked): shared by the readers
@@ -1910,10 +1944,7 @@ class RelayTurn:
 
     async def _stop_beat(self) -> None:
         task, self._beat = self._beat, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _end_task(task)
 
     async def __aenter__(self) -> RelayTurn:
         await self.start()
