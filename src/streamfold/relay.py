@@ -827,6 +827,13 @@ class RelayProducer:
         self.message: Message | None = None
         self._token = secrets.token_hex(8)
         self._open: dict[int, None] = {}
+        self._xadd_head = (
+            b"XADD",
+            self.events_key.encode(),
+            b"MAXLEN",
+            b"~",
+            b"%d" % relay.config.maxlen,
+        )
         self._since_checkpoint = 0
         self._force_checkpoint = False
         self._started = False
@@ -1051,13 +1058,14 @@ class RelayProducer:
             commands.append(("exists", (self.checkpoint_key, self.stop_key, self.stop_key), {}))
         elif probe:
             commands.append(("exists", (self.checkpoint_key,), {}))
-        # The XADD as Redis takes it: redis-py's xadd() checks and rebuilds its arguments
-        # on every call, a cost paid per event by a producer that already has them right.
-        key, maxlen = self.events_key, cfg.maxlen
+        # The XADD as Redis takes it, its arguments bytes already: redis-py's xadd()
+        # checks and rebuilds its arguments, and its packer encodes each str and int, on
+        # every call: a cost paid per event by a producer that has them right.
+        head, stamp = self._xadd_head, now.encode()
         commands += [
             (
                 "execute_command",
-                ("XADD", key, "MAXLEN", "~", maxlen, _entry_id(first + n), "e", body, "t", now),
+                (*head, b"0-%d" % (first + n), b"e", body, b"t", stamp),
                 {},
             )
             for n, body in enumerate(bodies)
