@@ -1258,6 +1258,47 @@ async def test_thousands_of_readers_are_woken_in_turns(relay: Relay) -> None:
     await producer.cancel()  # (one chunk, no whole event: closed, it would be an error)
 
 
+async def test_a_reader_arms_a_timer_per_poll_not_per_event(relay: Relay) -> None:
+    # A reader waits for its next entries with a deadline (the poll, for its liveness
+    # check). Arming and cancelling a timer for every event it is handed was a sixth of a
+    # busy worker's CPU; one timer, moved on when it fires early, serves all the waits.
+    loop = asyncio.get_running_loop()
+    armed: list[float] = []
+    call_at = loop.call_at
+
+    def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        if getattr(callback, "__name__", "") == "_expire":
+            armed.append(when)
+        return call_at(when, callback, *args, **kwargs)
+
+    loop.call_at = counting  # type: ignore[method-assign]
+    try:
+        chunks, text = _long_chat(200)
+        stream = sid()
+        got: list[Relayed] = []
+        reading = asyncio.create_task(_collect(relay.subscribe(stream), got))
+
+        async def paced() -> AsyncIterator[dict[str, Any]]:
+            for chunk in chunks:
+                await asyncio.sleep(0.002)
+                yield chunk
+
+        began = time.monotonic()
+        message = await relay.publish(stream, paced())
+        await asyncio.wait_for(reading, 30)
+        took = time.monotonic() - began
+    finally:
+        del loop.call_at
+    assert message.text == text
+    final = got[-1].event
+    assert isinstance(final, MessageCompleted) and final.message.text == text
+    events = sum(1 for item in got if not isinstance(item.event, Snapshot))
+    assert events > 150  # handed over one or a few at a time: as many waits, nearly
+    # One timer a poll (the first, and each that fired early and was moved on), not one
+    # a wait; with slack for a loaded machine.
+    assert len(armed) <= took / relay.config.poll + 5, (len(armed), events, took)
+
+
 # --- stopping on time --------------------------------------------------------------------
 
 
