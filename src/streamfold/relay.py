@@ -1370,9 +1370,11 @@ class _Followed:
     entries it read last (contiguous, ending at the cursor) and a checkpoint they follow
     (a reader that joins starts from them without asking Redis)."""
 
-    __slots__ = ("checkpoint", "cursor", "readers", "recent")
+    __slots__ = ("checkpoint", "cursor", "key", "readers", "recent")
 
-    def __init__(self, cursor: int) -> None:
+    def __init__(self, key: str, cursor: int) -> None:
+        self.key = key.encode()
+        """The stream's key, as it goes to Redis."""
         self.readers: set[_Inbox] = set()
         self.cursor = cursor
         self.recent: list[Relayed] = []
@@ -1445,7 +1447,7 @@ class _Tail:
             inbox.fail(self.stopped)  # joined after the stop: ends at its next read
         followed = self.streams.get(key)
         if followed is None:
-            followed = self.streams[key] = _Followed(last)
+            followed = self.streams[key] = _Followed(key, last)
             if seen is not None and seen[1] and seen[1][-1].seq == last:
                 followed.recent = seen[1][-self.window :]  # contiguous, as read
         checkpoint = seen[0] if seen is not None else None
@@ -1500,11 +1502,19 @@ class _Tail:
         for _ in range(2**62):  # bounded by its readers: it stops when the last one leaves
             if not self.streams:
                 return
-            cursors = {key: _entry_id(followed.cursor) for key, followed in self.streams.items()}
+            # Every stream followed here is named in each XREAD: its keys and ids go as
+            # bytes, which redis-py's packer passes through (a worker following a
+            # thousand streams would otherwise encode two thousand strs a read).
+            followed_now = self.streams.values()
+            keys = [followed.key for followed in followed_now]
+            ids = [b"0-%d" % followed.cursor for followed in followed_now]
             began = time.monotonic()
             try:
                 async with asyncio.timeout(relay._attempt_limit(began)):
-                    raw = await relay.redis.xread(cursors, count=cfg.batch, block=_TAIL_BLOCK_MS)
+                    raw = await relay.redis.execute_command(
+                        "XREAD", b"COUNT", cfg.batch, b"BLOCK", _TAIL_BLOCK_MS, b"STREAMS",
+                        *keys, *ids,
+                    )  # fmt: skip
                 batches = _xread_entries(raw, relay._cache)
             except relay._errors as exc:
                 deadline = relay._failed(began)
