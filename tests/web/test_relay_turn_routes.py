@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import shutil
 import subprocess
@@ -298,3 +299,118 @@ def test_a_stop_sent_to_the_other_worker_ends_the_turn_cancelled_for_every_reade
     read = _read_ui_streams(node, {"ui": body})["ui"]
     assert read["errors"] == [] and read["chunks"][-1] == "abort"
     assert read["message"]["parts"].count({"type": "step-start"}) == 1
+
+
+def _sse_events(lines: Iterator[str], until: Any) -> list[dict[str, Any]]:
+    """The events of an SSE body, up to where `until(events so far)` is true (then the
+    reader hangs up) or the body's end."""
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    for line in lines:
+        if line == "":
+            if current:
+                events.append(current)
+                current = {}
+                if until(events):
+                    break
+        elif ":" in line:
+            name, _, value = line.partition(":")
+            current[name] = value.removeprefix(" ")
+    return events
+
+
+def _read_events(url: str, until: Any, after: str | None = None) -> list[dict[str, Any]]:
+    import httpx
+
+    headers = {"Last-Event-ID": after} if after else {}
+    with httpx.Client(timeout=60) as http, http.stream("GET", url, headers=headers) as r:
+        assert r.status_code == 200, r.read()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        return _sse_events(r.iter_lines(), until)
+
+
+def _place(event: dict[str, Any]) -> tuple[int, int | None]:
+    """An item's step and, for a response's, its entry's number: `<step>:0-<seq>`."""
+    step, _, entry = event["id"].partition(":")
+    return int(step), int(entry.split("-")[1]) if entry else None
+
+
+def _unbroken(events: list[dict[str, Any]]) -> None:
+    """Every item once, none missing: within a response the numbers follow one another
+    (a snapshot, at a response's first item alone, stands for those it covers)."""
+    for before, after in itertools.pairwise(events):
+        (step, seq), (next_step, next_seq) = _place(before), _place(after)
+        if next_step == step:
+            assert seq is not None and next_seq == seq + 1, (before, after)
+            assert after["event"] != "snapshot", after
+        else:
+            assert next_step == step + 1, (before, after)
+            assert before["event"] in ("message_completed", "tool_result"), before
+            assert after["event"] in ("snapshot", "tool_result", "turn_completed"), after
+
+
+def test_an_event_source_reader_of_a_turn_resumes_on_the_other_worker_with_its_last_id(
+    redis_server: RedisServer,
+) -> None:
+    import httpx
+
+    loop = _loop()
+    result = loop["steps"][1]["tool_result"]
+    answer = loop["steps"][2]["message"]["content"][0]["content"]
+    config = _config()
+    whole = lambda events: False  # noqa: E731 - to the body's end
+    with (
+        _worker(redis_server.url, config) as a,
+        _worker(redis_server.url, config) as b,
+        httpx.Client() as http,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        started = http.post(f"{a}/relay/turn/start", json={"loop": LOOP, "speed": SPEED})
+        assert started.status_code == 200, started.text
+        turn = started.json()["id"]
+        # A reader there from the start that never lets go: what every reader must see.
+        watching = pool.submit(_read_events, f"{a}/relay/turn/events/{turn}", whole)
+        # The reader under test hangs up in the first response, after a few of its items,
+        first = _read_events(f"{a}/relay/turn/events/{turn}", lambda events: len(events) == 6)
+        # reconnects to the other worker with its last id, hangs up after the tool's
+        # result (the app's own step, between the responses),
+        second = _read_events(
+            f"{b}/relay/turn/events/{turn}",
+            lambda events: events[-1]["event"] == "tool_result",
+            after=first[-1]["id"],
+        )
+        # and comes back to the first worker, the id in the query string this time.
+        third = _read_events(f"{a}/relay/turn/events/{turn}?after={second[-1]['id']}", whole)
+        reference = watching.result()
+        # Past the end there is nothing more, on either worker: 204 stops an EventSource.
+        for worker in (a, b):
+            end = {"Last-Event-ID": third[-1]["id"]}
+            over = http.get(f"{worker}/relay/turn/events/{turn}", headers=end)
+            assert over.status_code == 204, over.text
+        # Misuse is refused, saying what was expected.
+        bad = http.get(f"{b}/relay/turn/events/{turn}", headers={"Last-Event-ID": "x"})
+        assert bad.status_code == 400 and "after=" in bad.text
+        assert http.get(f"{a}/relay/turn/events/not%20an%20id").status_code == 400
+
+    resumed = first + second + third
+    assert {_place(e)[0] for e in first} == {0}  # it left in the first response
+    assert _place(second[0])[0] == 0  # and came back in it, where it left
+    assert second[-1]["id"] == "1" and _place(third[0])[0] == 2
+    _unbroken(reference)
+    _unbroken(resumed)
+    # What it got after it first came is what the reader that stayed got: the same items,
+    # under the same ids (the answer's first item may be a snapshot for either).
+    assert third[-1] == reference[-1]
+    seen = {e["id"]: e for e in reference if e["event"] != "snapshot"}
+    for event in resumed[1:]:
+        if event["event"] != "snapshot":
+            assert seen[event["id"]] == event
+    assert json.loads(third[-1]["data"]) == {"type": "turn_completed", "status": "complete"}
+    tool = [json.loads(e["data"]) for e in resumed if e["event"] == "tool_result"]
+    assert [(t["type"], t["tool_call_id"], t["content"]) for t in tool] == [
+        ("tool_result", result["tool_call_id"], result["content"])
+    ]
+    ended = [json.loads(e["data"]) for e in resumed if e["event"] == "message_completed"]
+    assert len(ended) == 2
+    texts = [p["content"] for p in ended[1]["message"]["content"] if p["type"] == "text"]
+    assert texts == [answer]

@@ -37,6 +37,14 @@ An agent loop's turn (several responses and the tool results between them, see
                                     RUN_STARTED, a MESSAGES_SNAPSHOT of the loop so far
                                     (the messages it sent first), then the run from
                                     there on: every event once
+    GET  /relay/turn/events/{id}    the turn as Server-Sent Events for an EventSource,
+                                    as /relay/events writes a stream's: each item with
+                                    `id: <its turn id>`, a response's events (a
+                                    snapshot first for a reader that joins it midway),
+                                    `event: tool_result` for a tool result,
+                                    `event: turn_completed` last. Reconnecting with
+                                    `Last-Event-ID` (or `?after=`) gets exactly the items
+                                    missed, on any worker; past the turn's end, 204
     POST /relay/turn/stop/{id}      stop the turn, from any worker: the response being
                                     written ends cancelled, the turn ends cancelled
 
@@ -83,6 +91,7 @@ from ..relay import (
     Snapshot,
     TurnCompleted,
     TurnRelayed,
+    _turn_after,
     _turn_keys,
 )
 from ..ui import (
@@ -353,6 +362,41 @@ def _sse(item: Relayed) -> bytes:
     return f"id: {item.id}\nevent: {kind}\ndata: {body}\n\n".encode()
 
 
+def _turn_sse(item: TurnRelayed) -> bytes:
+    """A turn's item as an EventSource event: a response's as `/relay/events` writes it,
+    under the turn's id (`<step>:<entry id>`) so a reconnect resumes within the turn."""
+    inner = item.item
+    if isinstance(inner, Relayed):
+        rest = _sse(inner).split(b"\n", 1)[1]  # its entry id: the turn's id instead
+        return f"id: {item.id}\n".encode() + rest
+    if isinstance(inner, ToolResult):
+        data: dict[str, Any] = {"type": "tool_result", **inner.model_dump(mode="json")}
+    else:
+        data = {"type": inner.type, "status": inner.status}
+        if inner.synthetic:
+            data["synthetic"] = True
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {item.id}\nevent: {data['type']}\ndata: {body}\n\n".encode()
+
+
+async def _turn_over(relay: Relay, turn_id: str, after: str) -> bool:
+    """True when `after` is the turn's end (or an end a reader made up for a lost
+    producer, one step past the list): an EventSource that reconnects there must stop."""
+    step, entry = _turn_after(after)
+    if entry is not None:
+        return False  # inside a response: the turn's end, at least, is still to come
+    list_key = _turn_keys(relay, turn_id)[0]
+    length, last = await relay._commands(
+        ("llen", (list_key,), {}), ("lindex", (list_key, step - 1), {})
+    )
+    if not length:
+        return False  # unknown or expired: the subscription says so
+    if step > length:
+        return True  # after the end a reader made up: nothing is stored past it
+    entry = json.loads(last) if last is not None else None
+    return isinstance(entry, dict) and "end" in entry
+
+
 def _sse_error(error: StreamfoldError) -> bytes:
     data = {"type": "error", "error": {"type": type(error).__name__, "message": str(error)}}
     body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -600,6 +644,36 @@ def relay_routes(
         body = _unless_stopped(aencode_agui_sse(run_events), stopped)
         return StreamingResponse(body, headers=headers)
 
+    async def turn_events(request: Request) -> Response:
+        turn_id = request.path_params["id"]
+        after = request.headers.get("last-event-id") or request.query_params.get("after")
+        try:
+            items = relay.subscribe_turn(turn_id, after=after or None)
+            if after and await _turn_over(relay, turn_id, after):
+                return Response(status_code=204)  # EventSource: the turn is over, stop
+        except UsageError as exc:
+            return _error(400, str(exc))
+        except RelayError as exc:
+            return _unavailable(exc)
+        first = await _first_turn(items)
+        if isinstance(first, Response):
+            return first
+
+        async def body() -> AsyncIterator[bytes]:
+            yield _turn_sse(first)
+            if isinstance(first.item, TurnCompleted):
+                return
+            try:
+                async for item in items:
+                    yield _turn_sse(item)
+            except RelayStopped:
+                return  # no last word: the EventSource reconnects, with its last id, elsewhere
+            except StreamfoldError as exc:  # Redis gone for good, say: say so, last
+                yield _sse_error(exc)
+
+        headers = {**SSE_HEADERS, "x-streamfold-relay": turn_id}
+        return StreamingResponse(body(), headers=headers)
+
     async def ui_stream(request: Request) -> Response:
         try:
             items = relay.subscribe(request.path_params["id"])
@@ -660,6 +734,7 @@ def relay_routes(
         Route("/relay/turn/stop/{id}", stop, methods=["POST"]),
         Route("/relay/turn/ui-stream/{id}", turn_ui_stream, methods=["GET"]),
         Route("/relay/turn/agui/{id}", turn_agui, methods=["POST"]),
+        Route("/relay/turn/events/{id}", turn_events, methods=["GET"]),
     ]
 
 
