@@ -4,11 +4,14 @@ its two steps, the app's tool result under its call, the answer apart."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from browser_support import ARTIFACTS, missing, open_page
@@ -88,3 +91,81 @@ def test_a_relayed_loop_survives_a_reload_on_the_other_worker(tmp_path: Path) ->
             page.screenshot(path=str(ARTIFACTS / "ui-demo-relay-loop.png"), full_page=True)
     finally:
         server.stop()
+
+
+def _turn_end(redis_url: str, config: RelayConfig, turn: str) -> tuple[Any, Any]:
+    """The turn's end and its last response's final message, read from Redis."""
+
+    async def read() -> list[Any]:
+        async with Relay.from_url(redis_url, config) as relay:
+            return [item async for item in relay.subscribe_turn(turn)]
+
+    # Its own thread: Playwright's sync API runs an event loop on this one.
+    with ThreadPoolExecutor(1) as pool:
+        items = pool.submit(asyncio.run, asyncio.wait_for(read(), 30)).result()
+    events = [getattr(i.item, "event", i.item) for i in items]
+    ended = [e.message for e in events if getattr(e, "type", None) == "message_completed"]
+    assert ended, [getattr(e, "type", None) for e in events]
+    return items[-1].item, ended[-1]
+
+
+@pytest.mark.parametrize("when", ["in-the-answer", "in-the-first-response"])
+def test_the_stop_button_ends_a_relayed_turn_stopped_on_every_worker(
+    tmp_path: Path, when: str
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    loop = json.loads((bundled_recordings() / f"{LOOP}.loop.json").read_text())
+    answer = loop["steps"][2]["message"]["content"][0]["content"]
+    # A text part being written: in the answer (after the step's rule), or in the first
+    # response (its thinking or its text, before any tool result).
+    writing = {
+        "in-the-answer": "document.querySelector('hr.step ~ .part.text[data-state=streaming]')",
+        "in-the-first-response": "!document.querySelector('hr.step') && document.querySelector("
+        "'.part[data-state=streaming]')",
+    }[when]
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    config = RelayConfig(prefix=f"test-{uuid.uuid4().hex[:8]}:", lease_ttl=2.0, poll=0.1)
+    try:
+        with (
+            _worker(server.url, config) as a,
+            _worker(server.url, config) as b,
+            sync_playwright() as pw,
+            open_page(pw, tmp_path / "profile") as (page, errors),
+        ):
+            page.goto(f"{a}/")
+            page.wait_for_selector(f'#recording option[value="{LOOP}"]', state="attached")
+            page.wait_for_selector("#relay", state="visible")
+            assert page.is_hidden("#stop")  # nothing relayed to stop yet
+            page.select_option("#recording", LOOP)
+            page.select_option("#speed", "0.1")  # about 10 s: the answer alone takes 3
+            page.check("#relay")
+            page.click("#replay")
+            page.wait_for_function("new URL(location.href).searchParams.get('turn') === '1'")
+            turn = page.evaluate("new URL(location.href).searchParams.get('relay')")
+            # The page follows the turn from the other worker: the stop goes there.
+            page.goto(f"{b}/?relay={turn}&turn=1")
+            page.wait_for_function(writing, timeout=20_000)
+            page.click("#stop")
+            page.wait_for_selector('#status[data-state="stopped"]', timeout=15_000)
+            assert page.inner_text("#status") == "stopped"
+            assert page.is_hidden("#stop")  # over: nothing left to stop
+            shown = page.eval_on_selector_all(".part.text", "ns => ns.map(n => n.streamfoldText)")
+            steps = page.eval_on_selector_all("hr.step", "ns => ns.length")
+            end, message = _turn_end(server.url, config, turn)
+            # Long after the loop would have ended, nothing more has come.
+            page.wait_for_timeout(1_500)
+            assert page.eval_on_selector_all("hr.step", "ns => ns.length") == steps
+            assert page.inner_text("#status") == "stopped"
+            assert errors == []
+    finally:
+        server.stop()
+
+    assert end.status == "cancelled" and message.status == "cancelled"
+    if when == "in-the-answer":
+        assert steps == 1
+        assert answer.startswith(shown[-1]) and shown[-1] != answer  # cut where it was
+    else:
+        assert steps == 0  # no tool result, no answer after the cut response
+        assert all(answer != text for text in shown)

@@ -178,6 +178,7 @@ export class MessageView {
     this.started = performance.now();
     this.ended = null; // the `finish` chunk, once it came
     this.errored = false;
+    this.aborted = false; // an `abort` chunk came: the turn was stopped
     root.replaceChildren();
     finish.hidden = true;
     finish.replaceChildren();
@@ -450,6 +451,11 @@ export class MessageView {
     this.add(el("div", "part error", chunk.errorText));
   }
 
+  // A stopped turn ends with `abort` instead of `finish` (useChat: stopped, not failed).
+  on_abort() {
+    this.aborted = true;
+  }
+
   on_finish(chunk) {
     this.ended = chunk;
     const meta = chunk.messageMetadata || {};
@@ -481,12 +487,14 @@ export class MessageView {
 
   // How the message ended, as [state, label] for setStatus: "done" only for one that
   // finished whole. A stream cut before its `finish`, a message whose status is not
-  // complete (a producer that died: incomplete / cancelled) or an error is shown as such.
+  // complete (a producer that died: incomplete / cancelled) or an error is shown as such;
+  // a stopped turn (its `abort`) as stopped.
   outcome() {
     const status = this.ended?.messageMetadata?.status;
     if (this.errored || status === "error" || this.ended?.finishReason === "error") {
       return ["error", "ended with an error"];
     }
+    if (this.aborted) return ["stopped", "stopped"];
     if (!this.ended) return ["incomplete", "incomplete: the stream was cut"];
     if (status && status !== "complete") return ["incomplete", status];
     return ["done", "done"];

@@ -33,13 +33,53 @@ function setUrl(id, recording, turn) {
   history.replaceState(null, "", url);
 }
 
+// The Stop button, while a relayed stream is followed. Closing this page's reader would
+// stop nothing: the stop goes to the relay, which tells the worker producing the answer
+// (any worker takes it), and every reader, this page too, then gets the end: a turn's
+// `abort` (shown stopped, no step after it), a single stream's cancelled message.
+function offerStop(id, turn) {
+  const button = $("#stop");
+  if (!button) return;
+  button.hidden = false;
+  button.disabled = false;
+  button.title = button.dataset.title ??= button.title;
+  button.onclick = async () => {
+    button.disabled = true;
+    try {
+      const path = turn ? "/relay/turn/stop/" : "/relay/stop/";
+      const response = await fetch(`${path}${encodeURIComponent(id)}`, { method: "POST" });
+      if (!response.ok) throw new Error((await response.json()).error?.message ?? response.statusText);
+      setStatus("streaming", "stopping…");
+    } catch (error) {
+      button.disabled = false; // the answer goes on: it may be stopped again
+      button.title = `the stop failed: ${error.message ?? error}`;
+    }
+  };
+}
+
+function withdrawStop() {
+  const button = $("#stop");
+  if (!button) return;
+  button.hidden = true;
+  button.onclick = null;
+}
+
 // Follow a relayed stream to its end; after a dropped connection, start over from the
 // server's snapshot (a fresh view, so nothing is duplicated).
 async function follow(id, turn) {
-  const path = turn ? "/relay/turn/ui-stream/" : "/relay/ui-stream/";
   if (current) current.abort();
   const controller = new AbortController();
   current = controller;
+  offerStop(id, turn);
+  try {
+    await followed(id, turn, controller);
+  } finally {
+    if (current === controller) withdrawStop(); // over: nothing left to stop
+  }
+}
+
+async function followed(id, turn, controller) {
+  const path = turn ? "/relay/turn/ui-stream/" : "/relay/ui-stream/";
   document.body.dataset.relay = id;
   for (let attempt = 0; attempt <= RETRIES; attempt++) {
     const view = new MessageView($("#message"), $("#finish"), $("#counter"));
@@ -97,6 +137,7 @@ async function init() {
   hooks.submit = (recording, speed) => {
     if (!relayChecked()) {
       if (current) current.abort();
+      withdrawStop();
       setUrl(null);
       return false;
     }
