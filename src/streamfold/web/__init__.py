@@ -5,6 +5,10 @@
     GET  /ui-recordings        {"recordings": [{"name", "provider"}, ...]}
     GET  /ui-stream?recording=<name>&speed=<f>[&output=json[&output_tool=<name>]]
     POST /ui-stream            the same (a `useChat` DefaultChatTransport can point here)
+    POST /agui?recording=<name>&speed=<f>
+                               an AG-UI run (the body: the protocol's RunAgentInput; the
+                               recording there too, as `forwardedProps.recording`); a
+                               loop's name plays the loop as one run, a step per response
 
 `/ui-stream` folds the recording as it is paced out (as recorded, or an event every
 `EVENT_INTERVAL` seconds, divided by `speed`; 0 sends at once) and answers with the Vercel AI
@@ -392,7 +396,8 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
 
     async def agui(request: Request) -> Response:
         # An AG-UI agent's run: the body is the protocol's RunAgentInput (checked with the
-        # package's own model); the recording is `?recording=` or `forwardedProps.recording`.
+        # package's own model); the recording (or loop) is `?recording=` or
+        # `forwardedProps.recording`.
         try:
             from ag_ui.core import RunAgentInput
             from pydantic import ValidationError
@@ -419,20 +424,28 @@ def ui_routes(recordings_dir: str | Path | None = None, *, speed: float = 1.0) -
             return _error(
                 400, "expected ?recording=<name> or forwardedProps.recording (see /ui-recordings)"
             )
+        loop = loops.get(wanted)
         recording = by_name.get(wanted)
-        if recording is None:
+        if recording is None and loop is None:
             return _error(404, f"no recording named {wanted!r} (see /ui-recordings)")
         try:
             pace = _speed(request.query_params.get("speed"), default_speed)
-            data = recording.read()
+            data = recording.read() if recording is not None else b""
         except UsageError as exc:
             return _error(400, str(exc))
         except LookupError as exc:
             return _error(404, str(exc))
-        events = afold(_paced(recording, pace, data), recording.provider)
+        events: AsyncIterator[Event | ToolResult]
+        if loop is not None:
+            # An agent loop: one run, a step per response, the tool results between them.
+            events = _loop_events(loop, pace)
+        else:
+            assert recording is not None
+            events = afold(_paced(recording, pace, data), recording.provider)
         agui_events = ato_agui_events(events, thread_id=run.thread_id, run_id=run.run_id)
+        name = loop.name if loop is not None else wanted
         headers = {"cache-control": "no-cache", "x-accel-buffering": "no",
-                   "x-streamfold-recording": recording.name}  # fmt: skip
+                   "x-streamfold-recording": name}  # fmt: skip
         return StreamingResponse(
             aencode_agui_sse(agui_events), media_type="text/event-stream", headers=headers
         )
