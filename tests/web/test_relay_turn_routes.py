@@ -414,3 +414,33 @@ def test_an_event_source_reader_of_a_turn_resumes_on_the_other_worker_with_its_l
     assert len(ended) == 2
     texts = [p["content"] for p in ended[1]["message"]["content"] if p["type"] == "text"]
     assert texts == [answer]
+
+
+def test_an_event_source_reader_of_a_lost_turn_ends_incomplete_once(
+    redis_server: RedisServer,
+) -> None:
+    import httpx
+
+    config = _config()
+    turn = uuid.uuid4().hex
+    recording = (bundled_recordings() / "anthropic/text-basic.sse").read_bytes()
+
+    async def abandon() -> None:
+        async with Relay.from_url(redis_server.url, config) as relay:
+            lost = relay.turn(turn)
+            await lost.respond([recording], provider="anthropic")
+            await lost._stop_beat()  # the worker died: no heartbeat, no end
+
+    asyncio.run(abandon())
+    with _worker(redis_server.url, config) as a, httpx.Client(timeout=30) as http:
+        events = _read_events(f"{a}/relay/turn/events/{turn}", lambda events: False)
+        # The reader's own end for a turn nobody ends; reconnecting after it, 204 at once
+        # (not a second wait for the lease and a second end: an EventSource would loop).
+        again = http.get(
+            f"{a}/relay/turn/events/{turn}", headers={"Last-Event-ID": events[-1]["id"]}
+        )
+    assert [e["event"] for e in events].count("message_completed") == 1
+    assert events[-1]["event"] == "turn_completed" and events[-1]["id"] == "1"
+    end = json.loads(events[-1]["data"])
+    assert end == {"type": "turn_completed", "status": "incomplete", "synthetic": True}
+    assert again.status_code == 204 and again.elapsed.total_seconds() < config.lease_ttl
