@@ -169,3 +169,121 @@ def test_the_stop_button_ends_a_relayed_turn_stopped_on_every_worker(
     else:
         assert steps == 0  # no tool result, no answer after the cut response
         assert all(answer != text for text in shown)
+
+
+@contextlib.contextmanager
+def _balancer(first: str, then: str, cut_after: int) -> Iterator[tuple[str, list[Any]]]:
+    """A load balancer in front of two workers, for the browser's EventSource: its first
+    connection goes to `first` and drops after `cut_after` events (the connection lost),
+    every later one goes to `then`. Yields its URL and the (worker, Last-Event-ID) of each
+    connection, as the browser sent them."""
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    seen: list[tuple[str, str | None]] = []
+
+    async def page(request: Request) -> Response:
+        return HTMLResponse("<!doctype html><title>an EventSource reader</title>")
+
+    async def events(request: Request) -> Response:
+        worker = then if seen else first
+        last = request.headers.get("last-event-id")
+        seen.append((worker, last))
+        client = httpx.AsyncClient(timeout=60)
+        asked = client.build_request(
+            "GET", f"{worker}{request.url.path}", headers={"last-event-id": last} if last else {}
+        )
+        upstream = await client.send(asked, stream=True)
+        if upstream.status_code != 200:
+            content = await upstream.aread()
+            await client.aclose()
+            return Response(content, status_code=upstream.status_code)
+
+        async def body() -> Any:
+            try:
+                # The browser reconnects 100 ms after a drop (its default is about 3 s).
+                yield b"retry: 100\n\n"
+                count = 0
+                async for line in upstream.aiter_lines():
+                    yield line.encode() + b"\n"
+                    count += line == ""
+                    if worker == first and count == cut_after:
+                        return  # the connection drops, mid-turn
+            finally:
+                await upstream.aclose()
+                await client.aclose()
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    routes = [Route("/", page), Route("/relay/turn/events/{id}", events)]
+    with serve_in_thread(Starlette(routes=routes)) as url:
+        yield url, seen
+
+
+READ_IN_THE_BROWSER = """([path, kinds]) => new Promise((resolve, reject) => {
+    const got = [];
+    const source = new EventSource(path);
+    for (const kind of kinds) {
+        source.addEventListener(kind, (e) => {
+            got.push({id: e.lastEventId, event: kind, data: e.data});
+        });
+    }
+    // A drop: the EventSource reconnects on its own (CONNECTING). The turn's end, then the
+    // 204 its reconnection gets: CLOSED, it is over.
+    source.onerror = () => { if (source.readyState === EventSource.CLOSED) resolve(got); };
+    setTimeout(() => {
+        source.close();
+        reject(new Error(`not over: ${JSON.stringify(got.slice(-2))}`));
+    }, 60000);
+})"""
+
+
+def test_the_browsers_event_source_resumes_a_turn_on_the_other_worker(tmp_path: Path) -> None:
+    import typing
+
+    import httpx
+    from playwright.sync_api import sync_playwright
+
+    from streamfold.events import Event
+    from web.test_relay_turn_routes import _read_events, _unbroken
+
+    kinds = [c.type for c in typing.get_args(Event)]
+    kinds += ["snapshot", "tool_result", "turn_completed"]
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    config = RelayConfig(prefix=f"test-{uuid.uuid4().hex[:8]}:", lease_ttl=2.0, poll=0.1)
+    try:
+        with (
+            _worker(server.url, config) as a,
+            _worker(server.url, config) as b,
+            _balancer(a, b, cut_after=6) as (balancer, seen),
+            httpx.Client(timeout=30) as http,
+            ThreadPoolExecutor(1) as pool,
+            sync_playwright() as pw,
+            open_page(pw, tmp_path / "profile") as (page, errors),
+        ):
+            page.goto(f"{balancer}/")
+            started = http.post(f"{a}/relay/turn/start", json={"loop": LOOP, "speed": 0.1})
+            turn = started.json()["id"]
+            path = f"/relay/turn/events/{turn}"
+            watching = pool.submit(_read_events, f"{a}{path}", lambda events: False)
+            got = page.evaluate(READ_IN_THE_BROWSER, [path, kinds])
+            reference = watching.result()
+            assert errors == []
+    finally:
+        server.stop()
+
+    # The browser's own reconnections: to the other worker with the id it saw last, then
+    # once more after the turn's end, which the 204 ended.
+    assert seen == [(a, None), (b, got[5]["id"]), (b, got[-1]["id"])]
+    assert got[5]["id"].startswith("0:")  # dropped in the first response
+    _unbroken(got)  # every item once, none missing, across the drop
+    assert len({e["id"] for e in got}) == len(got)
+    same = {e["id"]: e for e in reference if e["event"] != "snapshot"}
+    assert all(same[e["id"]] == e for e in got if e["event"] != "snapshot")
+    assert got[-1] == reference[-1]
+    assert json.loads(got[-1]["data"]) == {"type": "turn_completed", "status": "complete"}
+    assert [e["event"] for e in got].count("tool_result") == 1
