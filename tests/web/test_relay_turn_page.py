@@ -287,3 +287,45 @@ def test_the_browsers_event_source_resumes_a_turn_on_the_other_worker(tmp_path: 
     assert got[-1] == reference[-1]
     assert json.loads(got[-1]["data"]) == {"type": "turn_completed", "status": "complete"}
     assert [e["event"] for e in got].count("tool_result") == 1
+
+
+def test_the_stop_button_ends_a_relayed_stream_stopped(tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    recording = "anthropic/thinking-then-tool-use.sse"  # about 3 s at 0.1x
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    config = RelayConfig(prefix=f"test-{uuid.uuid4().hex[:8]}:", lease_ttl=2.0, poll=0.1)
+
+    async def read(stream: str) -> list[Any]:
+        async with Relay.from_url(server.url, config) as relay:
+            return [item.event async for item in relay.subscribe(stream)]
+
+    try:
+        with (
+            _worker(server.url, config) as a,
+            _worker(server.url, config) as b,
+            sync_playwright() as pw,
+            open_page(pw, tmp_path / "profile") as (page, errors),
+        ):
+            page.goto(f"{a}/")
+            page.wait_for_selector(f'#recording option[value="{recording}"]', state="attached")
+            page.wait_for_selector("#relay", state="visible")
+            page.select_option("#recording", recording)
+            page.select_option("#speed", "0.1")
+            page.check("#relay")
+            page.click("#replay")
+            page.wait_for_function("new URL(location.href).searchParams.has('relay')")
+            stream = page.evaluate("new URL(location.href).searchParams.get('relay')")
+            page.goto(f"{b}/?relay={stream}")  # the stop goes to the worker not producing it
+            page.wait_for_selector(".part[data-state=streaming]", timeout=20_000)
+            page.click("#stop")
+            page.wait_for_selector('#status[data-state="stopped"]', timeout=15_000)
+            assert page.inner_text("#status") == "stopped"
+            assert page.is_hidden("#stop")
+            assert errors == []
+        with ThreadPoolExecutor(1) as pool:
+            events = pool.submit(asyncio.run, asyncio.wait_for(read(stream), 30)).result()
+    finally:
+        server.stop()
+    assert events[-1].type == "message_completed" and events[-1].message.status == "cancelled"

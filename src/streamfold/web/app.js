@@ -487,14 +487,15 @@ export class MessageView {
 
   // How the message ended, as [state, label] for setStatus: "done" only for one that
   // finished whole. A stream cut before its `finish`, a message whose status is not
-  // complete (a producer that died: incomplete / cancelled) or an error is shown as such;
-  // a stopped turn (its `abort`) as stopped.
+  // complete (a producer that died: incomplete) or an error is shown as such; a stopped
+  // turn (its `abort`) or message (cancelled: a Stop, or its worker shutting down) as
+  // stopped.
   outcome() {
     const status = this.ended?.messageMetadata?.status;
     if (this.errored || status === "error" || this.ended?.finishReason === "error") {
       return ["error", "ended with an error"];
     }
-    if (this.aborted) return ["stopped", "stopped"];
+    if (this.aborted || status === "cancelled") return ["stopped", "stopped"];
     if (!this.ended) return ["incomplete", "incomplete: the stream was cut"];
     if (status && status !== "complete") return ["incomplete", status];
     return ["done", "done"];
