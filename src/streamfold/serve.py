@@ -161,8 +161,9 @@ class ReplayServer:
         recording = self.recording
         if recording is not None and recording.mode == "all":
             return await self._forward(request, raw)
-        # In a worker thread: the request checks take a while on a big body (see _body).
-        reply = await anyio.to_thread.run_sync(self.replayer.answer, wire)
+        # In a worker thread (the request checks take a while on a big body, see _body),
+        # and in arrival order: concurrent requests meet a scenario's turns as they came.
+        reply = await self.replayer.aanswer(wire)
         if recording is not None and reply.miss is not None:
             return await self._forward(request, raw, reply.miss)
         if not _streams(reply):
