@@ -34,6 +34,8 @@ status code.
 With a scenario (`streamfold serve --scenario app.toml`, see `streamfold.testing`), its
 turns answer instead: each request is matched on its API, model, index, last user message,
 tool results and tools, and a request no turn matches gets a 404 naming the nearest turns.
+Each answer is worked out in a worker thread, and concurrent requests meet the turns in
+the order they came (a request that takes long to check holds up the ones after it).
 Faults are asked for per request by the `x-streamfold-fault` header or the `fault` query
 parameter (`status=429,retry_after=1`, `cut_after_events=3`, `stall=2`, `ttft=0.5`, ...;
 see `streamfold.testing.Faults`), or written on a scenario's turn.
