@@ -14,8 +14,11 @@ Keys, for a stream id S under `RelayConfig.prefix` P:
 
     P S:events      a Redis Stream, one entry per event. The entry id is `0-<seq>` (seq =
                     1, 2, 3... in the fold's order) and the fields are `e` (the event as
-                    `streamfold.event_to_json` gives it, compact JSON) and `t` (the
-                    producer's wall clock, seconds, when it published). XADD ... MAXLEN ~.
+                    `streamfold.event_to_json` gives it, compact JSON), `t` (the
+                    producer's wall clock, seconds, when it published) and, on the
+                    MessageCompleted entry alone, `timing` (its `timing`, JSON: what the
+                    producer's fold measured, which `event_to_json` leaves out). XADD ...
+                    MAXLEN ~.
     P S:checkpoint  a hash, written whole by one HSET: `seq` and `id` of the last entry it
                     covers, `data` (JSON: {"v": 1, "message": <the Message so far>,
                     "open": [slot indexes still being written]}), `state` (JSON: the
@@ -445,10 +448,28 @@ def _parse_entries(raw: Any, key: str, cache: _Cache) -> list[Relayed]:
             event = event_from_json(_json(body))
         except EventJSONError as exc:
             raise RelayError(f"entry {eid}: {exc}") from None
+        timing = values.get("timing")
+        if timing is not None:
+            event = _timed(eid, event, timing)
         entry = Relayed(eid, int(match.group(1)), event, published)
         cache.put((key, eid), fields, entry)
         out.append(entry)
     return out
+
+
+def _timed(eid: str, event: Event, raw: Any) -> MessageCompleted:
+    """The entry's MessageCompleted with the timing the producer's fold gave it: readers
+    get the final event the producer's fold made, not one that lost its clock."""
+    try:
+        timing = _json(raw)
+    except ValueError:
+        timing = None
+    if not isinstance(event, MessageCompleted) or not isinstance(timing, dict):
+        raise RelayError(
+            f"entry {eid}: expected a timing (a JSON object) on a message_completed entry "
+            f"alone, got {preview(_text(raw))} on a {event.type} entry"
+        )
+    return MessageCompleted(message=event.message, timing=timing)
 
 
 def _xread_entries(raw: Any, cache: _Cache) -> dict[str, list[Relayed]]:
@@ -946,7 +967,8 @@ class RelayProducer:
         message = message.model_copy(
             update={"status": "error", "stop_reason": "error", "metadata": metadata}
         )
-        await self.send([MessageCompleted(message=message)])
+        # What the fold measured until it failed: readers learn how far it got, and when.
+        await self.send([MessageCompleted(message=message, timing=self.folder.timing.as_dict())])
 
     async def pump(self, chunks: AsyncIterable[Any] | Iterable[Any]) -> Message:
         """Feed every chunk, then close; return the final Message.
@@ -956,6 +978,9 @@ class RelayProducer:
         HTTP response's byte iterator, the request to the provider) and the message ends
         with status cancelled, keeping what arrived."""
         await self.start()
+        # As afold does: the wait for the first chunk counts (a time to first token that
+        # starts at the first chunk's arrival would hide the provider's own delay).
+        self.folder.timing.start()
         self._pumping = asyncio.current_task()
         try:
             if isinstance(chunks, AsyncIterable):
@@ -1062,7 +1087,7 @@ class RelayProducer:
         # checks and rebuilds its arguments, and its packer encodes each str and int, on
         # every call: a cost paid per event by a producer that has them right.
         head, stamp = self._xadd_head, now.encode()
-        commands += [
+        xadds: list[Command] = [
             (
                 "execute_command",
                 (*head, b"0-%d" % (first + n), b"e", body, b"t", stamp),
@@ -1070,6 +1095,13 @@ class RelayProducer:
             )
             for n, body in enumerate(bodies)
         ]
+        if final is not None and final.timing is not None:
+            # The one event whose JSON leaves out what the fold measured: its entry
+            # carries it beside, so every reader's end is the producer's own.
+            at = events.index(final)
+            name, args, options = xadds[at]
+            xadds[at] = (name, (*args, b"timing", _dumps(final.timing)), options)
+        commands += xadds
         if ckpt is not None:
             if cfg.save_state and "state" not in ckpt:  # an older one's must not stay
                 commands.append(("hdel", (self.checkpoint_key, "state"), {}))

@@ -34,6 +34,8 @@ status code.
 With a scenario (`streamfold serve --scenario app.toml`, see `streamfold.testing`), its
 turns answer instead: each request is matched on its API, model, index, last user message,
 tool results and tools, and a request no turn matches gets a 404 naming the nearest turns.
+Each answer is worked out in a worker thread, and concurrent requests meet the turns in
+the order they came (a request that takes long to check holds up the ones after it).
 Faults are asked for per request by the `x-streamfold-fault` header or the `fault` query
 parameter (`status=429,retry_after=1`, `cut_after_events=3`, `stall=2`, `ttft=0.5`, ...;
 see `streamfold.testing.Faults`), or written on a scenario's turn.
@@ -161,8 +163,9 @@ class ReplayServer:
         recording = self.recording
         if recording is not None and recording.mode == "all":
             return await self._forward(request, raw)
-        # In a worker thread: the request checks take a while on a big body (see _body).
-        reply = await anyio.to_thread.run_sync(self.replayer.answer, wire)
+        # In a worker thread (the request checks take a while on a big body, see _body),
+        # and in arrival order: concurrent requests meet a scenario's turns as they came.
+        reply = await self.replayer.aanswer(wire)
         if recording is not None and reply.miss is not None:
             return await self._forward(request, raw, reply.miss)
         if not _streams(reply):

@@ -248,3 +248,43 @@ def test_an_unfinished_response_that_no_fault_cut_is_still_logged_as_an_error() 
             logging.getLogger("uvicorn.error").removeHandler(server_log)
     errors = [r.getMessage() for r in server_log.records if r.levelname == "ERROR"]
     assert errors == ["ASGI callable returned without completing response."]
+
+
+def test_concurrent_requests_meet_the_turns_in_the_order_they_came() -> None:
+    # Turns used once each, matching any request: the n-th request to arrive gets turn n,
+    # though each answer is worked out in a worker thread of its own. The first request's
+    # check is slow (many blocks: a good part of a second), the others' quick: answered as
+    # their threads finish, the later ones would take the first turns.
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
+    turns = [Turn(message=MessageAnswer(text=f"answer {n}"), times=1) for n in range(12)]
+    many = [{"type": "text", "text": f"block {n}"} for n in range(20_000)]
+    with serve_in_thread(create_app(REAL, speed=0, scenario=Scenario(turns))) as url:
+        parts = urlsplit(url)
+        sockets = []
+        for n in range(12):
+            blocks = many if n == 0 else [{"type": "text", "text": f"q{n}"}]
+            body = json.dumps(
+                {"model": "c", "max_tokens": 9, "messages": [{"role": "user", "content": blocks}]}
+            ).encode()
+            head = (
+                f"POST /v1/messages HTTP/1.1\r\nHost: {parts.hostname}\r\n"
+                "Content-Type: application/json\r\nConnection: close\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            sock = socket.create_connection((parts.hostname, parts.port), timeout=30)
+            sock.sendall(head + body)  # whole, before the next request is sent
+            sockets.append(sock)
+            time.sleep(0.1)  # read by the server before the next one comes
+        answers = {}
+        for n, sock in enumerate(sockets):
+            with sock:
+                reply = b""
+                while chunk := sock.recv(65536):
+                    reply += chunk
+            status, _, rest = reply.partition(b"\r\n")
+            assert b" 200 " in status, reply[:300]
+            answers[n] = json.loads(rest.partition(b"\r\n\r\n")[2])["content"][0]["text"]
+    assert answers == {n: f"answer {n}" for n in range(12)}

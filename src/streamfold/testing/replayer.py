@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+from anyio.lowlevel import RunVar
 
 from ..errors import StreamfoldError, UsageError
 from ..framing import StreamFormat
@@ -52,6 +57,9 @@ FAULT_HEADER = "x-streamfold-fault"
 `Faults.parse` reads them: `status=429,retry_after=1`."""
 
 _DEFAULT_CODES = {429: "rate_limit_exceeded"}
+
+# Each replayer's lock, per event loop: a replayer may outlive a loop (a test's, a server's).
+_ORDER: RunVar[weakref.WeakKeyDictionary[Replayer, anyio.Lock]] = RunVar("streamfold_replay_order")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +162,23 @@ class Replayer:
     def misses(self) -> list[NoTurnMatched]:
         """The requests no turn answered, in order."""
         return self.scenario.misses if self.scenario is not None else self._misses
+
+    async def aanswer(self, request: WireRequest) -> Reply:
+        """`answer`, worked out in a worker thread: the request check (the API's request
+        schema, its SDK types imported and built on a first request: up to a second; a
+        body of many blocks: as long) and a recording read from disk would stall the
+        event loop's other tasks. Concurrent requests still meet the turns in the order
+        they came: a lock of this replayer's on the loop, taken first come first served,
+        as they did when answered on the loop (asyncio or trio)."""
+        locks = _ORDER.get(None)
+        if locks is None:
+            locks = weakref.WeakKeyDictionary()
+            _ORDER.set(locks)
+        lock = locks.get(self)
+        if lock is None:
+            lock = locks[self] = anyio.Lock()
+        async with lock:
+            return await anyio.to_thread.run_sync(self.answer, request)
 
     def answer(self, request: WireRequest) -> Reply:
         """The answer to one request; raises NoTurnMatched on a miss with on_miss="raise"."""

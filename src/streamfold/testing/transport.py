@@ -39,14 +39,11 @@ meanwhile (asyncio or trio); concurrent requests still meet the turns in arrival
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import anyio.to_thread
-from anyio.lowlevel import RunVar
 
 from ..errors import UsageError
 
@@ -66,9 +63,6 @@ from .replayer import Chunk, Replayer, Reply, WireRequest
 from .scenario import Faults, NoTurnMatched, Scenario
 
 OnMiss = Literal["respond", "raise"]
-
-# Each async transport's lock, per event loop: a transport may outlive a test's loop.
-_ORDER: RunVar[weakref.WeakKeyDictionary[Any, anyio.Lock]] = RunVar("streamfold_replay_order")
 
 
 class _Transport:
@@ -214,20 +208,9 @@ class AsyncReplayTransport(_Transport, httpx.AsyncBaseTransport, httpx2.AsyncBas
         return self._response(request, reply, _AsyncStream(request, reply, self.speed))
 
     async def _answer(self, wire: WireRequest) -> Reply:
-        """The replayer's answer, worked out in a worker thread: the request check (the
-        API's request schema, its SDK types imported and built on a first request: up
-        to a second) and a recording read from disk would stall the app's other tasks.
-        The lock, taken in arrival order, keeps concurrent requests meeting the turns in
-        the order they came, as they did when answered on the loop."""
-        locks = _ORDER.get(None)
-        if locks is None:
-            locks = weakref.WeakKeyDictionary()
-            _ORDER.set(locks)
-        lock = locks.get(self)
-        if lock is None:
-            lock = locks[self] = anyio.Lock()
-        async with lock:
-            return await anyio.to_thread.run_sync(self.replayer.answer, wire)
+        """The replayer's answer, off the event loop, in the order the requests came
+        (`Replayer.aanswer`)."""
+        return await self.replayer.aanswer(wire)
 
 
 def _scenario_file(scenario: Scenario | None) -> Path | None:
