@@ -390,6 +390,9 @@ def test_an_event_source_reader_of_a_turn_resumes_on_the_other_worker_with_its_l
         # Misuse is refused, saying what was expected.
         bad = http.get(f"{b}/relay/turn/events/{turn}", headers={"Last-Event-ID": "x"})
         assert bad.status_code == 400 and "after=" in bad.text
+        huge = {"Last-Event-ID": "9" * 30}  # no such step, nor one Redis could index
+        bad = http.get(f"{b}/relay/turn/events/{turn}", headers=huge)
+        assert bad.status_code == 400 and "an id this turn gave" in bad.text, bad.text
         assert http.get(f"{a}/relay/turn/events/not%20an%20id").status_code == 400
 
     resumed = first + second + third

@@ -78,7 +78,7 @@ from pathlib import Path
 from typing import Any
 
 from ..drive import adrive
-from ..errors import StreamfoldError, UsageError
+from ..errors import StreamfoldError, UsageError, preview
 from ..events import Event
 from ..events_json import event_to_json
 from ..message import ToolResult
@@ -127,6 +127,7 @@ _log = logging.getLogger("streamfold.relay")
 DEFAULT_MAX_REPLAYS = 64
 """Replays one worker publishes at once (`relay_routes(max_replays=)`)."""
 _RETRY_AFTER = "1"  # seconds: a replay slot frees as soon as one ends
+_MAX_STEP = 2**62  # a turn's steps, as Redis indexes its list (a signed 64-bit integer)
 
 SSE_HEADERS = {
     "content-type": "text/event-stream",
@@ -383,18 +384,24 @@ async def _turn_over(relay: Relay, turn_id: str, after: str) -> bool:
     """True when `after` is the turn's end (or an end a reader made up for a lost
     producer, one step past the list): an EventSource that reconnects there must stop."""
     step, entry = _turn_after(after)
+    if step > _MAX_STEP:  # Redis would refuse the index: the reader's id is wrong, not Redis
+        raise UsageError(
+            f"expected Last-Event-ID (or after=) an id this turn gave, got {preview(after)}"
+        )
     if entry is not None:
         return False  # inside a response: the turn's end, at least, is still to come
     list_key = _turn_keys(relay, turn_id)[0]
-    length, last = await relay._commands(
-        ("llen", (list_key,), {}), ("lindex", (list_key, step - 1), {})
-    )
+    (length,) = await relay._commands(("llen", (list_key,), {}))
     if not length:
         return False  # unknown or expired: the subscription says so
     if step > length:
         return True  # after the end a reader made up: nothing is stored past it
-    entry = json.loads(last) if last is not None else None
-    return isinstance(entry, dict) and "end" in entry
+    (last,) = await relay._commands(("lindex", (list_key, step - 1), {}))
+    try:
+        stored = json.loads(last) if last is not None else None
+    except ValueError:
+        return False  # not a step: the subscription says what it is
+    return isinstance(stored, dict) and "end" in stored
 
 
 def _sse_error(error: StreamfoldError) -> bytes:
