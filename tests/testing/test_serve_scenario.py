@@ -101,8 +101,10 @@ def test_serve_scenario_529_then_success_through_the_anthropic_sdks_retry(
     assert raw.parse().content[0].text == expected.text
 
 
-def test_a_fault_header_cuts_a_recording_served_from_a_directory(recordings_url: str) -> None:
-    client = openai.OpenAI(api_key="t", base_url=f"{recordings_url}/v1", max_retries=0)
+def _cut_after_two_events(url: str) -> None:
+    """The openai SDK streams a recording the header cuts after two events: it gets those
+    two chunks, then its connection error."""
+    client = openai.OpenAI(api_key="t", base_url=f"{url}/v1", max_retries=0)
     stream = client.chat.completions.create(
         model="m",
         messages=USER,
@@ -117,6 +119,10 @@ def test_a_fault_header_cuts_a_recording_served_from_a_directory(recordings_url:
         for chunk in stream:
             seen.append(chunk)
     assert len(seen) == 2
+
+
+def test_a_fault_header_cuts_a_recording_served_from_a_directory(recordings_url: str) -> None:
+    _cut_after_two_events(recordings_url)
 
 
 def test_a_fault_query_parameter_answers_429_with_retry_after(recordings_url: str) -> None:
@@ -192,21 +198,7 @@ def test_a_dropped_connection_reaches_the_sdks_without_a_traceback_on_the_server
         # (after the start: uvicorn's logging setup replaces the handlers it names)
         logging.getLogger("uvicorn.error").addHandler(server_log)
         try:
-            client = openai.OpenAI(api_key="t", base_url=f"{url}/v1", max_retries=0)
-            stream = client.chat.completions.create(
-                model="m",
-                messages=USER,
-                stream=True,
-                extra_headers={
-                    "x-streamfold-recording": "openai-chat/text-include-usage.sse",
-                    "x-streamfold-fault": "cut_after_events=2",
-                },
-            )
-            seen = []
-            with pytest.raises(openai.APIConnectionError):
-                for chunk in stream:
-                    seen.append(chunk)
-            assert len(seen) == 2
+            _cut_after_two_events(url)
             whole = anthropic.Anthropic(api_key="t", base_url=url, max_retries=0)
             with pytest.raises(anthropic.APIConnectionError):
                 whole.messages.create(
