@@ -1,5 +1,5 @@
 """The session header names the build under test (the compiled wheel or the source interpreted);
-the fixture the lane tests share."""
+the fixtures the lane tests and the relay tests share."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from redis_support import RedisServer
 from support import hot_lane_from
 
 import streamfold
@@ -24,3 +25,13 @@ def lane_from_the_first_event() -> Iterator[None]:
     path, so the other tests keep the shipped start."""
     with hot_lane_from(0):
         yield
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real redis-server for a test module: 127.0.0.1, a free port, nothing kept on disk
+    (the modules that ask for it skip where redis-server is not installed)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()

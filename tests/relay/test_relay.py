@@ -87,15 +87,6 @@ def fast_config(**changes: Any) -> RelayConfig:
     return RelayConfig(**options)
 
 
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A real redis-server for the session: 127.0.0.1, a free port, nothing kept on disk."""
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
 async def relay(redis_server: RedisServer) -> AsyncIterator[Relay]:
     async with Relay.from_url(redis_server.url, fast_config()) as r:

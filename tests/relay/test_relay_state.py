@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,14 +22,6 @@ if importlib.util.find_spec("redis") is None:
 from streamfold.relay import Relay, RelayConfig  # after the skips: needs redis-py
 
 REL = "anthropic/thinking-then-tool-use.sse"
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
 
 
 async def test_a_checkpoint_resumes_with_the_key_and_a_forged_one_is_refused(

@@ -13,7 +13,7 @@ import asyncio
 import importlib.util
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -56,14 +56,6 @@ def config() -> RelayConfig:
         poll=0.1,
         start_timeout=10.0,
     )
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
 
 
 def chunks_of(rel: str) -> list[bytes]:

@@ -47,14 +47,6 @@ def _node_ready() -> str:
     return node
 
 
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
-
-
 def _config() -> RelayConfig:
     # Both workers share it: the same key prefix, so they see the same turns.
     return RelayConfig(
