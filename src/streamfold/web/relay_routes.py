@@ -75,7 +75,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..drive import adrive
 from ..errors import StreamfoldError, UsageError, preview
@@ -127,6 +127,7 @@ _log = logging.getLogger("streamfold.relay")
 DEFAULT_MAX_REPLAYS = 64
 """Replays one worker publishes at once (`relay_routes(max_replays=)`)."""
 _RETRY_AFTER = "1"  # seconds: a replay slot frees as soon as one ends
+_Item = TypeVar("_Item", Relayed, TurnRelayed)
 _MAX_STEP = 2**62  # a turn's steps, as Redis indexes its list (a signed 64-bit integer)
 
 SSE_HEADERS = {
@@ -136,14 +137,14 @@ SSE_HEADERS = {
 }
 
 
-async def _first(items: AsyncIterator[Relayed]) -> Relayed | Response:
-    """The first item, or the error response when the stream is unknown."""
+async def _first(items: AsyncIterator[_Item], gone: str = "stream") -> _Item | Response:
+    """The first item, or the error response when the stream (or turn) is unknown."""
     try:
         return await anext(items)
     except RelayNotFound as exc:
         return _error(404, str(exc))
     except StopAsyncIteration:
-        return _error(404, "the stream has no more events")
+        return _error(404, f"the {gone} has no more events")
     except RelayError as exc:
         return _unavailable(exc)
 
@@ -175,18 +176,6 @@ async def _events(
             yield item.event
     except RelayStopped as exc:
         stopped.append(exc)
-
-
-async def _first_turn(items: AsyncIterator[TurnRelayed]) -> TurnRelayed | Response:
-    """The turn's first item, or the error response when the turn is unknown."""
-    try:
-        return await anext(items)
-    except RelayNotFound as exc:
-        return _error(404, str(exc))
-    except StopAsyncIteration:
-        return _error(404, "the turn has no more items")
-    except RelayError as exc:
-        return _unavailable(exc)
 
 
 async def _checked_turn(
@@ -605,7 +594,7 @@ def relay_routes(
             items = relay.subscribe_turn(turn_id)
         except UsageError as exc:
             return _error(400, str(exc))
-        first = await _first_turn(items)
+        first = await _first(items, "turn")
         if isinstance(first, Response):
             return first
         stopped: list[RelayStopped] = []
@@ -638,7 +627,7 @@ def relay_routes(
             return _error(400, str(exc))
         except RelayError as exc:
             return _unavailable(exc)
-        first = await _first_turn(items)
+        first = await _first(items, "turn")
         if isinstance(first, Response):
             return first
         thread_id = run.thread_id if run is not None else turn_id
@@ -662,7 +651,7 @@ def relay_routes(
             return _error(400, str(exc))
         except RelayError as exc:
             return _unavailable(exc)
-        first = await _first_turn(items)
+        first = await _first(items, "turn")
         if isinstance(first, Response):
             return first
 
