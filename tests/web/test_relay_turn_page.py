@@ -44,53 +44,60 @@ def _worker(redis_url: str, config: RelayConfig) -> Iterator[str]:
         yield url
 
 
+@contextlib.contextmanager
+def _two_workers(tmp_path: Path) -> Iterator[tuple[RedisServer, RelayConfig, str, str]]:
+    """A redis-server of the test's own and two workers on it, the page and the relay
+    routes on each: (the server, the relay's config, worker a's URL, worker b's URL)."""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    config = RelayConfig(prefix=f"test-{uuid.uuid4().hex[:8]}:", lease_ttl=2.0, poll=0.1)
+    try:
+        with _worker(server.url, config) as a, _worker(server.url, config) as b:
+            yield server, config, a, b
+    finally:
+        server.stop()
+
+
 def test_a_relayed_loop_survives_a_reload_on_the_other_worker(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     loop = json.loads((bundled_recordings() / f"{LOOP}.loop.json").read_text())
     result = loop["steps"][1]["tool_result"]
     answer = loop["steps"][2]["message"]["content"][0]["content"]
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    config = RelayConfig(prefix=f"test-{uuid.uuid4().hex[:8]}:", lease_ttl=2.0, poll=0.1)
-    try:
-        with (
-            _worker(server.url, config) as a,
-            _worker(server.url, config) as b,
-            sync_playwright() as pw,
-            open_page(pw, tmp_path / "profile") as (page, errors),
-        ):
-            page.goto(f"{a}/")
-            page.wait_for_selector(f'#recording option[value="{LOOP}"]', state="attached")
-            page.wait_for_selector("#relay", state="visible")
-            page.select_option("#recording", LOOP)
-            page.select_option("#speed", "0.1")  # about 10 s: the tool alone takes 4
-            page.check("#relay")
-            page.click("#replay")
-            page.wait_for_function("new URL(location.href).searchParams.get('turn') === '1'")
-            turn = page.evaluate("new URL(location.href).searchParams.get('relay')")
-            page.wait_for_selector(".part.tool", timeout=15_000)  # the first step is in
+    with (
+        _two_workers(tmp_path) as (_, _, a, b),
+        sync_playwright() as pw,
+        open_page(pw, tmp_path / "profile") as (page, errors),
+    ):
+        page.goto(f"{a}/")
+        page.wait_for_selector(f'#recording option[value="{LOOP}"]', state="attached")
+        page.wait_for_selector("#relay", state="visible")
+        page.select_option("#recording", LOOP)
+        page.select_option("#speed", "0.1")  # about 10 s: the tool alone takes 4
+        page.check("#relay")
+        page.click("#replay")
+        page.wait_for_function("new URL(location.href).searchParams.get('turn') === '1'")
+        turn = page.evaluate("new URL(location.href).searchParams.get('relay')")
+        page.wait_for_selector(".part.tool", timeout=15_000)  # the first step is in
 
-            # A reload mid-turn, landing on the other worker: the loop so far, then the rest.
-            page.goto(f"{b}/?relay={turn}&turn=1")
-            page.wait_for_selector(".part.tool", timeout=15_000)
-            page.wait_for_selector('#status[data-state="done"]', timeout=30_000)
-            shown = page.inner_text(".part.tool .tool-output pre")
-            assert shown == result["content"]
-            kinds = page.eval_on_selector_all(
-                "#message > *",
-                "nodes => nodes.map(n => n.tagName === 'HR' ? 'step' : n.className)",
-            )
-            assert [k for k in kinds if k == "step"] == ["step"]  # two steps, once each
-            assert len([k for k in kinds if "tool" in k]) == 1
-            after = kinds[kinds.index("step") + 1 :]
-            assert any("text" in k and "answer" in k for k in after)
-            assert page.eval_on_selector(".part.text.answer", "n => n.streamfoldText") == answer
-            assert errors == []
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "ui-demo-relay-loop.png"), full_page=True)
-    finally:
-        server.stop()
+        # A reload mid-turn, landing on the other worker: the loop so far, then the rest.
+        page.goto(f"{b}/?relay={turn}&turn=1")
+        page.wait_for_selector(".part.tool", timeout=15_000)
+        page.wait_for_selector('#status[data-state="done"]', timeout=30_000)
+        shown = page.inner_text(".part.tool .tool-output pre")
+        assert shown == result["content"]
+        kinds = page.eval_on_selector_all(
+            "#message > *",
+            "nodes => nodes.map(n => n.tagName === 'HR' ? 'step' : n.className)",
+        )
+        assert [k for k in kinds if k == "step"] == ["step"]  # two steps, once each
+        assert len([k for k in kinds if "tool" in k]) == 1
+        after = kinds[kinds.index("step") + 1 :]
+        assert any("text" in k and "answer" in k for k in after)
+        assert page.eval_on_selector(".part.text.answer", "n => n.streamfoldText") == answer
+        assert errors == []
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "ui-demo-relay-loop.png"), full_page=True)
 
 
 def _turn_end(redis_url: str, config: RelayConfig, turn: str) -> tuple[Any, Any]:
@@ -124,43 +131,36 @@ def test_the_stop_button_ends_a_relayed_turn_stopped_on_every_worker(
         "in-the-first-response": "!document.querySelector('hr.step') && document.querySelector("
         "'.part[data-state=streaming]')",
     }[when]
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    config = RelayConfig(prefix=f"test-{uuid.uuid4().hex[:8]}:", lease_ttl=2.0, poll=0.1)
-    try:
-        with (
-            _worker(server.url, config) as a,
-            _worker(server.url, config) as b,
-            sync_playwright() as pw,
-            open_page(pw, tmp_path / "profile") as (page, errors),
-        ):
-            page.goto(f"{a}/")
-            page.wait_for_selector(f'#recording option[value="{LOOP}"]', state="attached")
-            page.wait_for_selector("#relay", state="visible")
-            assert page.is_hidden("#stop")  # nothing relayed to stop yet
-            page.select_option("#recording", LOOP)
-            page.select_option("#speed", "0.1")  # about 10 s: the answer alone takes 3
-            page.check("#relay")
-            page.click("#replay")
-            page.wait_for_function("new URL(location.href).searchParams.get('turn') === '1'")
-            turn = page.evaluate("new URL(location.href).searchParams.get('relay')")
-            # The page follows the turn from the other worker: the stop goes there.
-            page.goto(f"{b}/?relay={turn}&turn=1")
-            page.wait_for_function(writing, timeout=20_000)
-            page.click("#stop")
-            page.wait_for_selector('#status[data-state="stopped"]', timeout=15_000)
-            assert page.inner_text("#status") == "stopped"
-            assert page.is_hidden("#stop")  # over: nothing left to stop
-            shown = page.eval_on_selector_all(".part.text", "ns => ns.map(n => n.streamfoldText)")
-            steps = page.eval_on_selector_all("hr.step", "ns => ns.length")
-            end, message = _turn_end(server.url, config, turn)
-            # Long after the loop would have ended, nothing more has come.
-            page.wait_for_timeout(1_500)
-            assert page.eval_on_selector_all("hr.step", "ns => ns.length") == steps
-            assert page.inner_text("#status") == "stopped"
-            assert errors == []
-    finally:
-        server.stop()
+    with (
+        _two_workers(tmp_path) as (server, config, a, b),
+        sync_playwright() as pw,
+        open_page(pw, tmp_path / "profile") as (page, errors),
+    ):
+        page.goto(f"{a}/")
+        page.wait_for_selector(f'#recording option[value="{LOOP}"]', state="attached")
+        page.wait_for_selector("#relay", state="visible")
+        assert page.is_hidden("#stop")  # nothing relayed to stop yet
+        page.select_option("#recording", LOOP)
+        page.select_option("#speed", "0.1")  # about 10 s: the answer alone takes 3
+        page.check("#relay")
+        page.click("#replay")
+        page.wait_for_function("new URL(location.href).searchParams.get('turn') === '1'")
+        turn = page.evaluate("new URL(location.href).searchParams.get('relay')")
+        # The page follows the turn from the other worker: the stop goes there.
+        page.goto(f"{b}/?relay={turn}&turn=1")
+        page.wait_for_function(writing, timeout=20_000)
+        page.click("#stop")
+        page.wait_for_selector('#status[data-state="stopped"]', timeout=15_000)
+        assert page.inner_text("#status") == "stopped"
+        assert page.is_hidden("#stop")  # over: nothing left to stop
+        shown = page.eval_on_selector_all(".part.text", "ns => ns.map(n => n.streamfoldText)")
+        steps = page.eval_on_selector_all("hr.step", "ns => ns.length")
+        end, message = _turn_end(server.url, config, turn)
+        # Long after the loop would have ended, nothing more has come.
+        page.wait_for_timeout(1_500)
+        assert page.eval_on_selector_all("hr.step", "ns => ns.length") == steps
+        assert page.inner_text("#status") == "stopped"
+        assert errors == []
 
     assert end.status == "cancelled" and message.status == "cancelled"
     if when == "in-the-answer":
@@ -252,29 +252,22 @@ def test_the_browsers_event_source_resumes_a_turn_on_the_other_worker(tmp_path: 
 
     kinds = [c.type for c in typing.get_args(Event)]
     kinds += ["snapshot", "tool_result", "turn_completed"]
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    config = RelayConfig(prefix=f"test-{uuid.uuid4().hex[:8]}:", lease_ttl=2.0, poll=0.1)
-    try:
-        with (
-            _worker(server.url, config) as a,
-            _worker(server.url, config) as b,
-            _balancer(a, b, cut_after=6) as (balancer, seen),
-            httpx.Client(timeout=30) as http,
-            ThreadPoolExecutor(1) as pool,
-            sync_playwright() as pw,
-            open_page(pw, tmp_path / "profile") as (page, errors),
-        ):
-            page.goto(f"{balancer}/")
-            started = http.post(f"{a}/relay/turn/start", json={"loop": LOOP, "speed": 0.1})
-            turn = started.json()["id"]
-            path = f"/relay/turn/events/{turn}"
-            watching = pool.submit(_read_events, f"{a}{path}", lambda events: False)
-            got = page.evaluate(READ_IN_THE_BROWSER, [path, kinds])
-            reference = watching.result()
-            assert errors == []
-    finally:
-        server.stop()
+    with (
+        _two_workers(tmp_path) as (_, _, a, b),
+        _balancer(a, b, cut_after=6) as (balancer, seen),
+        httpx.Client(timeout=30) as http,
+        ThreadPoolExecutor(1) as pool,
+        sync_playwright() as pw,
+        open_page(pw, tmp_path / "profile") as (page, errors),
+    ):
+        page.goto(f"{balancer}/")
+        started = http.post(f"{a}/relay/turn/start", json={"loop": LOOP, "speed": 0.1})
+        turn = started.json()["id"]
+        path = f"/relay/turn/events/{turn}"
+        watching = pool.submit(_read_events, f"{a}{path}", lambda events: False)
+        got = page.evaluate(READ_IN_THE_BROWSER, [path, kinds])
+        reference = watching.result()
+        assert errors == []
 
     # The browser's own reconnections: to the other worker with the id it saw last, then
     # once more after the turn's end, which the 204 ended.
@@ -293,21 +286,13 @@ def test_the_stop_button_ends_a_relayed_stream_stopped(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     recording = "anthropic/thinking-then-tool-use.sse"  # about 3 s at 0.1x
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    config = RelayConfig(prefix=f"test-{uuid.uuid4().hex[:8]}:", lease_ttl=2.0, poll=0.1)
+    with _two_workers(tmp_path) as (server, config, a, b):
 
-    async def read(stream: str) -> list[Any]:
-        async with Relay.from_url(server.url, config) as relay:
-            return [item.event async for item in relay.subscribe(stream)]
+        async def read(stream: str) -> list[Any]:
+            async with Relay.from_url(server.url, config) as relay:
+                return [item.event async for item in relay.subscribe(stream)]
 
-    try:
-        with (
-            _worker(server.url, config) as a,
-            _worker(server.url, config) as b,
-            sync_playwright() as pw,
-            open_page(pw, tmp_path / "profile") as (page, errors),
-        ):
+        with sync_playwright() as pw, open_page(pw, tmp_path / "profile") as (page, errors):
             page.goto(f"{a}/")
             page.wait_for_selector(f'#recording option[value="{recording}"]', state="attached")
             page.wait_for_selector("#relay", state="visible")
@@ -326,6 +311,4 @@ def test_the_stop_button_ends_a_relayed_stream_stopped(tmp_path: Path) -> None:
             assert errors == []
         with ThreadPoolExecutor(1) as pool:
             events = pool.submit(asyncio.run, asyncio.wait_for(read(stream), 30)).result()
-    finally:
-        server.stop()
     assert events[-1].type == "message_completed" and events[-1].message.status == "cancelled"
