@@ -666,6 +666,26 @@ class Relay:
             return result
         raise RelayUnavailable(f"{what}: gave up after {_MAX_ATTEMPTS} attempts")
 
+    async def _take_lease(
+        self, lease_key: str, token: str, keys: tuple[str, ...], what: str, exists_hint: str
+    ) -> None:
+        """Take `lease_key` for `token`, or raise RelayBusy: another worker holds it, or
+        `keys` (what `what` writes) exist already. Through the batcher: a thousand
+        producers starting at once share a round trip (and a connection) instead of each
+        waiting for one of the pool's. Whether the keys exist is asked in the same round
+        trip, after the SET: its answer counts only if the lease is ours."""
+        ttl_ms = int(self.config.lease_ttl * 1000)
+        taken, exists = await self._commands(
+            ("set", (lease_key, token), {"nx": True, "px": ttl_ms}), ("exists", keys, {})
+        )
+        if not taken:
+            (owner,) = await self._commands(("get", (lease_key,), {}))
+            if owner is None or _text(owner) != token:  # not a retried SET of ours
+                raise RelayBusy(f"{what} is being produced by another worker")
+        if exists:
+            await self._commands(("delete", (lease_key,), {}))
+            raise RelayBusy(f"{what} already exists{exists_hint}")
+
     # --- reading ------------------------------------------------------------------------
 
     async def _commands(self, *commands: Command) -> list[Any]:
@@ -879,27 +899,15 @@ class RelayProducer:
         """Take the stream id's lease and write checkpoint 0; start the heartbeat."""
         if self._started:
             return
-        relay, cfg = self.relay, self.relay.config
+        relay = self.relay
         relay._check_running(f"produce stream {self.stream_id!r}")
-        ttl_ms = int(cfg.lease_ttl * 1000)
-        # Through the batcher: a thousand producers starting at once share a round trip
-        # (and a connection) instead of each waiting for one of the pool's.
-        # Whether the stream exists is asked in the same round trip, after the SET: its
-        # answer counts only if the lease is ours.
-        taken, exists = await relay._commands(
-            ("set", (self.lease_key, self._token), {"nx": True, "px": ttl_ms}),
-            ("exists", (self.checkpoint_key, self.events_key), {}),
+        await relay._take_lease(
+            self.lease_key,
+            self._token,
+            (self.checkpoint_key, self.events_key),
+            f"stream {self.stream_id!r}",
+            " (finished or abandoned); use a new id, or relay.delete() it first",
         )
-        if not taken:
-            (owner,) = await relay._commands(("get", (self.lease_key,), {}))
-            if owner is None or _text(owner) != self._token:  # not a retried SET of ours
-                raise RelayBusy(f"stream {self.stream_id!r} is being produced by another worker")
-        if exists:
-            await relay._commands(("delete", (self.lease_key,), {}))
-            raise RelayBusy(
-                f"stream {self.stream_id!r} already exists (finished or abandoned); "
-                "use a new id, or relay.delete() it first"
-            )
         # A stop request left from an earlier stream of this id is not for this one.
         await relay._commands(("delete", (self.stop_key,), {}))
         relay._producers.add(self)  # from here on, a stop() ends it too
@@ -1894,19 +1902,17 @@ class RelayTurn:
         """Take the turn's lease; refuse a turn id that exists already."""
         if self._started:
             return
-        relay, cfg = self.relay, self.relay.config
+        relay = self.relay
         relay._check_running(f"produce turn {self.turn_id!r}")
-        ttl_ms = int(cfg.lease_ttl * 1000)
-        taken, exists, _stale = await relay._commands(
-            ("set", (self.lease_key, self._token), {"nx": True, "px": ttl_ms}),
-            ("exists", (self.list_key,), {}),
-            ("delete", (self.stop_key,), {}),
+        await relay._take_lease(
+            self.lease_key,
+            self._token,
+            (self.list_key,),
+            f"turn {self.turn_id!r}",
+            "; use a new id",
         )
-        if not taken:
-            raise RelayBusy(f"turn {self.turn_id!r} is being produced by another worker")
-        if exists:
-            await relay._commands(("delete", (self.lease_key,), {}))
-            raise RelayBusy(f"turn {self.turn_id!r} already exists; use a new id")
+        # A stop request left from an earlier turn of this id is not for this one.
+        await relay._commands(("delete", (self.stop_key,), {}))
         self._started = True
         self._beat = asyncio.create_task(self._heartbeat(), name=f"relay-turn-{self.turn_id}")
 

@@ -1912,6 +1912,24 @@ async def test_a_stop_ends_the_turn_from_any_worker(redis_server: RedisServer) -
         assert await worker_b.request_stop(turn_id) is False
 
 
+async def test_a_second_start_of_a_running_turn_leaves_its_stop_request(relay: Relay) -> None:
+    # Another worker trying the same turn id is refused, and takes nothing of the turn
+    # that runs: the stop asked of it is still there for its heartbeat to see.
+    turn_id = sid()
+    turn = relay.turn(turn_id)
+    await turn.start()
+    assert await relay.request_stop(turn_id) is True
+    with pytest.raises(RelayBusy, match="being produced by another worker"):
+        await relay.turn(turn_id).start()
+    assert await relay.redis.exists(relay.stop_key(turn_id)) == 1
+    for _ in range(200):  # within a heartbeat (lease_ttl / 3)
+        if turn.stop_requested:
+            break
+        await asyncio.sleep(0.01)
+    assert turn.stop_requested
+    await turn.close("cancelled")
+
+
 async def test_a_lost_turn_producer_ends_its_readers_incomplete(relay: Relay) -> None:
     from streamfold.relay import TurnCompleted
 
