@@ -72,7 +72,7 @@ import logging
 import signal
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -87,7 +87,9 @@ from ..relay import (
     Relayed,
     RelayError,
     RelayNotFound,
+    RelayProducer,
     RelayStopped,
+    RelayTurn,
     Snapshot,
     TurnCompleted,
     TurnRelayed,
@@ -478,21 +480,44 @@ def relay_routes(
     async def info(request: Request) -> Response:
         return JSONResponse({"relay": True})
 
-    def full() -> Response | None:
-        """503 with `retry-after` when this worker publishes `max_replays` already."""
-        if len(running) + starting < max_replays:
-            return None
-        refused = _error(
-            503,
-            f"this worker publishes {max_replays} replays already (its max_replays); "
-            f"try again in {_RETRY_AFTER} s",
-        )
-        refused.headers["retry-after"] = _RETRY_AFTER
-        return refused
+    async def launch(
+        publisher: RelayProducer | RelayTurn, work: Callable[[], Awaitable[Any]], what: str
+    ) -> Response | None:
+        """Start `publisher` (its stream or turn exists before anyone is told its id) and
+        run `work` in it as a task of this worker; the refusal when the worker publishes
+        `max_replays` already (503 with `retry-after`) or Redis is out of reach."""
+        nonlocal starting
+        if len(running) + starting >= max_replays:
+            refused = _error(
+                503,
+                f"this worker publishes {max_replays} replays already (its max_replays); "
+                f"try again in {_RETRY_AFTER} s",
+            )
+            refused.headers["retry-after"] = _RETRY_AFTER
+            return refused
+        starting += 1  # counted before the await: concurrent starts all see it
+        try:
+            await publisher.start()
+        except RelayError as exc:
+            return _unavailable(exc)
+        finally:
+            starting -= 1
 
-    def keep(task: asyncio.Task[Any]) -> None:
+        async def run() -> None:
+            # Nobody awaits this task: its end is told to the readers (the message's last
+            # event, or their own error) and to the log, never left as an unretrieved error.
+            try:
+                async with publisher:
+                    await work()
+            except StreamfoldError as exc:
+                _log.warning("relay %s stopped: %s", what, exc)
+            except Exception:
+                _log.exception("relay %s failed", what)
+
+        task = asyncio.create_task(run(), name=f"relay-{what.replace(' ', '-')}")
         running.add(task)
         task.add_done_callback(running.discard)
+        return None
 
     async def start(request: Request) -> Response:
         body = await _asked(request)
@@ -511,32 +536,15 @@ def relay_routes(
         if loop is not None:  # the page's loops: a turn, followed at /relay/turn/ui-stream
             return await begin_turn(loop, pace)
         assert recording is not None
-        nonlocal starting
-        refused = full()
-        if refused is not None:
-            return refused
         stream_id = uuid.uuid4().hex
         producer = relay.producer(stream_id, provider=recording.provider)
-        starting += 1  # counted before the await: concurrent starts all see it
-        try:
-            await producer.start()  # the stream exists before anyone is told its id
-        except RelayError as exc:
-            return _unavailable(exc)
-        finally:
-            starting -= 1
 
         async def publish() -> None:
-            # Nobody awaits this task: its end is told to the readers (the message's last
-            # event, or their own error) and to the log, never left as an unretrieved error.
-            try:
-                async with producer:
-                    await producer.pump(_paced(recording, pace))
-            except StreamfoldError as exc:
-                _log.warning("relay replay %s stopped: %s", stream_id, exc)
-            except Exception:
-                _log.exception("relay replay %s failed", stream_id)
+            await producer.pump(_paced(recording, pace))
 
-        keep(asyncio.create_task(publish(), name=f"relay-replay-{stream_id}"))
+        refused = await launch(producer, publish, f"replay {stream_id}")
+        if refused is not None:
+            return refused
         return JSONResponse({"id": stream_id, "recording": recording.name})
 
     async def turn_start(request: Request) -> Response:
@@ -555,37 +563,22 @@ def relay_routes(
         return await begin_turn(loop, pace)
 
     async def begin_turn(loop: DemoLoop, pace: float) -> Response:
-        nonlocal starting
-        refused = full()
-        if refused is not None:
-            return refused
         turn_id = uuid.uuid4().hex
         turn = relay.turn(turn_id)
-        starting += 1
-        try:
-            await turn.start()  # the turn exists before anyone is told its id
-        except RelayError as exc:
-            return _unavailable(exc)
-        finally:
-            starting -= 1
 
         async def play() -> None:
-            try:
-                async with turn:
-                    async for step in _loop_steps(loop, pace):
-                        if turn.stop_requested:
-                            break  # stopped: no tool result, no response after the cut one
-                        if isinstance(step, ToolResult):
-                            await turn.tool_result(step)
-                        else:
-                            source, provider = step
-                            await turn.respond(source, provider=provider)
-            except StreamfoldError as exc:
-                _log.warning("relay turn %s stopped: %s", turn_id, exc)
-            except Exception:
-                _log.exception("relay turn %s failed", turn_id)
+            async for step in _loop_steps(loop, pace):
+                if turn.stop_requested:
+                    break  # stopped: no tool result, no response after the cut one
+                if isinstance(step, ToolResult):
+                    await turn.tool_result(step)
+                else:
+                    source, provider = step
+                    await turn.respond(source, provider=provider)
 
-        keep(asyncio.create_task(play(), name=f"relay-turn-{turn_id}"))
+        refused = await launch(turn, play, f"turn {turn_id}")
+        if refused is not None:
+            return refused
         return JSONResponse({"id": turn_id, "recording": loop.name, "turn": True})
 
     async def turn_ui_stream(request: Request) -> Response:
