@@ -71,14 +71,19 @@ def _texts(content: Any, kinds: tuple[str, ...] = ("text",)) -> str | None:
     return "\n".join(texts) if texts else None
 
 
-def _chat(body: Mapping[str, Any]) -> Read:
-    messages = [m for m in _list(body.get("messages")) if isinstance(m, dict)]
-    user = None
+def _last_user(messages: list[dict[str, Any]], kinds: tuple[str, ...] = ("text",)) -> str | None:
+    """The text of the last user message that has some."""
     for message in reversed(messages):
         if message.get("role") == "user":
-            user = _texts(message.get("content"))
-            if user is not None:
-                break
+            text = _texts(message.get("content"), kinds)
+            if text is not None:
+                return text
+    return None
+
+
+def _chat(body: Mapping[str, Any]) -> Read:
+    messages = [m for m in _list(body.get("messages")) if isinstance(m, dict)]
+    user = _last_user(messages)
     names: dict[str, str] = {}
     for message in messages:
         for call in _list(message.get("tool_calls")):
@@ -111,12 +116,8 @@ def _responses(body: Mapping[str, Any]) -> Read:
     if isinstance(items, str):
         return items, [], _responses_tools(body)
     entries = [item for item in _list(items) if isinstance(item, dict)]
-    user = None
-    for item in reversed(entries):
-        if item.get("role") == "user" and item.get("type", "message") == "message":
-            user = _texts(item.get("content"), ("input_text", "text"))
-            if user is not None:
-                break
+    said = [item for item in entries if item.get("type", "message") == "message"]
+    user = _last_user(said, ("input_text", "text"))
     names = {
         item["call_id"]: item["name"]
         for item in entries
@@ -145,12 +146,7 @@ def _responses_tools(body: Mapping[str, Any]) -> list[str]:
 
 def _anthropic(body: Mapping[str, Any]) -> Read:
     messages = [m for m in _list(body.get("messages")) if isinstance(m, dict)]
-    user = None
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            user = _texts(message.get("content"))
-            if user is not None:
-                break
+    user = _last_user(messages)
     names: dict[str, str] = {}
     for message in messages:
         for block in _list(message.get("content")):
