@@ -1057,7 +1057,7 @@ class RelayProducer:
             final is None
             and (self._force_checkpoint or self._since_checkpoint >= cfg.checkpoint_every)
         )
-        now = f"{time.time():.6f}"
+        stamp = b"%.6f" % time.time()  # when the events were published, in each entry
         bodies = [_dumps(event_to_json(e)) for e in events]
         ckpt: dict[str, Any] | None = None
         if checkpoint:
@@ -1094,7 +1094,7 @@ class RelayProducer:
         # The XADD as Redis takes it, its arguments bytes already: redis-py's xadd()
         # checks and rebuilds its arguments, and its packer encodes each str and int, on
         # every call: a cost paid per event by a producer that has them right.
-        head, stamp = self._xadd_head, now.encode()
+        head = self._xadd_head
         xadds: list[Command] = [
             (
                 "execute_command",
