@@ -56,6 +56,15 @@ class StreamWriter:
         size = self.piece
         return [text[i : i + size] for i in range(0, len(text), size)]
 
+    def error(self, kind: str, text: str) -> tuple[str, str]:
+        """The type and text of the error the message ended with (its metadata's `error`,
+        as the fold recorded it), each `kind` / `text` where it has none."""
+        error = self.message.metadata.get("error")
+        said_kind = error.get("type") if isinstance(error, dict) else None
+        said_text = error.get("message") if isinstance(error, dict) else None
+        return (said_kind if isinstance(said_kind, str) else kind,
+                said_text if isinstance(said_text, str) else text)  # fmt: skip
+
     def meta(self, key: str, default: str) -> str:
         """A text field of the message's metadata, or `default`."""
         value = self.message.metadata.get(key)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...message import Message, ToolCall
+from ...message import ToolCall
 from ...parts import Citation, ContentPart
 from ..streaming import StreamWriter, arguments_text, own_block, part_kind, sse
 
@@ -81,17 +81,8 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
     """The message as the API's SSE stream: one event a chunk."""
     chunks = [sse(event, str(event["type"])) for event in stream_events(writer)]
     if writer.message.status == "error":
-        chunks.append(error_event(*_error_of(writer.message)))
+        chunks.append(error_event(*writer.error("api_error", "the stream failed")))
     return chunks
-
-
-def _error_of(message: Message) -> tuple[str, str]:
-    error = message.metadata.get("error")
-    if isinstance(error, dict):
-        kind, text = error.get("type"), error.get("message")
-        return (kind if isinstance(kind, str) else "api_error",
-                text if isinstance(text, str) else "error")  # fmt: skip
-    return "api_error", "the stream failed"
 
 
 def _stop_word(writer: StreamWriter) -> str:

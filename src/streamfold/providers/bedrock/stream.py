@@ -71,20 +71,11 @@ def stream_events(writer: StreamWriter) -> list[tuple[str, dict[str, Any]]]:
 def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
     """The message as ConverseStream's eventstream: one message a chunk."""
     chunks = [eventstream_event(name, body) for name, body in stream_events(writer)]
-    message = writer.message
-    if message.status == "error":
-        error = message.metadata.get("error")
-        kind = error.get("type") if isinstance(error, dict) else None
-        text = error.get("message") if isinstance(error, dict) else None
-        chunks.append(
-            error_event(
-                # Another provider's error type is no Bedrock exception: Bedrock's own word.
-                kind
-                if isinstance(kind, str) and kind.endswith("Exception")
-                else "internalServerException",
-                text if isinstance(text, str) else "the stream failed",
-            )
-        )
+    if writer.message.status == "error":
+        kind, text = writer.error("", "the stream failed")
+        # Another provider's error type is no Bedrock exception: Bedrock's own word.
+        exception = kind if kind.endswith("Exception") else "internalServerException"
+        chunks.append(error_event(exception, text))
     return chunks
 
 

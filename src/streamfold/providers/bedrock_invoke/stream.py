@@ -40,18 +40,10 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
         chunks.append(_chunk({**events[-1], _METRICS: metrics}))
     else:
         chunks = _frames(invoke_stream(events))
-    message = writer.message
-    if message.status == "error":
-        error = message.metadata.get("error")
-        kind = error.get("type") if isinstance(error, dict) else None
-        text = error.get("message") if isinstance(error, dict) else None
-        chunks.append(
-            error_event(
-                kind if isinstance(kind, str) and kind.endswith("Exception")
-                else "modelStreamErrorException",
-                text if isinstance(text, str) else "the stream failed",
-            )
-        )  # fmt: skip
+    if writer.message.status == "error":
+        kind, text = writer.error("", "the stream failed")
+        exception = kind if kind.endswith("Exception") else "modelStreamErrorException"
+        chunks.append(error_event(exception, text))
     return chunks
 
 

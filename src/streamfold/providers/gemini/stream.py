@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...message import Message, ToolCall
+from ...message import ToolCall
 from ..streaming import StreamWriter, own_block, part_kind, sse
 
 _FINISH_WORD = {
@@ -77,7 +77,7 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
         return [sse(chunk) for chunk in chunks]
     if message.status == "error" and not (writer.native and message.raw_stop_reason):
         out = [sse(chunk) for chunk in chunks]
-        out.append(error_event(500, _error_text(message)))
+        out.append(error_event(500, writer.error("", "the stream failed")[1]))
         return out
     last = _chunk(head, [])
     candidate = last["candidates"][0]
@@ -96,12 +96,6 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
         candidate["content"] = chunks.pop()["candidates"][0]["content"]
     chunks.append(last)
     return [sse(chunk) for chunk in chunks]
-
-
-def _error_text(message: Message) -> str:
-    error = message.metadata.get("error")
-    text = error.get("message") if isinstance(error, dict) else None
-    return text if isinstance(text, str) else "the stream failed"
 
 
 def _chunk(head: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -60,9 +60,7 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
         lines.append({**head, "message": {"role": "assistant", "content": ""}, "done": False})
     out = [ndjson(line) for line in lines]
     if message.status == "error":
-        error = message.metadata.get("error")
-        text = error.get("message") if isinstance(error, dict) else None
-        out.append(error_event(text if isinstance(text, str) else "the generation failed"))
+        out.append(error_event(writer.error("", "the generation failed")[1]))
         return out
     if message.status in ("incomplete", "cancelled"):
         return out

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ...message import Message, ToolCall
+from ...message import ToolCall
 from ...parts import Citation, ContentPart
 from ..streaming import StreamWriter, arguments_text, own_block, part_kind, sse
 from .decode import _META_FIELDS
@@ -110,19 +110,10 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
         if writer.native and isinstance(raw_error, dict):
             out.append(sse({"error": raw_error}))  # the server's own error object
         else:
-            out.append(error_event(*_error_of(message)))
+            out.append(error_event(*writer.error("server_error", "the stream failed")))
         return out
     out.append(b"data: [DONE]\n\n")
     return out
-
-
-def _error_of(message: Message) -> tuple[str, str]:
-    error = message.metadata.get("error")
-    if isinstance(error, dict):
-        kind, text = error.get("type"), error.get("message")
-        return (kind if isinstance(kind, str) else "server_error",
-                text if isinstance(text, str) else "error")  # fmt: skip
-    return "server_error", "the stream failed"
 
 
 def _head(writer: StreamWriter) -> dict[str, Any]:

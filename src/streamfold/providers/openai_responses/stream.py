@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ...message import Message, ToolCall
+from ...message import ToolCall
 from ...parts import ContentPart, utterance, utterance_inferred
 from ..streaming import StreamWriter, arguments_text, own_block, part_kind, sse
 from .decode import _RESPONSE_METADATA, CLIENT_CALL_INPUTS
@@ -100,7 +100,7 @@ def to_stream_chunks(writer: StreamWriter) -> list[bytes]:
     said = message.metadata.get("response_status")
     if status == "failed" and writer.native and said not in (None, "failed"):
         # The stream ended in the top-level `error` event, not in a failed response.
-        code, text = _error_of(message)
+        code, text = writer.error("server_error", "response failed")
         out.add("error", code=code, message=text, param=None)
     elif final is not None:
         out.add(final, response=_response(writer, out.items, status))
@@ -166,21 +166,12 @@ def _response(writer: StreamWriter, output: list[dict[str, Any]], status: str) -
     elif message.status == "content_filtered":
         body["incomplete_details"] = {"reason": "content_filter"}
     if status == "failed":
-        code, text = _error_of(message)
+        code, text = writer.error("server_error", "response failed")
         body["error"] = {"code": code, "message": text}
     usage = _usage(writer)
     if usage is not None:
         body["usage"] = usage
     return body
-
-
-def _error_of(message: Message) -> tuple[str, str]:
-    error = message.metadata.get("error")
-    if isinstance(error, dict):
-        kind, text = error.get("type"), error.get("message")
-        return (kind if isinstance(kind, str) else "server_error",
-                text if isinstance(text, str) else "response failed")  # fmt: skip
-    return "server_error", "response failed"
 
 
 def _usage(writer: StreamWriter) -> dict[str, Any] | None:
